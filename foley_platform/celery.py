@@ -1,0 +1,11 @@
+"""The Celery application. Each task names its queue: `gpu` for embeddings and generation, `cpu` for the rest."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
+
+app = Celery("foley_platform")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

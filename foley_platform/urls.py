@@ -1,0 +1,21 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from stimuli import views as stimuli_views
+
+urlpatterns = [
+    path("", stimuli_views.home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("organize/", include("stimuli.urls")),
+    path("api/", include("stimuli.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[]),
+        name="api-docs",
+    ),
+]

@@ -1,0 +1,88 @@
+from django.contrib import admin
+
+from .models import AudioFile, Category, Challenge, Clip, Job, System, Team, Track
+
+
+class CategoryInline(admin.TabularInline):
+    model = Category
+    extra = 0
+
+
+class TrackInline(admin.TabularInline):
+    model = Track
+    extra = 0
+
+
+@admin.register(Challenge)
+class ChallengeAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "phase", "sample_rate", "clip_duration_s", "created_at"]
+    list_filter = ["phase"]
+    prepopulated_fields = {"slug": ["name"]}
+    search_fields = ["name", "slug"]
+    inlines = [CategoryInline, TrackInline]
+
+
+@admin.register(Category)
+class CategoryAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "challenge", "position"]
+    list_filter = ["challenge"]
+
+
+@admin.register(Track)
+class TrackAdmin(admin.ModelAdmin):
+    list_display = ["code", "name", "challenge", "external_data_allowed"]
+    list_filter = ["challenge"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "affiliation", "challenge"]
+    list_filter = ["challenge"]
+    search_fields = ["name"]
+
+
+@admin.register(System)
+class SystemAdmin(admin.ModelAdmin):
+    list_display = ["name", "public_id", "team", "track", "kind", "challenge"]
+    list_filter = ["challenge", "track__code", "kind"]
+    search_fields = ["name", "public_id", "team__name"]
+    readonly_fields = ["public_id"]
+
+
+@admin.register(AudioFile)
+class AudioFileAdmin(admin.ModelAdmin):
+    list_display = [
+        "sha256",
+        "duration_s",
+        "sample_rate",
+        "loudness_lufs",
+        "is_silent",
+        "is_clipped",
+    ]
+    list_filter = ["is_silent", "is_clipped", "sample_rate"]
+    search_fields = ["sha256"]
+    readonly_fields = [f.name for f in AudioFile._meta.fields]
+
+
+@admin.register(Clip)
+class ClipAdmin(admin.ModelAdmin):
+    list_display = ["id", "challenge", "category", "role", "system", "original_name"]
+    list_filter = ["challenge", "role", "category__slug"]
+    search_fields = ["original_name", "audio__sha256", "system__name"]
+    raw_id_fields = ["audio", "source_job"]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "kind",
+        "challenge",
+        "state",
+        "done",
+        "total",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["kind", "state", "challenge"]
+    readonly_fields = ["created_at", "started_at", "finished_at", "updated_at"]

@@ -1,0 +1,289 @@
+"""Safe reading of uploaded archives and folders: one folder per category, audio files inside.
+
+Nothing here trusts the archive. Names are checked before anything is read (no absolute paths, no
+`..`, no links, no devices), the number of files and the declared and actual expanded sizes are
+capped, and each member is read with a hard byte limit, so a zip bomb or a lying header stops at
+the limit instead of filling memory or disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+AUDIO_EXTENSIONS = {".wav", ".wave", ".flac", ".aif", ".aiff", ".ogg", ".mp3"}
+# Metadata that desktop archivers add on their own; skipped with a note, never an error.
+JUNK_NAMES = {".ds_store", "thumbs.db", "desktop.ini"}
+JUNK_FOLDERS = {"__macosx"}
+# Small members cannot be bombs on their own (the total cap covers many of them).
+RATIO_CHECK_MIN_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_files: int = 20_000
+    max_expanded_bytes: int = 8 * 1024**3
+    max_file_bytes: int = 64 * 1024**2
+    max_ratio: int = 100
+
+    @classmethod
+    def from_settings(cls) -> Limits:
+        from django.conf import settings
+
+        return cls(
+            max_files=settings.FOLEY_UPLOAD_MAX_FILES,
+            max_expanded_bytes=settings.FOLEY_UPLOAD_MAX_EXPANDED_BYTES,
+            max_file_bytes=settings.FOLEY_UPLOAD_MAX_FILE_BYTES,
+            max_ratio=settings.FOLEY_UPLOAD_MAX_RATIO,
+        )
+
+
+class ArchiveError(Exception):
+    """The archive as a whole cannot be read; `problems` holds one message per bad entry."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Member:
+    """One audio file of the upload: its category folder, its path inside the upload and size."""
+
+    folder: str
+    path: str
+    size: int
+
+
+@dataclass
+class Listing:
+    members: list[Member] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def normalise_folder(name: str) -> str:
+    """`DogBark`, `dog_bark`, `Dog bark` and `dog-bark` all name the same category."""
+    return re.sub(r"[^0-9a-z]", "", name.casefold())
+
+
+def _check_name(name: str) -> str | None:
+    if "\x00" in name:
+        return "name contains a NUL byte"
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        return "absolute path is not allowed"
+    if "\\" in name:
+        return "backslash in path is not allowed"
+    if any(part == ".." for part in PurePosixPath(name).parts):
+        return "path traversal ('..') is not allowed"
+    return None
+
+
+def _split(paths: list[str], problems: list[str]) -> Listing:
+    """Turn relative file paths into members: `category/file.wav`, under one optional wrapper."""
+    listing = Listing()
+    kept: list[str] = []
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        if parts and (parts[0].casefold() in JUNK_FOLDERS or parts[-1].casefold() in JUNK_NAMES):
+            listing.skipped.append(path)
+        else:
+            kept.append(path)
+    # A zip of a folder puts everything under one top-level folder; look inside it.
+    tops = {PurePosixPath(p).parts[0] for p in kept if len(PurePosixPath(p).parts) >= 3}
+    strip = len(tops) == 1 and all(len(PurePosixPath(p).parts) >= 3 for p in kept)
+    for path in kept:
+        parts = PurePosixPath(path).parts[1:] if strip else PurePosixPath(path).parts
+        if len(parts) == 1:
+            problems.append(f"{path}: file is not inside a category folder")
+            continue
+        if len(parts) > 2:
+            problems.append(f"{path}: nested folders are not allowed; expected <category>/<file>")
+            continue
+        suffix = PurePosixPath(parts[1]).suffix.lower()
+        if suffix not in AUDIO_EXTENSIONS:
+            problems.append(
+                f"{path}: not an audio file (extension '{suffix or 'none'}'); expected .wav"
+            )
+            continue
+        listing.members.append(Member(folder=parts[0], path=path, size=0))
+    return listing
+
+
+class Source:
+    """An upload to read: a zip file or a folder on disk."""
+
+    def __init__(self, path: Path | str, limits: Limits | None = None):
+        self.path = Path(path)
+        self.limits = limits or Limits()
+        self._zip: zipfile.ZipFile | None = None
+        self._sizes: dict[str, int] = {}
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._zip is not None:
+            self._zip.close()
+
+    def list(self) -> Listing:
+        """Check the structure and return the audio members; raise ArchiveError on any problem."""
+        if self.path.is_dir():
+            return self._list_folder()
+        return self._list_zip()
+
+    def _list_zip(self) -> Listing:
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+        except zipfile.BadZipFile:
+            raise ArchiveError(
+                ["the upload is not a readable zip archive (truncated or not a zip file)"]
+            ) from None
+        except OSError as exc:
+            raise ArchiveError([f"the upload cannot be opened: {exc.strerror}"]) from None
+        infos = self._zip.infolist()
+        problems: list[str] = []
+        files = [info for info in infos if not info.is_dir()]
+        if len(files) > self.limits.max_files:
+            raise ArchiveError(
+                [f"the archive holds {len(files):,} files; the limit is {self.limits.max_files:,}"]
+            )
+        total = 0
+        paths: list[str] = []
+        for info in files:
+            name = info.filename
+            problem = _check_name(name)
+            mode = info.external_attr >> 16
+            if problem is None and info.create_system == 3 and stat.S_ISLNK(mode):
+                problem = "symbolic links are not allowed"
+            elif (
+                problem is None
+                and info.create_system == 3
+                and stat.S_IFMT(mode)
+                and not stat.S_ISREG(mode)
+            ):
+                problem = "only regular files are allowed"
+            if problem is None and info.flag_bits & 0x1:
+                problem = "encrypted entries are not supported"
+            if (
+                problem is None
+                and info.file_size > RATIO_CHECK_MIN_BYTES
+                and info.file_size > self.limits.max_ratio * max(info.compress_size, 1)
+            ):
+                ratio = info.file_size / max(info.compress_size, 1)
+                problem = (
+                    f"compression ratio {ratio:,.0f}:1 exceeds the limit of "
+                    f"{self.limits.max_ratio}:1 (possible zip bomb)"
+                )
+            if problem is None and info.file_size > self.limits.max_file_bytes:
+                problem = (
+                    f"expands to {info.file_size:,} bytes; the limit per file is "
+                    f"{self.limits.max_file_bytes:,}"
+                )
+            if problem:
+                problems.append(f"{name}: {problem}")
+                continue
+            total += info.file_size
+            self._sizes[name] = info.file_size
+            paths.append(name)
+        if total > self.limits.max_expanded_bytes:
+            problems.append(
+                f"the archive expands to {total:,} bytes; the limit is "
+                f"{self.limits.max_expanded_bytes:,}"
+            )
+        listing = _split(paths, problems)
+        if problems:
+            raise ArchiveError(problems)
+        listing.members = [Member(m.folder, m.path, self._sizes[m.path]) for m in listing.members]
+        return listing
+
+    def _list_folder(self) -> Listing:
+        problems: list[str] = []
+        paths: list[str] = []
+        root = self.path
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            for name in list(dirnames):
+                full = Path(dirpath) / name
+                if full.is_symlink():
+                    problems.append(f"{full.relative_to(root)}: symbolic links are not allowed")
+                    dirnames.remove(name)
+            for name in filenames:
+                full = Path(dirpath) / name
+                rel = full.relative_to(root).as_posix()
+                st = full.lstat()
+                if stat.S_ISLNK(st.st_mode):
+                    problems.append(f"{rel}: symbolic links are not allowed")
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    problems.append(f"{rel}: only regular files are allowed")
+                    continue
+                if st.st_size > self.limits.max_file_bytes:
+                    problems.append(
+                        f"{rel}: {st.st_size:,} bytes; the limit per file is "
+                        f"{self.limits.max_file_bytes:,}"
+                    )
+                    continue
+                total += st.st_size
+                self._sizes[rel] = st.st_size
+                paths.append(rel)
+                if len(paths) > self.limits.max_files:
+                    raise ArchiveError(
+                        [f"the folder holds more than {self.limits.max_files:,} files"]
+                    )
+        if total > self.limits.max_expanded_bytes:
+            problems.append(
+                f"the folder holds {total:,} bytes; the limit is {self.limits.max_expanded_bytes:,}"
+            )
+        listing = _split(sorted(paths), problems)
+        if problems:
+            raise ArchiveError(problems)
+        listing.members = [Member(m.folder, m.path, self._sizes[m.path]) for m in listing.members]
+        return listing
+
+    def read(self, member: Member) -> bytes:
+        """The member's bytes, never more than its declared size (a lying header stops here)."""
+        limit = min(member.size, self.limits.max_file_bytes)
+        if self._zip is None:
+            with open(self.path / member.path, "rb") as handle:
+                data = handle.read(limit + 1)
+        else:
+            try:
+                with self._zip.open(member.path) as handle:
+                    data = _read_bounded(handle, limit + 1)
+            except (zipfile.BadZipFile, EOFError, OSError, zipfile.LargeZipFile) as exc:
+                raise MemberError(f"corrupt archive entry ({exc})") from None
+        if len(data) > limit:
+            raise MemberError("expands beyond its declared size (corrupt or hostile archive)")
+        return data
+
+
+class MemberError(Exception):
+    """One member cannot be read; the rest of the archive may still be fine."""
+
+
+def _read_bounded(handle, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = handle.read(min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def iter_members(
+    source: Source, listing: Listing
+) -> Iterator[tuple[Member, bytes | None, str | None]]:
+    """Each member with its bytes, or with the reason it could not be read."""
+    for member in listing.members:
+        try:
+            yield member, source.read(member), None
+        except MemberError as exc:
+            yield member, None, str(exc)

@@ -1,0 +1,257 @@
+"""Importing a set of clips: the one code path behind the web upload, the API and the CLI.
+
+An import is all or nothing. Every file is read and checked first; only when every file passes
+are audio files written and rows created, in one transaction. If anything fails after a file was
+written, the files this import created are removed before the transaction rolls back, while its
+uncommitted rows still block any concurrent import of the same sound from claiming them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from django.db import transaction
+
+from . import storage
+from .archives import ArchiveError, Limits, Source, iter_members, normalise_folder
+from .audio import AudioCheck, ClipSpec, inspect_audio
+from .models import AudioFile, Category, Challenge, Clip, Job, System
+
+Progress = Callable[[int, int, str], None]
+
+
+class ImportRequestError(ValueError):
+    """The import was asked for with arguments that cannot work (wrong role, foreign system)."""
+
+
+@dataclass
+class FileReport:
+    path: str
+    category: str | None = None
+    status: str = "pending"  # stored, already present, duplicate, rejected
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    sha256: str | None = None
+
+
+@dataclass
+class ImportReport:
+    role: str
+    system: str | None = None
+    convert: bool = False
+    accepted: bool = False
+    problems: list[str] = field(default_factory=list)
+    files: list[FileReport] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    created_clips: int = 0
+    created_audio: int = 0
+
+    @property
+    def rejected_files(self) -> list[FileReport]:
+        return [f for f in self.files if f.errors]
+
+    def summary(self) -> str:
+        if self.accepted:
+            present = sum(f.status == "already present" for f in self.files)
+            dupes = sum(f.status == "duplicate" for f in self.files)
+            text = f"Imported {self.created_clips} new clips from {len(self.files)} files"
+            extras = []
+            if present:
+                extras.append(f"{present} already present")
+            if dupes:
+                extras.append(f"{dupes} duplicates within the upload")
+            return text + (f" ({', '.join(extras)})" if extras else "") + "."
+        bad = len(self.rejected_files)
+        if bad:
+            return f"Upload rejected: {bad} of {len(self.files)} files are invalid. Nothing was stored."
+        return "Upload rejected: " + "; ".join(self.problems) + ". Nothing was stored."
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["summary"] = self.summary()
+        return data
+
+
+def spec_for(challenge: Challenge) -> ClipSpec:
+    return ClipSpec(
+        sample_rate=challenge.sample_rate,
+        channels=challenge.channels,
+        duration_s=challenge.clip_duration_s,
+        bit_depth=challenge.bit_depth,
+    )
+
+
+def check_request(challenge: Challenge, role: str, system: System | None) -> None:
+    if role not in Clip.Role.values:
+        raise ImportRequestError(
+            f"unknown role '{role}'; expected one of {', '.join(Clip.Role.values)}"
+        )
+    if role == Clip.Role.SYSTEM and system is None:
+        raise ImportRequestError("system output needs a system")
+    if role != Clip.Role.SYSTEM and system is not None:
+        raise ImportRequestError(f"a {role} set belongs to no system; leave the system empty")
+    if system is not None and system.challenge_id != challenge.pk:
+        raise ImportRequestError(f"system '{system}' belongs to another challenge")
+
+
+def check_structure(challenge: Challenge, path: Path, limits: Limits | None = None) -> list[str]:
+    """Cheap checks that read only names and sizes: safe to run inside a web request."""
+    with Source(path, limits or Limits.from_settings()) as source:
+        try:
+            listing = source.list()
+        except ArchiveError as exc:
+            return exc.problems
+    problems = _folder_problems(challenge, {m.folder for m in listing.members})
+    if not listing.members and not problems:
+        problems.append("the upload holds no audio files")
+    return problems
+
+
+def _category_lookup(challenge: Challenge) -> dict[str, Category]:
+    lookup: dict[str, Category] = {}
+    for category in challenge.categories.all():
+        lookup[normalise_folder(category.slug)] = category
+        lookup[normalise_folder(category.name)] = category
+    return lookup
+
+
+def _folder_problems(challenge: Challenge, folders: set[str]) -> list[str]:
+    lookup = _category_lookup(challenge)
+    expected = ", ".join(c.slug for c in challenge.categories.all())
+    return [
+        f"{folder}/: unknown category folder; expected one of: {expected}"
+        for folder in sorted(folders)
+        if normalise_folder(folder) not in lookup
+    ]
+
+
+def import_clips(
+    challenge: Challenge,
+    path: Path | str,
+    *,
+    role: str,
+    system: System | None = None,
+    convert: bool = False,
+    job: Job | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+) -> ImportReport:
+    """Check every file of the zip or folder at `path` and store them all, or store nothing."""
+    check_request(challenge, role, system)
+    report = ImportReport(role=role, system=system.name if system else None, convert=convert)
+    spec = spec_for(challenge)
+    lookup = _category_lookup(challenge)
+
+    with Source(Path(path), limits or Limits.from_settings()) as source:
+        try:
+            listing = source.list()
+        except ArchiveError as exc:
+            report.problems = exc.problems
+            return report
+        report.skipped = listing.skipped
+        report.problems = _folder_problems(challenge, {m.folder for m in listing.members})
+        if report.problems:
+            return report
+        if not listing.members:
+            report.problems = ["the upload holds no audio files"]
+            return report
+
+        total = len(listing.members)
+        with tempfile.TemporaryDirectory(prefix="foley-import-") as scratch:
+            staged: dict[str, tuple[AudioCheck, Path]] = {}
+            seen: dict[tuple[int, str], str] = {}
+            for done, (member, data, read_error) in enumerate(iter_members(source, listing), 1):
+                category = lookup[normalise_folder(member.folder)]
+                entry = FileReport(path=member.path, category=category.slug)
+                report.files.append(entry)
+                check = inspect_audio(data, spec, convert=convert) if data is not None else None
+                if read_error or check is None:
+                    entry.errors.append(read_error or "unreadable")
+                elif not check.ok:
+                    entry.errors.extend(check.errors)
+                else:
+                    entry.sha256 = check.sha256
+                    entry.warnings.extend(check.conversions + check.warnings)
+                    key = (category.pk, check.sha256)
+                    if key in seen:
+                        entry.status = "duplicate"
+                        entry.warnings.append(f"same audio as {seen[key]}; stored once")
+                    else:
+                        seen[key] = member.path
+                        if check.sha256 not in staged:
+                            staged_path = Path(scratch) / f"{check.sha256}.wav"
+                            staged_path.write_bytes(check.wav_bytes)
+                            check.wav_bytes = None  # keep memory flat on large uploads
+                            check.samples = None
+                            staged[check.sha256] = (check, staged_path)
+                if entry.errors:
+                    entry.status = "rejected"
+                if progress:
+                    progress(done, total, f"checked {member.path}")
+
+            if report.rejected_files:
+                return report
+            _store(challenge, role, system, job, report, staged, lookup)
+    report.accepted = True
+    return report
+
+
+def _store(
+    challenge: Challenge,
+    role: str,
+    system: System | None,
+    job: Job | None,
+    report: ImportReport,
+    staged: dict[str, tuple[AudioCheck, Path]],
+    lookup: dict[str, Category],
+) -> None:
+    written: list[str] = []
+    by_slug = {c.slug: c for c in lookup.values()}
+    with transaction.atomic():
+        try:
+            audio_rows: dict[str, AudioFile] = {}
+            for sha, (check, staged_path) in staged.items():
+                data = staged_path.read_bytes()
+                row, created = AudioFile.objects.get_or_create(
+                    sha256=sha,
+                    defaults=dict(
+                        file=storage.audio_name(sha),
+                        size_bytes=len(data),
+                        sample_rate=check.sample_rate,
+                        channels=check.channels,
+                        bit_depth=check.bit_depth,
+                        frames=check.frames,
+                        duration_s=check.duration_s,
+                        loudness_lufs=check.loudness_lufs,
+                        peak_dbfs=check.peak_dbfs,
+                        is_silent=check.is_silent,
+                        is_clipped=check.is_clipped,
+                    ),
+                )
+                if created:
+                    storage.put_audio(sha, data)
+                    written.append(sha)
+                    report.created_audio += 1
+                elif not storage.default_storage.exists(row.file):
+                    storage.put_audio(sha, data)  # heal a file lost from storage
+                audio_rows[sha] = row
+            for entry in report.files:
+                if entry.status == "duplicate":
+                    continue
+                _, created = Clip.objects.get_or_create(
+                    challenge=challenge,
+                    role=role,
+                    system=system,
+                    category=by_slug[entry.category],
+                    audio=audio_rows[entry.sha256],
+                    defaults={"original_name": entry.path, "source_job": job},
+                )
+                entry.status = "stored" if created else "already present"
+                report.created_clips += int(created)
+        except BaseException:
+            for sha in written:
+                storage.delete_audio(sha)
+            raise

@@ -1,0 +1,292 @@
+"""What is heard: challenges, their categories and tracks, teams and systems, and audio clips.
+
+Audio is content-addressed: an `AudioFile` is one distinct sound (keyed by the sha256 of its
+canonical 16-bit WAV encoding) stored once however often it is used, and a `Clip` is one use of it
+in a challenge (a development, evaluation, system-output or anchor clip of a category).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Challenge(models.Model):
+    class Phase(models.TextChoices):
+        SETUP = "setup", "Setup"
+        OBJECTIVE = "objective", "Objective evaluation"
+        LISTENING = "listening", "Listening test"
+        PUBLISHED = "published", "Published"
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    description = models.TextField(blank=True)
+    clip_duration_s = models.FloatField(default=4.0, help_text="Clip duration in seconds.")
+    sample_rate = models.PositiveIntegerField(default=22_050, help_text="Sample rate in Hz.")
+    channels = models.PositiveSmallIntegerField(default=1)
+    bit_depth = models.PositiveSmallIntegerField(default=16)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.SETUP)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(clip_duration_s__gt=0) & Q(clip_duration_s__lte=60),
+                name="challenge_duration_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(sample_rate__gte=8_000) & Q(sample_rate__lte=192_000),
+                name="challenge_sample_rate_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(channels__gte=1) & Q(channels__lte=2), name="challenge_channels_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(bit_depth__in=[16, 24]), name="challenge_bit_depth_supported"
+            ),
+            models.CheckConstraint(
+                condition=Q(phase__in=["setup", "objective", "listening", "published"]),
+                name="challenge_phase_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def clip_frames(self) -> int:
+        return round(self.clip_duration_s * self.sample_rate)
+
+
+class Category(models.Model):
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="categories")
+    slug = models.SlugField(max_length=80)
+    name = models.CharField(max_length=120)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["challenge", "position", "slug"]
+        verbose_name_plural = "categories"
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "slug"], name="category_slug_unique"),
+            models.UniqueConstraint(fields=["challenge", "name"], name="category_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Track(models.Model):
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="tracks")
+    code = models.CharField(max_length=8, help_text="Short code, e.g. A or B.")
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    external_data_allowed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["challenge", "code"]
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "code"], name="track_code_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Track {self.code}"
+
+
+class Team(models.Model):
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="teams")
+    name = models.CharField(max_length=120)
+    affiliation = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["challenge", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "name"], name="team_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def new_public_id() -> str:
+    # Random, not derived from the row id or the name, so it reveals nothing about the system.
+    return "S" + secrets.token_hex(4).upper()
+
+
+class System(models.Model):
+    class Kind(models.TextChoices):
+        AUDIO = "audio", "Uploaded audio"
+        GENERATOR = "generator", "Generator code"
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="systems")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="systems")
+    track = models.ForeignKey(Track, on_delete=models.PROTECT, related_name="systems")
+    name = models.CharField(max_length=120)
+    public_id = models.CharField(max_length=16, unique=True, default=new_public_id, editable=False)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.AUDIO)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["challenge", "track", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "name"], name="system_name_unique"),
+            models.CheckConstraint(
+                condition=Q(kind__in=["audio", "generator"]), name="system_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AudioFile(models.Model):
+    """One distinct sound, stored once as a canonical PCM WAV named by its sha256."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    file = models.CharField(max_length=200, help_text="Storage name of the canonical WAV.")
+    size_bytes = models.PositiveBigIntegerField()
+    sample_rate = models.PositiveIntegerField()
+    channels = models.PositiveSmallIntegerField()
+    bit_depth = models.PositiveSmallIntegerField()
+    frames = models.PositiveIntegerField()
+    duration_s = models.FloatField()
+    loudness_lufs = models.FloatField(
+        null=True, blank=True, help_text="Integrated loudness (ITU-R BS.1770); empty when silent."
+    )
+    peak_dbfs = models.FloatField(null=True, blank=True)
+    is_silent = models.BooleanField(default=False)
+    is_clipped = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(sha256__regex=r"^[0-9a-f]{64}$"), name="audiofile_sha256_hex"
+            ),
+            models.CheckConstraint(condition=Q(frames__gt=0), name="audiofile_frames_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.sha256[:12]
+
+
+class Clip(models.Model):
+    class Role(models.TextChoices):
+        DEVELOPMENT = "development", "Development set"
+        EVALUATION = "evaluation", "Evaluation set"
+        SYSTEM = "system", "System output"
+        ANCHOR = "anchor", "Anchor"
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="clips")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="clips")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    system = models.ForeignKey(
+        System, on_delete=models.CASCADE, null=True, blank=True, related_name="clips"
+    )
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="clips")
+    original_name = models.CharField(max_length=255, blank=True)
+    source_job = models.ForeignKey(
+        "Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="clips"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["challenge", "role", "category", "id"]
+        indexes = [models.Index(fields=["challenge", "role", "category"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(role__in=["development", "evaluation", "system", "anchor"]),
+                name="clip_role_valid",
+            ),
+            # System output always names its system; reference and anchor clips never do.
+            models.CheckConstraint(
+                condition=(Q(role="system") & Q(system__isnull=False))
+                | (~Q(role="system") & Q(system__isnull=True)),
+                name="clip_system_iff_system_role",
+            ),
+            # The same sound is one clip per set: re-uploading it adds nothing.
+            models.UniqueConstraint(
+                fields=["challenge", "role", "category", "audio"],
+                condition=Q(system__isnull=True),
+                name="clip_unique_in_reference_set",
+            ),
+            models.UniqueConstraint(
+                fields=["system", "category", "audio"],
+                condition=Q(system__isnull=False),
+                name="clip_unique_in_system_set",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_role_display()} {self.category.slug} {self.audio.sha256[:12]}"
+
+    @property
+    def sha256(self) -> str:
+        return self.audio.sha256
+
+
+class Job(models.Model):
+    """A unit of background work whose progress the pages poll; Celery tasks take its id."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    class Kind(models.TextChoices):
+        IMPORT = "import", "Audio import"
+
+    challenge = models.ForeignKey(
+        Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="jobs"
+    )
+    kind = models.CharField(max_length=32)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    params = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    message = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["challenge", "kind", "state"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=["queued", "running", "succeeded", "failed"]),
+                name="job_state_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk} ({self.state})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in (self.State.SUCCEEDED, self.State.FAILED)
+
+    @property
+    def percent(self) -> int:
+        if self.state == self.State.SUCCEEDED:
+            return 100
+        return int(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None

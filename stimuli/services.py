@@ -1,0 +1,179 @@
+"""Business actions on challenges, teams, systems and uploads, shared by pages, API and CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.core.files.base import File
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from .imports import ImportRequestError, check_request, check_structure, import_clips
+from .jobs import JobProgress, enqueue, run_job
+from .models import Category, Challenge, Job, System, Team, Track
+
+# The DCASE 2023 Task 7 categories, slugs as the challenge's data folders spell them.
+DEFAULT_CATEGORIES = [
+    ("dog_bark", "Dog bark"),
+    ("footstep", "Footstep"),
+    ("gunshot", "Gunshot"),
+    ("keyboard", "Keyboard"),
+    ("moving_motor_vehicle", "Moving motor vehicle"),
+    ("rain", "Rain"),
+    ("sneeze_cough", "Sneeze/cough"),
+]
+DEFAULT_TRACKS = [
+    ("A", "Track A", "External data and pre-trained models allowed.", True),
+    ("B", "Track B", "Development set only; no external data.", False),
+]
+
+
+@transaction.atomic
+def create_challenge(
+    *,
+    name: str,
+    slug: str,
+    categories: list[tuple[str, str]] | None = None,
+    tracks: list[tuple[str, str, str, bool]] | None = None,
+    **spec: object,
+) -> Challenge:
+    """A challenge with its categories and tracks (the DCASE 2023 Task 7 ones by default)."""
+    challenge = Challenge(name=name, slug=slug, **spec)
+    challenge.full_clean()
+    challenge.save()
+    for position, (cat_slug, cat_name) in enumerate(categories or DEFAULT_CATEGORIES):
+        Category.objects.create(
+            challenge=challenge, slug=cat_slug, name=cat_name, position=position
+        )
+    for code, track_name, description, external in tracks or DEFAULT_TRACKS:
+        Track.objects.create(
+            challenge=challenge,
+            code=code,
+            name=track_name,
+            description=description,
+            external_data_allowed=external,
+        )
+    return challenge
+
+
+def create_team(challenge: Challenge, *, name: str, affiliation: str = "") -> Team:
+    team = Team(challenge=challenge, name=name, affiliation=affiliation)
+    team.full_clean()
+    team.save()
+    return team
+
+
+def create_system(*, team: Team, track: Track, name: str, kind: str = System.Kind.AUDIO) -> System:
+    if team.challenge_id != track.challenge_id:
+        raise ValidationError("The team and the track belong to different challenges.")
+    system = System(challenge_id=team.challenge_id, team=team, track=track, name=name, kind=kind)
+    system.full_clean()
+    system.save()
+    return system
+
+
+class UploadRejected(Exception):
+    """The upload failed the structural checks; nothing was stored."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+@contextmanager
+def _as_local_file(name: str):
+    """A local path for a stored file: the file itself on disk storage, else a temporary copy."""
+    try:
+        yield Path(default_storage.path(name))
+        return
+    except NotImplementedError:
+        pass
+    with tempfile.NamedTemporaryFile(suffix=Path(name).suffix) as tmp:
+        with default_storage.open(name, "rb") as handle:
+            shutil.copyfileobj(handle, tmp)
+        tmp.flush()
+        yield Path(tmp.name)
+
+
+def start_import(
+    challenge: Challenge,
+    upload: File,
+    *,
+    role: str,
+    system: System | None = None,
+    convert: bool = False,
+    user: AbstractBaseUser | None = None,
+) -> Job:
+    """Stage an uploaded zip, check its structure at once, and queue the audio checks.
+
+    A structurally bad upload (not a zip, hostile names, a bomb, unknown folders) raises
+    UploadRejected before anything is kept; a good one becomes an import job.
+    """
+    check_request(challenge, role, system)
+    staging_name = default_storage.save(f"staging/{uuid.uuid4().hex}.zip", upload)
+    try:
+        with _as_local_file(staging_name) as path:
+            problems = check_structure(challenge, path)
+    except BaseException:
+        default_storage.delete(staging_name)
+        raise
+    if problems:
+        default_storage.delete(staging_name)
+        raise UploadRejected(problems)
+    from .tasks import import_upload
+
+    with transaction.atomic():
+        job = Job.objects.create(
+            challenge=challenge,
+            kind=Job.Kind.IMPORT,
+            params={
+                "staging": staging_name,
+                "filename": os.path.basename(getattr(upload, "name", "") or "upload.zip"),
+                "role": role,
+                "system_id": system.pk if system else None,
+                "convert": convert,
+            },
+            created_by=user if user and user.is_authenticated else None,
+        )
+        enqueue(job, import_upload)
+    return job
+
+
+def run_import_job(job_id: int) -> Job:
+    """Worker side of an upload: check every file and store all of them or none."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        params = job.params
+        staging = params["staging"]
+        system = System.objects.get(pk=params["system_id"]) if params.get("system_id") else None
+        if not default_storage.exists(staging):
+            return {"_failed": True, "_error": "The uploaded file is no longer available."}
+        try:
+            with _as_local_file(staging) as path:
+                report = import_clips(
+                    job.challenge,
+                    path,
+                    role=params["role"],
+                    system=system,
+                    convert=params.get("convert", False),
+                    job=job,
+                    progress=progress,
+                )
+        except ImportRequestError as exc:
+            return {"_failed": True, "_error": str(exc)}
+        finally:
+            default_storage.delete(staging)
+        result = report.to_dict()
+        if not report.accepted:
+            result["_failed"] = True
+            result["_error"] = report.summary()
+        return result
+
+    return run_job(job_id, work)

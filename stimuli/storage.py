@@ -1,0 +1,44 @@
+"""Content-addressed audio storage on Django's default storage (a shared volume or a bucket)."""
+
+from __future__ import annotations
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+
+
+def audio_name(sha256: str) -> str:
+    return f"audio/{sha256[:2]}/{sha256}.wav"
+
+
+def put_audio(sha256: str, data: bytes) -> str:
+    """Store `data` under its hash; an existing file of the right size is kept as it is."""
+    name = audio_name(sha256)
+    if default_storage.exists(name):
+        if default_storage.size(name) == len(data):
+            return name
+        # A partial file from a writer that died; nothing can reference it yet.
+        default_storage.delete(name)
+    saved = default_storage.save(name, ContentFile(data))
+    if saved != name:  # pragma: no cover - storage renamed it; never expected for hashed names
+        default_storage.delete(saved)
+        raise RuntimeError(f"storage refused the name {name}")
+    return name
+
+
+def delete_audio(sha256: str) -> None:
+    name = audio_name(sha256)
+    if default_storage.exists(name):
+        default_storage.delete(name)
+
+
+def read_audio(name: str) -> bytes:
+    with default_storage.open(name, "rb") as handle:
+        return handle.read()
+
+
+def local_path(name: str) -> str | None:
+    """A filesystem path for workers that can read one directly, else None."""
+    try:
+        return default_storage.path(name)
+    except NotImplementedError:
+        return None

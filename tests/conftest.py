@@ -1,0 +1,269 @@
+"""Shared fixtures: users by role, a default challenge, audio and zip factories, and a real
+Celery worker process for integration tests.
+
+Integration tests (marker `integration`) need PostgreSQL as the test database and Redis as the
+broker. Without them they are skipped with the reason, unless FOLEY_REQUIRE_SERVICES=1 (as in CI),
+where a missing service fails the run instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from tests.factories import make_wav, make_zip  # noqa: F401  (re-exported for tests)
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_URL = os.environ.get("FOLEY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REQUIRE_SERVICES = os.environ.get("FOLEY_REQUIRE_SERVICES") == "1"
+
+
+def _redis_up() -> bool:
+    try:
+        import redis
+
+        return bool(redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping())
+    except Exception:
+        return False
+
+
+def _database_vendor() -> str:
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"]
+    return "postgresql" if "postgresql" in engine else engine.rsplit(".", 1)[-1]
+
+
+def pytest_report_header(config) -> list[str]:
+    vendor = _database_vendor()
+    redis_up = _redis_up()
+    integration = vendor == "postgresql" and redis_up
+    lines = [
+        f"foley: database={vendor}, redis={'up' if redis_up else 'down'}, "
+        f"integration tests={'enabled' if integration else 'SKIPPED (need PostgreSQL and Redis)'}"
+    ]
+    if not integration and REQUIRE_SERVICES:
+        lines.append("foley: FOLEY_REQUIRE_SERVICES=1, so integration tests will FAIL")
+    return lines
+
+
+def _missing_services() -> list[str]:
+    missing = []
+    if _database_vendor() != "postgresql":
+        missing.append("PostgreSQL (set DATABASE_URL)")
+    if not _redis_up():
+        missing.append(f"Redis at {REDIS_URL}")
+    return missing
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if not any("integration" in item.keywords for item in items):
+        return
+    missing = _missing_services()
+    if not missing:
+        return
+    reason = "integration test needs " + " and ".join(missing)
+    for item in items:
+        if "integration" in item.keywords:
+            item.user_properties.append(("missing_services", reason))
+
+
+def pytest_runtest_setup(item) -> None:
+    for name, reason in item.user_properties:
+        if name == "missing_services":
+            if REQUIRE_SERVICES:
+                pytest.fail(f"FOLEY_REQUIRE_SERVICES=1 but the {reason}", pytrace=False)
+            pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def media_root(settings, tmp_path):
+    """Each test stores audio in its own folder."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.MEDIA_ROOT.mkdir()
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def organizer(django_user_model):
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user("olivia", password="organizer-pass-1")
+    user.groups.add(Group.objects.get_or_create(name="organizers")[0])
+    return user
+
+
+@pytest.fixture
+def rater_user(django_user_model):
+    return django_user_model.objects.create_user("rita", password="rater-pass-1")
+
+
+@pytest.fixture
+def challenge(db):
+    from stimuli.services import create_challenge
+
+    return create_challenge(name="Foley 2023", slug="foley-2023")
+
+
+@pytest.fixture
+def organizer_client(client, organizer):
+    client.force_login(organizer)
+    return client
+
+
+@pytest.fixture
+def api_client(organizer):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=organizer)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def _database_url() -> str:
+    cfg = connection.settings_dict
+    user = cfg.get("USER") or "postgres"
+    password = f":{cfg['PASSWORD']}" if cfg.get("PASSWORD") else ""
+    host = cfg.get("HOST") or "127.0.0.1"
+    port = cfg.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{cfg['NAME']}"
+
+
+class WorkerProcess:
+    """A `celery worker` subprocess on the test database and a private Redis key prefix."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, queues: str = "cpu,gpu"):
+        self.env = env
+        self.log_path = log_path
+        self.queues = queues
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> None:
+        name = f"test-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "foley_platform",
+                "worker",
+                "-Q",
+                self.queues,
+                "-c",
+                "1",
+                "-n",
+                name,
+                "-l",
+                "info",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited early:\n{self.log()}")
+            if " ready." in self.log():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"celery worker not ready after {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children, as a crashed machine would."""
+        if self.proc and self.proc.poll() is None:
+            subprocess.run(["pkill", "-KILL", "-P", str(self.proc.pid)], check=False)
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def celery_worker(transactional_db, settings, tmp_path):
+    """Start a real Celery worker process and send this process's tasks to it through Redis.
+
+    Tests using it see committed data only (transactional_db), and wait on job rows.
+    """
+    from foley_platform.celery import app
+
+    prefix = f"foley-test-{uuid.uuid4().hex[:10]}:"
+    options = {"visibility_timeout": 5, "global_keyprefix": prefix}
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "CELERY_BROKER_URL": REDIS_URL,
+        "CELERY_KEY_PREFIX": prefix,
+        "CELERY_VISIBILITY_TIMEOUT": "5",
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
+    old = {k: app.conf[k] for k in ("broker_url", "task_always_eager", "broker_transport_options")}
+    app.conf.update(broker_url=REDIS_URL, task_always_eager=False, broker_transport_options=options)
+    app.pool.force_close_all()
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        app.conf.update(old)
+        app.pool.force_close_all()
+        try:
+            import redis
+
+            client = redis.Redis.from_url(REDIS_URL)
+            keys = list(client.scan_iter(f"{prefix}*"))
+            if keys:
+                client.delete(*keys)
+        except Exception:
+            pass
+
+
+def wait_for_job(job_id: int, timeout: float = 120):
+    """Poll a job row until it finishes, as the pages do."""
+    from stimuli.models import Job
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.get(pk=job_id)
+        if job.is_finished:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s: {job.state} {job.message}")
+
+
+@pytest.fixture
+def chromium_path() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        if REQUIRE_SERVICES:
+            pytest.fail("chromium is not installed", pytrace=False)
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return path
