@@ -1,6 +1,17 @@
 from django.contrib import admin
 
-from .models import AudioFile, Category, Challenge, Clip, Job, System, Team, Track
+from .models import (
+    AudioFile,
+    Category,
+    Challenge,
+    Clip,
+    FadResult,
+    Job,
+    Medoid,
+    System,
+    Team,
+    Track,
+)
 
 
 class CategoryInline(admin.TabularInline):
@@ -86,3 +97,16 @@ class JobAdmin(admin.ModelAdmin):
     ]
     list_filter = ["kind", "state", "challenge"]
     readonly_fields = ["created_at", "started_at", "finished_at", "updated_at"]
+
+
+@admin.register(FadResult)
+class FadResultAdmin(admin.ModelAdmin):
+    list_display = ["system", "category", "reference", "model_id", "value", "n_clips"]
+    list_filter = ["challenge", "reference", "model_id"]
+
+
+@admin.register(Medoid)
+class MedoidAdmin(admin.ModelAdmin):
+    list_display = ["system", "category", "position", "clip"]
+    list_filter = ["challenge", "category__slug"]
+    raw_id_fields = ["clip"]

@@ -128,6 +128,9 @@ class System(models.Model):
     name = models.CharField(max_length=120)
     public_id = models.CharField(max_length=16, unique=True, default=new_public_id, editable=False)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.AUDIO)
+    is_finalist = models.BooleanField(
+        default=False, help_text="Chosen by the objective evaluation for the listening test."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -290,3 +293,62 @@ class Job(models.Model):
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds()
         return None
+
+
+class FadResult(models.Model):
+    """FAD of one system's clips of one category against one reference set, for one model."""
+
+    class Reference(models.TextChoices):
+        EVALUATION = "evaluation", "Evaluation set"
+        DEVELOPMENT = "development", "Development set"
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="fad_results")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="fad_results")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="fad_results")
+    reference = models.CharField(max_length=16, choices=Reference.choices)
+    model_id = models.CharField(max_length=200, help_text="Embedding model and its parameters.")
+    value = models.FloatField()
+    n_clips = models.PositiveIntegerField()
+    n_reference = models.PositiveIntegerField(help_text="Clips (or embeddings) in the reference.")
+    details = models.JSONField(default=dict, blank=True)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["system", "category", "reference"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["system", "category", "reference", "model_id"], name="fad_result_unique"
+            ),
+            models.CheckConstraint(condition=Q(value__gte=0), name="fad_result_non_negative"),
+            models.CheckConstraint(
+                condition=Q(reference__in=["evaluation", "development"]),
+                name="fad_result_reference_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"FAD {self.system} {self.category.slug} vs {self.reference}: {self.value:.3f}"
+
+
+class Medoid(models.Model):
+    """One of the clips chosen to represent a finalist system's category in the listening test."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="medoids")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="medoids")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="medoids")
+    clip = models.ForeignKey(Clip, on_delete=models.CASCADE, related_name="medoid_of")
+    position = models.PositiveSmallIntegerField(help_text="Order of the k-means cluster (0-based).")
+
+    class Meta:
+        ordering = ["system", "category", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["system", "category", "position"], name="medoid_position_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["system", "category", "clip"], name="medoid_clip_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"medoid {self.position} of {self.system} {self.category.slug}"
