@@ -1,4 +1,5 @@
-"""The Celery application. Each task names its queue: `gpu` for embeddings and generation, `cpu` for the rest."""
+"""The Celery application. Queues: `gpu` for embeddings and generation, `cpu` for the rest
+(CELERY_TASK_ROUTES in the settings)."""
 
 import os
 

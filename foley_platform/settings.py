@@ -120,16 +120,20 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(DATA_DIR / "media")))
+# Production serves hashed, compressed static files (after collectstatic); development and the
+# test suite serve them from the source folders.
+STATIC_MANIFEST = env.bool("STATIC_MANIFEST", default=not DEBUG)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
-            "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if STATIC_MANIFEST
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
     },
 }
+WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
 # Uploads larger than this stream to a temporary file instead of memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
@@ -152,6 +156,10 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+    if not SECURE_HSTS_PRELOAD:
+        # Joining the browsers' preload list binds the whole domain for months: the operator's
+        # decision, so its absence is not reported as a problem.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
     if env.bool("BEHIND_TLS_PROXY", default=False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -186,6 +194,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
+# Everything runs on the `cpu` queue unless named here: embeddings and generation want a GPU.
+CELERY_TASK_ROUTES = {
+    "stimuli.tasks.embed_*": {"queue": "gpu"},
+    "stimuli.tasks.generate_*": {"queue": "gpu"},
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # A message whose worker died unacknowledged is delivered again after this many seconds.

@@ -1,4 +1,14 @@
 from rest_framework.routers import DefaultRouter
 
+from . import api
+
+CHALLENGE = r"challenges/(?P<challenge_slug>[-a-zA-Z0-9_]+)"
+
 router = DefaultRouter()
+router.register("challenges", api.ChallengeViewSet, basename="challenge")
+router.register(f"{CHALLENGE}/teams", api.TeamViewSet, basename="team")
+router.register(f"{CHALLENGE}/systems", api.SystemViewSet, basename="system")
+router.register(f"{CHALLENGE}/clips", api.ClipViewSet, basename="clip")
+router.register(f"{CHALLENGE}/uploads", api.UploadViewSet, basename="upload")
+router.register(f"{CHALLENGE}/jobs", api.JobViewSet, basename="job")
 urlpatterns = router.urls

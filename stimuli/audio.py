@@ -112,7 +112,8 @@ def inspect_audio(data: bytes, spec: ClipSpec, *, convert: bool = False) -> Audi
             check.errors.append(
                 f"has {channels} channels; expected {'mono' if spec.channels == 1 else spec.channels}"
             )
-        if frames != spec.frames:
+        # Compared in time, so a clip at the wrong rate is not also called the wrong length.
+        if frames * spec.sample_rate != spec.frames * sample_rate:
             check.errors.append(
                 f"duration is {_fmt_duration(frames, sample_rate)}; "
                 f"expected {_fmt_duration(spec.frames, spec.sample_rate)}"

@@ -84,8 +84,15 @@ def run_job(job_id: int, work: Callable[[Job, JobProgress], dict[str, Any] | Non
 
 
 def enqueue(job: Job, task: Any) -> None:
-    """Send the job's task once the transaction that created the job has committed."""
-    transaction.on_commit(lambda: task.delay(job.pk))
+    """Send the job's task once the transaction that created the job has committed.
+
+    In-process tasks (no broker) run at once instead: they share this connection and so see the
+    job row already, and the caller gets the finished job back.
+    """
+    if task.app.conf.task_always_eager:
+        task.delay(job.pk)
+    else:
+        transaction.on_commit(lambda: task.delay(job.pk))
 
 
 def reset_for_retry(job: Job) -> Job:

@@ -9,6 +9,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.core.files.base import File
@@ -117,6 +118,9 @@ def start_import(
     UploadRejected before anything is kept; a good one becomes an import job.
     """
     check_request(challenge, role, system)
+    limit = settings.FOLEY_UPLOAD_MAX_BYTES
+    if upload.size is not None and upload.size > limit:
+        raise UploadRejected([f"the upload is {upload.size:,} bytes; the limit is {limit:,}"])
     staging_name = default_storage.save(f"staging/{uuid.uuid4().hex}.zip", upload)
     try:
         with _as_local_file(staging_name) as path:

@@ -5,6 +5,6 @@ from celery import shared_task
 from . import services
 
 
-@shared_task(queue="cpu")
+@shared_task
 def import_upload(job_id: int) -> None:
     services.run_import_job(job_id)

@@ -5,5 +5,12 @@ from . import views
 app_name = "stimuli"
 urlpatterns = [
     path("", views.challenges, name="challenges"),
+    path("jobs/<int:pk>/", views.job_status, name="job"),
+    path("audio/<str:sha256>.wav", views.audio, name="audio"),
     path("<slug:slug>/", views.challenge_detail, name="challenge"),
+    path("<slug:slug>/teams/", views.add_team, name="add_team"),
+    path("<slug:slug>/systems/", views.add_system, name="add_system"),
+    path("<slug:slug>/upload/", views.upload, name="upload"),
+    path("<slug:slug>/jobs/", views.jobs, name="jobs"),
+    path("<slug:slug>/clips/", views.clips, name="clips"),
 ]

@@ -1,10 +1,18 @@
 """Organizer pages. Thin: forms in, services and selectors out."""
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from __future__ import annotations
 
-from . import selectors
-from .models import Challenge
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.files.storage import default_storage
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from . import selectors, services
+from .forms import ChallengeForm, SystemForm, TeamForm, UploadForm
+from .imports import ImportRequestError
+from .models import AudioFile, Challenge, Clip, Job
 from .permissions import organizer_required
 
 
@@ -14,19 +22,147 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @organizer_required
 def challenges(request: HttpRequest) -> HttpResponse:
-    return render(request, "stimuli/challenges.html", {"challenges": Challenge.objects.all()})
+    form = ChallengeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            challenge = services.create_challenge(**form.cleaned_data)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(
+                request, f"Created {challenge.name} with the default categories and tracks."
+            )
+            return redirect("stimuli:challenge", slug=challenge.slug)
+    return render(
+        request, "stimuli/challenges.html", {"challenges": Challenge.objects.all(), "form": form}
+    )
+
+
+def _challenge_context(challenge: Challenge, **extra) -> dict:
+    return {
+        "challenge": challenge,
+        "counts": selectors.clip_counts(challenge),
+        "systems": selectors.systems_with_counts(challenge),
+        "jobs": selectors.recent_jobs(challenge),
+        "team_form": TeamForm(),
+        "system_form": SystemForm(challenge=challenge),
+        "upload_form": UploadForm(challenge=challenge),
+        **extra,
+    }
 
 
 @organizer_required
 def challenge_detail(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
+    return render(request, "stimuli/challenge.html", _challenge_context(challenge))
+
+
+@organizer_required
+@require_POST
+def add_team(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = TeamForm(request.POST)
+    if form.is_valid():
+        try:
+            services.create_team(challenge, **form.cleaned_data)
+            form = TeamForm()
+        except ValidationError as exc:
+            form.add_error(None, exc)
     return render(
         request,
-        "stimuli/challenge.html",
+        "stimuli/challenge_teams.html",
+        _challenge_context(challenge, team_form=form),
+    )
+
+
+@organizer_required
+@require_POST
+def add_system(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = SystemForm(request.POST, challenge=challenge)
+    if form.is_valid():
+        try:
+            services.create_system(**form.cleaned_data)
+            form = SystemForm(challenge=challenge)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+    return render(
+        request,
+        "stimuli/challenge_teams.html",
+        _challenge_context(challenge, system_form=form),
+    )
+
+
+@organizer_required
+@require_POST
+def upload(request: HttpRequest, slug: str) -> HttpResponse:
+    """Stage the zip and check its structure now; the audio checks run as a job the page polls."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = UploadForm(request.POST, request.FILES, challenge=challenge)
+    errors: list[str] = []
+    job = None
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            job = services.start_import(
+                challenge,
+                data["file"],
+                role=data["role"],
+                system=data["system"],
+                convert=data["convert"],
+                user=request.user,
+            )
+        except services.UploadRejected as exc:
+            errors = exc.problems
+        except ImportRequestError as exc:
+            errors = [str(exc)]
+    else:
+        errors = [f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items()]
+    if job is not None:
+        job.refresh_from_db()
+        return render(request, "stimuli/job.html", {"job": job})
+    status = 200 if request.htmx else 400
+    return render(request, "stimuli/upload_errors.html", {"errors": errors}, status=status)
+
+
+@organizer_required
+def job_status(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(Job, pk=pk)
+    return render(request, "stimuli/job.html", {"job": job})
+
+
+@organizer_required
+def jobs(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    return render(
+        request,
+        "stimuli/challenge_jobs.html",
+        {"challenge": challenge, "jobs": selectors.recent_jobs(challenge)},
+    )
+
+
+@organizer_required
+def clips(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    role = request.GET.get("role") or None
+    category = request.GET.get("category") or None
+    system = request.GET.get("system") or None
+    rows = selectors.clips(challenge, role=role, category=category, system=system)[:500]
+    return render(
+        request,
+        "stimuli/clips.html",
         {
             "challenge": challenge,
-            "counts": selectors.clip_counts(challenge),
-            "systems": selectors.systems_with_counts(challenge),
-            "jobs": selectors.recent_jobs(challenge),
+            "clips": rows,
+            "roles": Clip.Role.choices,
+            "filters": {"role": role, "category": category, "system": system},
         },
     )
+
+
+@organizer_required
+def audio(request: HttpRequest, sha256: str) -> FileResponse:
+    audio_file = AudioFile.objects.filter(sha256=sha256).first()
+    if audio_file is None or not default_storage.exists(audio_file.file):
+        raise Http404("No such audio.")
+    return FileResponse(default_storage.open(audio_file.file, "rb"), content_type="audio/wav")

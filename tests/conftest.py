@@ -86,6 +86,12 @@ def pytest_runtest_setup(item) -> None:
 
 
 @pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # Real hashing costs most of a second per user on a small machine; tests need no secrecy.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def media_root(settings, tmp_path):
     """Each test stores audio in its own folder."""
     settings.MEDIA_ROOT = tmp_path / "media"
@@ -205,6 +211,17 @@ class WorkerProcess:
                 self.kill()
 
 
+def _reset_broker_connections(app) -> None:
+    """Drop cached broker connections so the next task is sent with the current settings."""
+    from kombu import pools
+
+    pools.reset()  # kombu keeps producer pools per connection in a process-wide registry
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
+
+
 @pytest.fixture
 def celery_worker(transactional_db, settings, tmp_path):
     """Start a real Celery worker process and send this process's tasks to it through Redis.
@@ -226,7 +243,7 @@ def celery_worker(transactional_db, settings, tmp_path):
     }
     old = {k: app.conf[k] for k in ("broker_url", "task_always_eager", "broker_transport_options")}
     app.conf.update(broker_url=REDIS_URL, task_always_eager=False, broker_transport_options=options)
-    app.pool.force_close_all()
+    _reset_broker_connections(app)
     worker = WorkerProcess(env, tmp_path / "worker.log")
     worker.start()
     try:
@@ -234,7 +251,7 @@ def celery_worker(transactional_db, settings, tmp_path):
     finally:
         worker.stop()
         app.conf.update(old)
-        app.pool.force_close_all()
+        _reset_broker_connections(app)
         try:
             import redis
 

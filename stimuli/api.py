@@ -1,0 +1,265 @@
+"""REST API for organizers: challenges, reference sets, teams, systems, clips, uploads and jobs.
+
+Every endpoint calls the same services as the pages and the command line.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+
+from . import selectors, services
+from .imports import ImportRequestError
+from .jobs import enqueue, reset_for_retry
+from .models import Category, Challenge, Clip, Job, System, Team, Track
+
+
+class CategorySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Category
+        fields = ["slug", "name", "position"]
+
+
+class TrackSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Track
+        fields = ["code", "name", "description", "external_data_allowed"]
+
+
+class ChallengeSerializer(serializers.ModelSerializer):
+    categories = CategorySerializer(many=True, read_only=True)
+    tracks = TrackSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Challenge
+        fields = [
+            "slug", "name", "description", "phase", "clip_duration_s", "sample_rate",
+            "channels", "bit_depth", "categories", "tracks", "created_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at"]
+
+    def create(self, validated_data):
+        try:
+            return services.create_challenge(**validated_data)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Team
+        fields = ["id", "name", "affiliation"]
+
+
+class SystemSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.none())
+    track = serializers.SlugRelatedField(slug_field="code", queryset=Track.objects.none())
+    clip_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = System
+        fields = ["id", "name", "public_id", "team", "track", "kind", "is_finalist", "clip_count"]
+        read_only_fields = ["public_id", "is_finalist"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        challenge = self.context.get("challenge")
+        if challenge is not None:
+            self.fields["team"].queryset = Team.objects.filter(challenge=challenge)
+            self.fields["track"].queryset = Track.objects.filter(challenge=challenge)
+
+
+class ClipSerializer(serializers.ModelSerializer):
+    category = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    system = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    sha256 = serializers.CharField(source="audio.sha256", read_only=True)
+    duration_s = serializers.FloatField(source="audio.duration_s", read_only=True)
+    sample_rate = serializers.IntegerField(source="audio.sample_rate", read_only=True)
+    loudness_lufs = serializers.FloatField(source="audio.loudness_lufs", read_only=True)
+    is_silent = serializers.BooleanField(source="audio.is_silent", read_only=True)
+    is_clipped = serializers.BooleanField(source="audio.is_clipped", read_only=True)
+
+    class Meta:
+        model = Clip
+        fields = [
+            "id", "category", "role", "system", "original_name", "sha256", "duration_s",
+            "sample_rate", "loudness_lufs", "is_silent", "is_clipped", "created_at",
+        ]  # fmt: skip
+
+
+class JobSerializer(serializers.ModelSerializer):
+    percent = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "kind", "state", "done", "total", "percent", "message", "error", "params",
+            "result", "attempts", "created_at", "started_at", "finished_at",
+        ]  # fmt: skip
+
+
+class UploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A zip with one folder per category.")
+    role = serializers.ChoiceField(choices=[r for r in Clip.Role.values])
+    system = serializers.CharField(required=False, allow_blank=True, help_text="System name.")
+    convert = serializers.BooleanField(
+        default=False,
+        help_text="Convert like DCASE (mono, resample, pad or cut) instead of rejecting.",
+    )
+
+
+class ChallengeViewSet(viewsets.ModelViewSet):
+    queryset = Challenge.objects.prefetch_related("categories", "tracks")
+    serializer_class = ChallengeSerializer
+    lookup_field = "slug"
+
+
+class ChallengeScopedMixin:
+    """Nested under /challenges/{challenge_slug}/: every query is limited to that challenge."""
+
+    def get_challenge(self) -> Challenge:
+        if not hasattr(self, "_challenge"):
+            self._challenge = get_object_or_404(Challenge, slug=self.kwargs["challenge_slug"])
+        return self._challenge
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no challenge
+            return self.model.objects.none()
+        return self.scoped_queryset(self.get_challenge())
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if "challenge_slug" in self.kwargs:
+            context["challenge"] = self.get_challenge()
+        return context
+
+
+class TeamViewSet(ChallengeScopedMixin, viewsets.ModelViewSet):
+    serializer_class = TeamSerializer
+    model = Team
+
+    def scoped_queryset(self, challenge):
+        return Team.objects.filter(challenge=challenge)
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = services.create_team(
+                self.get_challenge(), **serializer.validated_data
+            )
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
+
+
+class SystemViewSet(ChallengeScopedMixin, viewsets.ModelViewSet):
+    serializer_class = SystemSerializer
+    model = System
+
+    def scoped_queryset(self, challenge):
+        return selectors.systems_with_counts(challenge)
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = services.create_system(**serializer.validated_data)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
+
+    def perform_update(self, serializer):
+        try:
+            serializer.save()
+        except IntegrityError:
+            raise ValidationError({"name": ["A system with this name already exists."]}) from None
+
+
+class ClipViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = ClipSerializer
+    model = Clip
+
+    def scoped_queryset(self, challenge):
+        params = self.request.query_params
+        return selectors.clips(
+            challenge,
+            role=params.get("role"),
+            category=params.get("category"),
+            system=params.get("system"),
+        )
+
+
+class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = JobSerializer
+    model = Job
+
+    def scoped_queryset(self, challenge):
+        return Job.objects.filter(challenge=challenge)
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def retry(self, request, challenge_slug=None, pk=None):
+        job = self.get_object()
+        if job.kind == Job.Kind.IMPORT:
+            raise ValidationError({"detail": "An upload cannot be retried; upload the file again."})
+        if job.state != Job.State.FAILED:
+            raise ValidationError(
+                {"detail": f"Only a failed job can be retried; this one is {job.state}."}
+            )
+        job = reset_for_retry(job)
+        from . import tasks
+
+        task = getattr(tasks, job.params.get("task", ""), None)
+        if task is None:
+            raise ValidationError({"detail": f"No task is known for jobs of kind '{job.kind}'."})
+        enqueue(job, task)
+        return Response(JobSerializer(job).data)
+
+
+class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Upload a development set, an evaluation set or a system's audio as a zip.
+
+    The structure is checked at once (400 with one message per problem, nothing stored); the audio
+    checks run as a job whose URL the response gives (202). The job ends `succeeded` with a
+    per-file report, or `failed` with the report of every bad file, having stored nothing.
+    """
+
+    serializer_class = UploadSerializer
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        request=UploadSerializer,
+        responses={
+            202: JobSerializer,
+            400: inline_serializer("UploadErrors", {"errors": serializers.ListField()}),
+        },
+    )
+    def create(self, request, challenge_slug=None):
+        challenge = self.get_challenge()
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        system = None
+        if data.get("system"):
+            system = System.objects.filter(challenge=challenge, name=data["system"]).first()
+            if system is None:
+                return Response(
+                    {"errors": [f"no system named '{data['system']}' in this challenge"]},
+                    status=status.HTTP_400_BAD_REQUEST,
+                )
+        try:
+            job = services.start_import(
+                challenge,
+                data["file"],
+                role=data["role"],
+                system=system,
+                convert=data["convert"],
+                user=request.user,
+            )
+        except (services.UploadRejected, ImportRequestError) as exc:
+            problems = getattr(exc, "problems", [str(exc)])
+            return Response({"errors": problems}, status=status.HTTP_400_BAD_REQUEST)
+        job.refresh_from_db()
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

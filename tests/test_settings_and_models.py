@@ -1,0 +1,94 @@
+"""Production settings pass Django's deployment checks; models keep their rules in the database."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from stimuli.models import AudioFile, Clip, System
+from stimuli.services import create_system, create_team
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DEBUG", "SECURE_SSL_REDIRECT", "STATIC_MANIFEST"}
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_check_deploy_passes_with_production_settings():
+    result = manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="foley.example.org",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
+        env={**env, "DEBUG": "0", "SECRET_KEY": ""}, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off." in result.stderr
+
+
+@pytest.mark.django_db
+def test_clip_role_and_system_must_agree(challenge):
+    audio = AudioFile.objects.create(
+        sha256="a" * 64, file="x", size_bytes=1, sample_rate=22050, channels=1, bit_depth=16,
+        frames=1, duration_s=1 / 22050,
+    )  # fmt: skip
+    category = challenge.categories.first()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Clip.objects.create(challenge=challenge, category=category, role="system", audio=audio)
+    Clip.objects.create(challenge=challenge, category=category, role="development", audio=audio)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Clip.objects.create(challenge=challenge, category=category, role="development", audio=audio)
+
+
+@pytest.mark.django_db
+def test_audio_hash_must_be_hex():
+    with pytest.raises(IntegrityError), transaction.atomic():
+        AudioFile.objects.create(
+            sha256="not-a-hash", file="x", size_bytes=1, sample_rate=22050, channels=1,
+            bit_depth=16, frames=1, duration_s=1.0,
+        )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_public_ids_are_random_and_unrelated_to_names(challenge):
+    team = create_team(challenge, name="Lab")
+    track = challenge.tracks.get(code="A")
+    ids = {create_system(team=team, track=track, name=f"Lab_{n}").public_id for n in range(20)}
+    assert len(ids) == 20
+    assert all(len(i) == 9 and i.startswith("S") and "Lab" not in i for i in ids)
+    assert not any(i.endswith(str(n)) for n, i in enumerate(sorted(ids)) if False)
+    assert System.objects.count() == 20
+
+
+@pytest.mark.django_db
+def test_team_and_track_of_another_challenge_are_refused(challenge):
+    from django.core.exceptions import ValidationError
+
+    from stimuli.services import create_challenge
+
+    other = create_challenge(name="Other", slug="other")
+    team = create_team(challenge, name="Lab")
+    with pytest.raises(ValidationError, match="different challenges"):
+        create_system(team=team, track=other.tracks.get(code="A"), name="X")

@@ -1,0 +1,343 @@
+"""Imports of reference sets and system audio: every bad input gets a clear error and stores nothing."""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from stimuli.archives import Limits
+from stimuli.imports import ImportRequestError, import_clips
+from stimuli.models import AudioFile, Clip
+from stimuli.services import create_system, create_team
+from tests.factories import make_wav, make_zip, reference_set
+
+pytestmark = pytest.mark.django_db
+
+
+def stored_files(media_root: Path) -> list[Path]:
+    return [p for p in media_root.rglob("*") if p.is_file()]
+
+
+def assert_nothing_stored(media_root: Path) -> None:
+    assert Clip.objects.count() == 0
+    assert AudioFile.objects.count() == 0
+    assert stored_files(media_root) == []
+
+
+def run(challenge, path, **kwargs):
+    kwargs.setdefault("role", "development")
+    return import_clips(challenge, path, **kwargs)
+
+
+def test_good_upload_stores_every_clip(challenge, tmp_path, media_root):
+    zip_path = make_zip(tmp_path / "dev.zip", reference_set(["dog_bark", "rain"], 3))
+    report = run(challenge, zip_path)
+    assert report.accepted, report.to_dict()
+    assert report.created_clips == 6
+    assert Clip.objects.filter(role="development", category__slug="rain").count() == 3
+    assert len(stored_files(media_root)) == 6
+    clip = Clip.objects.first()
+    assert clip.audio.file.endswith(f"{clip.audio.sha256}.wav")
+    assert (media_root / clip.audio.file).read_bytes()[:4] == b"RIFF"
+
+
+def test_folder_names_match_category_names_or_slugs_case_insensitively(challenge, tmp_path):
+    files = {
+        "DogBark/a.wav": make_wav(seed=1),
+        "SNEEZE_COUGH/b.wav": make_wav(seed=2),
+        "Moving Motor Vehicle/c.wav": make_wav(seed=3),
+        "gunshot/d.WAV": make_wav(seed=4),
+    }
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert report.accepted, report.to_dict()
+    assert sorted(Clip.objects.values_list("category__slug", flat=True)) == [
+        "dog_bark", "gunshot", "moving_motor_vehicle", "sneeze_cough",
+    ]  # fmt: skip
+
+
+def test_a_single_wrapper_folder_is_looked_through(challenge, tmp_path):
+    files = {f"eval_set/{k}": v for k, v in reference_set(["rain"], 2).items()}
+    report = run(challenge, make_zip(tmp_path / "u.zip", files), role="evaluation")
+    assert report.accepted
+    assert Clip.objects.filter(role="evaluation").count() == 2
+
+
+def test_archive_metadata_is_skipped_with_a_note(challenge, tmp_path):
+    files = {**reference_set(["rain"], 1), "__MACOSX/rain/._0.wav": b"junk", "rain/.DS_Store": b"x"}
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert report.accepted
+    assert sorted(report.skipped) == ["__MACOSX/rain/._0.wav", "rain/.DS_Store"]
+
+
+def test_one_bad_file_rejects_the_whole_upload(challenge, tmp_path, media_root):
+    files = reference_set(["dog_bark", "rain"], 3)
+    files["rain/bad.wav"] = make_wav(sample_rate=44100)
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert not report.accepted
+    bad = report.rejected_files
+    assert [f.path for f in bad] == ["rain/bad.wav"]
+    assert bad[0].errors == ["sample rate is 44,100 Hz; expected 22,050 Hz"]
+    assert report.summary() == "Upload rejected: 1 of 7 files are invalid. Nothing was stored."
+    assert_nothing_stored(media_root)
+
+
+def test_each_bad_file_gets_its_own_error(challenge, tmp_path, media_root):
+    files = {
+        "rain/ok.wav": make_wav(seed=1),
+        "rain/stereo.wav": make_wav(channels=2),
+        "rain/short.wav": make_wav(seconds=1.0),
+        "rain/float.wav": make_wav(subtype="FLOAT"),
+        "rain/garbage.wav": b"this is not audio",
+    }
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    errors = {f.path: f.errors for f in report.rejected_files}
+    assert errors == {
+        "rain/stereo.wav": ["has 2 channels; expected mono"],
+        "rain/short.wav": [
+            "duration is 1.000 s (22,050 samples); expected 4.000 s (88,200 samples)"
+        ],
+        "rain/float.wav": ["sample format is FLOAT samples; expected 16-bit PCM"],
+        "rain/garbage.wav": [errors["rain/garbage.wav"][0]],
+    }
+    assert errors["rain/garbage.wav"][0].startswith("not readable as audio")
+    assert_nothing_stored(media_root)
+
+
+def test_convert_policy_accepts_and_reports_what_it_changed(challenge, tmp_path):
+    files = {"rain/stereo.wav": make_wav(channels=2, sample_rate=44100, seconds=2.0)}
+    report = run(challenge, make_zip(tmp_path / "u.zip", files), convert=True)
+    assert report.accepted
+    assert report.files[0].warnings == [
+        "mixed 2 channels to mono",
+        "resampled 44,100 Hz to 22,050 Hz",
+        "zero-padded 2.000 s to 4 s",
+    ]
+    audio = AudioFile.objects.get()
+    assert (audio.sample_rate, audio.channels, audio.frames) == (22050, 1, 88200)
+
+
+def test_duplicate_clip_is_stored_once(challenge, tmp_path, media_root):
+    wav = make_wav(seed=42)
+    files = {"rain/a.wav": wav, "rain/copy_of_a.wav": wav}
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert report.accepted
+    assert [f.status for f in report.files] == ["stored", "duplicate"]
+    assert Clip.objects.count() == 1 and AudioFile.objects.count() == 1
+    # Uploading it again adds nothing either.
+    again = run(challenge, make_zip(tmp_path / "again.zip", {"rain/other_name.wav": wav}))
+    assert again.accepted and again.created_clips == 0
+    assert [f.status for f in again.files] == ["already present"]
+    assert Clip.objects.count() == 1 and AudioFile.objects.count() == 1
+    assert len(stored_files(media_root)) == 1
+
+
+def test_same_sound_in_two_sets_is_one_file_and_two_clips(challenge, tmp_path, media_root):
+    zip_path = make_zip(tmp_path / "u.zip", {"rain/a.wav": make_wav(seed=5)})
+    run(challenge, zip_path, role="development")
+    run(challenge, zip_path, role="evaluation")
+    assert Clip.objects.count() == 2
+    assert AudioFile.objects.count() == 1
+    assert len(stored_files(media_root)) == 1
+
+
+def test_system_output_needs_a_system_of_the_same_challenge(challenge, tmp_path):
+    zip_path = make_zip(tmp_path / "u.zip", reference_set(["rain"], 1))
+    with pytest.raises(ImportRequestError, match="system output needs a system"):
+        run(challenge, zip_path, role="system")
+    team = create_team(challenge, name="Team")
+    system = create_system(team=team, track=challenge.tracks.get(code="A"), name="Sys")
+    with pytest.raises(ImportRequestError, match="belongs to no system"):
+        run(challenge, zip_path, role="development", system=system)
+    report = run(challenge, zip_path, role="system", system=system)
+    assert report.accepted
+    assert Clip.objects.get().system == system
+
+
+# --- hostile and broken archives -------------------------------------------------------------
+
+
+def write_raw_zip(path: Path, entries: list[tuple[zipfile.ZipInfo, bytes]]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info, data in entries:
+            archive.writestr(info, data)
+    return path
+
+
+def info(name: str, *, mode: int | None = None) -> zipfile.ZipInfo:
+    entry = zipfile.ZipInfo(name)
+    entry.compress_type = zipfile.ZIP_DEFLATED
+    if mode is not None:
+        entry.create_system = 3
+        entry.external_attr = mode << 16
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("../rain/evil.wav", "../rain/evil.wav: path traversal ('..') is not allowed"),
+        ("rain/../../evil.wav", "rain/../../evil.wav: path traversal ('..') is not allowed"),
+        ("/etc/rain/evil.wav", "/etc/rain/evil.wav: absolute path is not allowed"),
+        ("C:/rain/evil.wav", "C:/rain/evil.wav: absolute path is not allowed"),
+        ("rain\\evil.wav", "rain\\evil.wav: backslash in path is not allowed"),
+    ],
+)
+def test_hostile_names_are_rejected(challenge, tmp_path, media_root, name, message):
+    path = write_raw_zip(
+        tmp_path / "u.zip", [(info("rain/ok.wav"), make_wav()), (info(name), make_wav(seed=1))]
+    )
+    report = run(challenge, path)
+    assert not report.accepted
+    assert report.problems == [message]
+    assert_nothing_stored(media_root)
+
+
+def test_symlink_entries_are_rejected(challenge, tmp_path, media_root):
+    link = info("rain/link.wav", mode=stat.S_IFLNK | 0o777)
+    path = write_raw_zip(
+        tmp_path / "u.zip", [(info("rain/ok.wav"), make_wav()), (link, b"/etc/passwd")]
+    )
+    report = run(challenge, path)
+    assert report.problems == ["rain/link.wav: symbolic links are not allowed"]
+    assert_nothing_stored(media_root)
+
+
+def test_zip_bomb_by_compression_ratio_is_rejected(challenge, tmp_path, media_root):
+    bomb = info("rain/bomb.wav")
+    path = write_raw_zip(tmp_path / "u.zip", [(bomb, b"\x00" * (50 * 1024 * 1024))])
+    assert path.stat().st_size < 200_000
+    report = run(challenge, path)
+    assert len(report.problems) == 1
+    assert report.problems[0].startswith("rain/bomb.wav: compression ratio ")
+    assert report.problems[0].endswith("exceeds the limit of 100:1 (possible zip bomb)")
+    assert_nothing_stored(media_root)
+
+
+def test_total_expanded_size_is_capped(challenge, tmp_path, media_root):
+    path = make_zip(tmp_path / "u.zip", reference_set(["rain"], 3))
+    report = run(challenge, path, limits=Limits(max_expanded_bytes=400_000))
+    assert report.problems == ["the archive expands to 529,332 bytes; the limit is 400,000"]
+    assert_nothing_stored(media_root)
+
+
+def test_too_many_files_is_rejected_before_reading_them(challenge, tmp_path, media_root):
+    files = {f"rain/{n}.wav": b"x" for n in range(11)}
+    report = run(challenge, make_zip(tmp_path / "u.zip", files), limits=Limits(max_files=10))
+    assert report.problems == ["the archive holds 11 files; the limit is 10"]
+    assert_nothing_stored(media_root)
+
+
+def test_unknown_folders_are_named_with_the_expected_ones(challenge, tmp_path, media_root):
+    files = {**reference_set(["rain"], 1), "cats/meow.wav": make_wav(seed=9)}
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert report.problems == [
+        "cats/: unknown category folder; expected one of: dog_bark, footstep, gunshot, "
+        "keyboard, moving_motor_vehicle, rain, sneeze_cough"
+    ]
+    assert_nothing_stored(media_root)
+
+
+def test_non_audio_files_and_misplaced_files_are_rejected(challenge, tmp_path, media_root):
+    files = {
+        **reference_set(["rain"], 1),
+        "rain/notes.txt": b"hello",
+        "loose.wav": make_wav(seed=3),
+        "rain/deeper/x.wav": make_wav(seed=4),
+    }
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert sorted(report.problems) == sorted(
+        [
+            "rain/notes.txt: not an audio file (extension '.txt'); expected .wav",
+            "loose.wav: file is not inside a category folder",
+            "rain/deeper/x.wav: nested folders are not allowed; expected <category>/<file>",
+        ]
+    )
+    assert_nothing_stored(media_root)
+
+
+def test_truncated_zip_is_rejected(challenge, tmp_path, media_root):
+    whole = make_zip(tmp_path / "whole.zip", reference_set(["rain"], 2)).read_bytes()
+    path = tmp_path / "truncated.zip"
+    path.write_bytes(whole[: len(whole) // 2])
+    report = run(challenge, path)
+    assert report.problems == [
+        "the upload is not a readable zip archive (truncated or not a zip file)"
+    ]
+    assert_nothing_stored(media_root)
+
+
+def test_not_a_zip_is_rejected(challenge, tmp_path, media_root):
+    path = tmp_path / "u.zip"
+    path.write_bytes(make_wav())
+    report = run(challenge, path)
+    assert report.problems == [
+        "the upload is not a readable zip archive (truncated or not a zip file)"
+    ]
+    assert_nothing_stored(media_root)
+
+
+def test_corrupt_member_data_is_reported_for_that_file(challenge, tmp_path, media_root):
+    path = make_zip(
+        tmp_path / "u.zip",
+        {"rain/a.wav": make_wav(seed=1), "rain/b.wav": make_wav(seed=2)},
+        compression=zipfile.ZIP_STORED,
+    )
+    data = bytearray(path.read_bytes())
+    offset = data.find(b"data", 200)  # inside the second member's samples
+    data[offset + 4000 : offset + 4010] = b"\xff" * 10
+    path.write_bytes(bytes(data))
+    report = run(challenge, path)
+    assert not report.accepted
+    bad = report.rejected_files
+    assert len(bad) == 1 and bad[0].errors[0].startswith("corrupt archive entry")
+    assert_nothing_stored(media_root)
+
+
+def test_empty_upload_is_rejected(challenge, tmp_path, media_root):
+    report = run(challenge, make_zip(tmp_path / "u.zip", {}))
+    assert report.problems == ["the upload holds no audio files"]
+    assert_nothing_stored(media_root)
+
+
+def test_folder_import_rejects_symlinks(challenge, tmp_path, media_root):
+    root = tmp_path / "set"
+    (root / "rain").mkdir(parents=True)
+    (root / "rain" / "a.wav").write_bytes(make_wav())
+    os.symlink("/etc/passwd", root / "rain" / "b.wav")
+    report = run(challenge, root)
+    assert report.problems == ["rain/b.wav: symbolic links are not allowed"]
+    assert_nothing_stored(media_root)
+
+
+def test_folder_import_stores_like_a_zip(challenge, tmp_path):
+    root = tmp_path / "set"
+    for name, data in reference_set(["rain", "keyboard"], 2).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    report = run(challenge, root)
+    assert report.accepted and report.created_clips == 4
+
+
+def test_failure_while_storing_removes_the_files_written(
+    challenge, tmp_path, media_root, monkeypatch
+):
+    """A crash between writing files and committing leaves neither rows nor files behind."""
+    import stimuli.imports as imports
+
+    calls = {"n": 0}
+    real_create = imports.Clip.objects.get_or_create
+
+    def failing_get_or_create(**kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("disk full")
+        return real_create(**kwargs)
+
+    monkeypatch.setattr(imports.Clip.objects, "get_or_create", failing_get_or_create)
+    with pytest.raises(RuntimeError, match="disk full"):
+        run(challenge, make_zip(tmp_path / "u.zip", reference_set(["rain"], 3)))
+    assert_nothing_stored(media_root)
