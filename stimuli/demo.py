@@ -1,0 +1,123 @@
+"""The demo challenge: procedurally synthesized reference sets and systems, loaded through the same
+import path as real uploads, and an organizer account."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from .audio import encode_wav
+from .imports import import_clips
+from .models import Challenge
+from .permissions import ORGANIZERS_GROUP
+from .services import create_challenge, create_system, create_team
+
+DEMO_SLUG = "dcase2023-demo"
+DEMO_USER = "organizer"
+DEMO_PASSWORD = "foley-demo"
+
+
+@dataclass
+class DemoSummary:
+    challenge: Challenge
+    username: str
+    password: str
+    created: bool
+
+
+def _synthesize(
+    category: str, seed: int, *, sample_rate: int, frames: int, tilt: float
+) -> np.ndarray:
+    """A crude but category-specific sound: shaped noise bursts whose rhythm depends on the category.
+
+    `tilt` changes the spectral balance, so different "systems" are measurably different.
+    """
+    rng = np.random.default_rng(seed)
+    t = np.arange(frames) / sample_rate
+    noise = rng.standard_normal(frames)
+    spectrum = np.fft.rfft(noise)
+    freqs = np.fft.rfftfreq(frames, 1 / sample_rate)
+    centre = {
+        "dog_bark": 700, "footstep": 250, "gunshot": 1500, "keyboard": 3500,
+        "moving_motor_vehicle": 120, "rain": 5000, "sneeze_cough": 1200,
+    }.get(category, 1000) * (1 + 0.2 * rng.standard_normal())  # fmt: skip
+    shape = np.exp(-0.5 * (np.log((freqs + 1) / centre) / 0.6) ** 2) * (freqs + 1) ** tilt
+    colored = np.fft.irfft(spectrum * shape, n=frames)
+    rate = {"rain": 0, "moving_motor_vehicle": 0, "keyboard": 7, "footstep": 2}.get(category, 1.2)
+    if rate:
+        onsets = np.sort(rng.uniform(0, 3.6, size=max(1, rng.poisson(rate * 4))))
+        envelope = np.zeros(frames)
+        decay = 0.02 if category in ("keyboard", "gunshot") else 0.12
+        for onset in onsets:
+            envelope += np.where(t >= onset, np.exp(-(t - onset) / decay), 0.0)
+    else:
+        envelope = 1 + 0.3 * np.sin(2 * np.pi * rng.uniform(0.2, 1) * t)
+    sound = colored * envelope
+    return 0.5 * sound / (np.max(np.abs(sound)) + 1e-9)
+
+
+def _write_set(root: Path, challenge: Challenge, per_category: int, seed: int, tilt: float) -> None:
+    for index, category in enumerate(challenge.categories.all()):
+        folder = root / category.slug
+        folder.mkdir(parents=True)
+        for n in range(per_category):
+            samples = _synthesize(
+                category.slug,
+                seed * 100_000 + index * 1000 + n,
+                sample_rate=challenge.sample_rate,
+                frames=challenge.clip_frames,
+                tilt=tilt,
+            )
+            data = encode_wav(samples[:, None], challenge.sample_rate)
+            (folder / f"{category.slug}_{n:03d}.wav").write_bytes(data)
+
+
+def ensure_organizer(username: str = DEMO_USER, password: str = DEMO_PASSWORD):
+    user, _ = get_user_model().objects.get_or_create(username=username)
+    user.set_password(password)
+    user.is_staff = True
+    user.is_superuser = True
+    user.save()
+    user.groups.add(Group.objects.get_or_create(name=ORGANIZERS_GROUP)[0])
+    return user
+
+
+@transaction.atomic
+def seed_demo(*, per_category: int = 8, system_clips: int = 12) -> DemoSummary:
+    """Create the demo challenge once; a second call only resets the organizer's password."""
+    user = ensure_organizer()
+    existing = Challenge.objects.filter(slug=DEMO_SLUG).first()
+    if existing:
+        return DemoSummary(existing, user.username, DEMO_PASSWORD, created=False)
+    challenge = create_challenge(
+        name="DCASE 2023 Task 7 (demo)",
+        slug=DEMO_SLUG,
+        description="A demo challenge with procedurally synthesized audio.",
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        for role, seed in (("development", 1), ("evaluation", 2)):
+            root = Path(scratch) / role
+            _write_set(root, challenge, per_category, seed=seed, tilt=0.0)
+            report = import_clips(challenge, root, role=role)
+            assert report.accepted, report.to_dict()
+        systems = [
+            ("Procedural", "Procedural_A_1", "A", 0.0),
+            ("Procedural", "Procedural_B_1", "B", 0.6),
+            ("Noise Lab", "NoiseLab_A_1", "A", -0.8),
+        ]
+        for n, (team_name, name, track, tilt) in enumerate(systems):
+            team = challenge.teams.filter(name=team_name).first() or create_team(
+                challenge, name=team_name
+            )
+            system = create_system(team=team, track=challenge.tracks.get(code=track), name=name)
+            root = Path(scratch) / name
+            _write_set(root, challenge, system_clips, seed=10 + n, tilt=tilt)
+            report = import_clips(challenge, root, role="system", system=system)
+            assert report.accepted, report.to_dict()
+    return DemoSummary(challenge, user.username, DEMO_PASSWORD, created=True)
