@@ -31,7 +31,8 @@ class ImportRequestError(ValueError):
 class FileReport:
     path: str
     category: str | None = None
-    status: str = "pending"  # stored, already present, duplicate, rejected
+    # valid (checked, not stored yet), stored, already present, duplicate, rejected
+    status: str = "pending"
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     sha256: str | None = None
@@ -173,6 +174,7 @@ def import_clips(
                 elif not check.ok:
                     entry.errors.extend(check.errors)
                 else:
+                    entry.status = "valid"
                     entry.sha256 = check.sha256
                     entry.warnings.extend(check.conversions + check.warnings)
                     key = (category.pk, check.sha256)

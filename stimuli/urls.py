@@ -13,4 +13,5 @@ urlpatterns = [
     path("<slug:slug>/upload/", views.upload, name="upload"),
     path("<slug:slug>/jobs/", views.jobs, name="jobs"),
     path("<slug:slug>/clips/", views.clips, name="clips"),
+    path("<slug:slug>/counts/", views.clip_counts, name="clip_counts"),
 ]

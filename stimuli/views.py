@@ -120,15 +120,32 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
         errors = [f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items()]
     if job is not None:
         job.refresh_from_db()
-        return render(request, "stimuli/job.html", {"job": job})
+        return _job_response(request, job)
     status = 200 if request.htmx else 400
     return render(request, "stimuli/upload_errors.html", {"errors": errors}, status=status)
 
 
+def _job_response(request: HttpRequest, job: Job) -> HttpResponse:
+    response = render(request, "stimuli/job.html", {"job": job})
+    if job.is_finished:
+        # Parts of the page that show results (clip counts, job list) refresh on this event.
+        response["HX-Trigger"] = "job-finished"
+    return response
+
+
 @organizer_required
 def job_status(request: HttpRequest, pk: int) -> HttpResponse:
-    job = get_object_or_404(Job, pk=pk)
-    return render(request, "stimuli/job.html", {"job": job})
+    return _job_response(request, get_object_or_404(Job, pk=pk))
+
+
+@organizer_required
+def clip_counts(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    return render(
+        request,
+        "stimuli/challenge_counts.html",
+        {"challenge": challenge, "counts": selectors.clip_counts(challenge)},
+    )
 
 
 @organizer_required
