@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from . import storage
 from .archives import ArchiveError, Limits, Source, iter_members, normalise_folder
@@ -201,6 +201,25 @@ def import_clips(
     return report
 
 
+def _audio_row(sha: str, check: AudioCheck, size: int) -> AudioFile:
+    return AudioFile(
+        sha256=sha,
+        **{
+            "file": storage.audio_name(sha),
+            "size_bytes": size,
+            "sample_rate": check.sample_rate,
+            "channels": check.channels,
+            "bit_depth": check.bit_depth,
+            "frames": check.frames,
+            "duration_s": check.duration_s,
+            "loudness_lufs": check.loudness_lufs,
+            "peak_dbfs": check.peak_dbfs,
+            "is_silent": check.is_silent,
+            "is_clipped": check.is_clipped,
+        },
+    )
+
+
 def _store(
     challenge: Challenge,
     role: str,
@@ -210,49 +229,88 @@ def _store(
     staged: dict[str, tuple[AudioCheck, Path]],
     lookup: dict[str, Category],
 ) -> None:
+    """Create the audio rows and files, then the clips, in one transaction.
+
+    Set-based: one query finds the sounds already stored and one insert adds the rest. Should a
+    concurrent import insert one of the same sounds first, the insert fails as a whole and the
+    rows are taken one at a time instead.
+    """
     written: list[str] = []
     by_slug = {c.slug: c for c in lookup.values()}
     with transaction.atomic():
         try:
-            audio_rows: dict[str, AudioFile] = {}
-            for sha, (check, staged_path) in staged.items():
-                data = staged_path.read_bytes()
-                row, created = AudioFile.objects.get_or_create(
-                    sha256=sha,
-                    defaults=dict(
-                        file=storage.audio_name(sha),
-                        size_bytes=len(data),
-                        sample_rate=check.sample_rate,
-                        channels=check.channels,
-                        bit_depth=check.bit_depth,
-                        frames=check.frames,
-                        duration_s=check.duration_s,
-                        loudness_lufs=check.loudness_lufs,
-                        peak_dbfs=check.peak_dbfs,
-                        is_silent=check.is_silent,
-                        is_clipped=check.is_clipped,
-                    ),
+            audio_rows = {
+                row.sha256: row for row in AudioFile.objects.filter(sha256__in=list(staged))
+            }
+            missing = [sha for sha in staged if sha not in audio_rows]
+            new_rows = [
+                _audio_row(sha, staged[sha][0], staged[sha][1].stat().st_size) for sha in missing
+            ]
+            try:
+                with transaction.atomic():
+                    created = AudioFile.objects.bulk_create(new_rows)
+            except IntegrityError:
+                created = []
+                for row in new_rows:
+                    obj, was_created = AudioFile.objects.get_or_create(
+                        sha256=row.sha256,
+                        defaults={
+                            f.attname: getattr(row, f.attname)
+                            for f in AudioFile._meta.concrete_fields
+                            if f.attname not in ("id", "sha256")
+                        },
+                    )
+                    audio_rows[row.sha256] = obj
+                    if was_created:
+                        created.append(obj)
+            created_shas = {row.sha256 for row in created}
+            for row in created:
+                audio_rows[row.sha256] = row
+            if len(created) and created[0].pk is None:  # backends that return no ids
+                audio_rows.update(
+                    (row.sha256, row)
+                    for row in AudioFile.objects.filter(sha256__in=list(created_shas))
                 )
-                if created:
-                    storage.put_audio(sha, data)
+            for sha, (_, staged_path) in staged.items():
+                if sha in created_shas:
+                    storage.put_audio(sha, staged_path.read_bytes())
                     written.append(sha)
-                    report.created_audio += 1
-                elif not storage.default_storage.exists(row.file):
-                    storage.put_audio(sha, data)  # heal a file lost from storage
-                audio_rows[sha] = row
-            for entry in report.files:
-                if entry.status == "duplicate":
-                    continue
-                _, created = Clip.objects.get_or_create(
+                elif not storage.default_storage.exists(audio_rows[sha].file):
+                    storage.put_audio(sha, staged_path.read_bytes())  # heal a lost file
+            report.created_audio = len(created_shas)
+
+            existing = set(
+                Clip.objects.filter(
                     challenge=challenge,
                     role=role,
                     system=system,
-                    category=by_slug[entry.category],
-                    audio=audio_rows[entry.sha256],
-                    defaults={"original_name": entry.path, "source_job": job},
+                    audio__sha256__in=list(staged),
+                ).values_list("category_id", "audio__sha256")
+            )
+            new_clips = []
+            for entry in report.files:
+                if entry.status == "duplicate":
+                    continue
+                category = by_slug[entry.category]
+                if (category.pk, entry.sha256) in existing:
+                    entry.status = "already present"
+                    continue
+                entry.status = "stored"
+                new_clips.append(
+                    Clip(
+                        challenge=challenge,
+                        role=role,
+                        system=system,
+                        category=category,
+                        audio=audio_rows[entry.sha256],
+                        original_name=entry.path,
+                        source_job=job,
+                    )
                 )
-                entry.status = "stored" if created else "already present"
-                report.created_clips += int(created)
+            # A clip added by a concurrent import of the same set meanwhile fails the import;
+            # rerunning it then reports that clip as already present.
+            Clip.objects.bulk_create(new_clips)
+            report.created_clips = len(new_clips)
         except BaseException:
             for sha in written:
                 storage.delete_audio(sha)

@@ -328,16 +328,20 @@ def test_failure_while_storing_removes_the_files_written(
     """A crash between writing files and committing leaves neither rows nor files behind."""
     import stimuli.imports as imports
 
-    calls = {"n": 0}
-    real_create = imports.Clip.objects.get_or_create
+    written = []
+    real_put = imports.storage.put_audio
 
-    def failing_get_or_create(**kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("disk full")
-        return real_create(**kwargs)
+    def put_then_count(sha, data):
+        written.append(sha)
+        return real_put(sha, data)
 
-    monkeypatch.setattr(imports.Clip.objects, "get_or_create", failing_get_or_create)
+    def failing_bulk_create(objs, *args, **kwargs):
+        assert written, "audio files are written before the clips are created"
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(imports.storage, "put_audio", put_then_count)
+    monkeypatch.setattr(imports.Clip.objects, "bulk_create", failing_bulk_create)
     with pytest.raises(RuntimeError, match="disk full"):
         run(challenge, make_zip(tmp_path / "u.zip", reference_set(["rain"], 3)))
+    assert len(written) == 3
     assert_nothing_stored(media_root)
