@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -135,15 +134,32 @@ class Inputs:
         }
 
 
+NUMERIC_COLUMNS = {"quality", "fit", "diversity", "fad_dev", "fad_eval"}
+
+
+def _canonical(value, numeric: bool) -> str:
+    if value is None:
+        return ""
+    if numeric:
+        text = str(value).strip()
+        try:
+            # 7, "7" and 7.0 are the same rating whether read from a CSV file or the database.
+            return repr(float(text)) if text else ""
+        except ValueError:
+            return text
+    return str(value).strip()
+
+
 def table_hash(rows: Iterable[Mapping], columns: Sequence[str]) -> str:
+    """sha256 of a table in a canonical form: row order and number spelling do not matter."""
+    numeric = [c in NUMERIC_COLUMNS for c in columns]
     lines = sorted(
-        json.dumps([_text(row.get(c)) for c in columns], ensure_ascii=False) for row in rows
+        "\x1f".join(_canonical(row.get(c), n) for c, n in zip(columns, numeric, strict=True))
+        for row in rows
     )
-    digest = hashlib.sha256()
-    digest.update(json.dumps(list(columns)).encode())
-    for line in lines:
-        digest.update(line.encode())
-        digest.update(b"\n")
+    digest = hashlib.sha256("\x1f".join(columns).encode())
+    digest.update(b"\n")
+    digest.update("\n".join(lines).encode())
     return digest.hexdigest()
 
 
