@@ -17,7 +17,7 @@ import csv
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -320,7 +320,11 @@ def _row_nanmean(matrix):
         return np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
 
 
-def score(inputs: Inputs, rules: Rules | None = None) -> dict:
+def score(
+    inputs: Inputs,
+    rules: Rules | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict:
     """Score a challenge; returns a JSON-ready dict (see `score_offline` and the README)."""
     rules = rules or Rules()
     _check_columns(inputs.ratings, RATING_COLUMNS, "ratings")
@@ -474,7 +478,9 @@ def score(inputs: Inputs, rules: Rules | None = None) -> dict:
         rng = np.random.default_rng(rules.seed)
         draws = {k: [] for k in point}
         n_units = len(unit_list)
-        for _ in range(rules.bootstrap):
+        for replicate in range(rules.bootstrap):
+            if progress and replicate % 50 == 0:
+                progress(replicate, rules.bootstrap, "Bootstrap")
             w_rater = np.bincount(
                 rng.integers(0, len(raters), len(raters)), minlength=len(raters)
             ).astype(float)

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
-from stimuli.models import Challenge
+from stimuli.models import Challenge, Job
 
 from .compute import DEFAULT_MISRATING, Rules, ScoringInputError
 
@@ -98,6 +98,14 @@ class Snapshot(models.Model):
     published_at = models.DateTimeField()
     published_by = models.ForeignKey(
         django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    job = models.OneToOneField(
+        Job,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="snapshot",
+        help_text="The publish job that made it (a redelivered job finds it and stops).",
     )
 
     class Meta:

@@ -8,10 +8,11 @@ from django.db.models import Max
 from django.utils import timezone
 
 from stimuli import selectors as stimuli_selectors
-from stimuli.models import Challenge
+from stimuli.jobs import JobProgress, enqueue, run_job
+from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
-from .compute import Inputs, Rules, score
+from .compute import Inputs, Rules, ScoringInputError, score
 from .models import ScoringSettings, Snapshot
 
 
@@ -54,7 +55,14 @@ def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
 
 
-def publish(challenge: Challenge, user, inputs: Inputs | None = None) -> Snapshot:
+def publish(
+    challenge: Challenge,
+    user,
+    inputs: Inputs | None = None,
+    *,
+    job: Job | None = None,
+    progress: JobProgress | None = None,
+) -> Snapshot:
     """Score the challenge now and freeze the result as its next snapshot (organizers only).
 
     `inputs` defaults to what `collect_inputs` reads from the database.
@@ -65,10 +73,12 @@ def publish(challenge: Challenge, user, inputs: Inputs | None = None) -> Snapsho
         inputs = collect_inputs(challenge)
     rules = rules_for(challenge)
     # Scored outside the transaction: it takes seconds and needs no lock.
-    result = score(inputs, rules)
+    result = score(inputs, rules, progress)
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
         Challenge.objects.select_for_update().get(pk=challenge.pk)
+        if job is not None and (done := Snapshot.objects.filter(job=job).first()):
+            return done
         last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
         return Snapshot.objects.create(
             challenge=challenge,
@@ -79,4 +89,36 @@ def publish(challenge: Challenge, user, inputs: Inputs | None = None) -> Snapsho
             code_version=result["code_version"],
             published_at=timezone.now(),
             published_by=user,
+            job=job,
         )
+
+
+def request_publication(challenge: Challenge, user) -> Job:
+    """The publish action: a job on a worker scores and freezes the results.
+
+    Without a broker the job runs at once and comes back finished.
+    """
+    if not is_organizer(user):
+        raise PermissionDenied("Only organizers can publish results.")
+    from .tasks import publish_results  # tasks import services
+
+    job = Job.objects.create(challenge=challenge, kind=Job.Kind.PUBLISH_RESULTS, created_by=user)
+    enqueue(job, publish_results)
+    job.refresh_from_db()
+    return job
+
+
+def run_publish_job(job_id: int) -> Job:
+    """Worker side of the publish action; a redelivered job returns the snapshot it made."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        done = Snapshot.objects.filter(job=job).first()
+        if done is None:
+            try:
+                done = publish(job.challenge, job.created_by, job=job, progress=progress)
+            except (InputsUnavailable, ScoringInputError, PermissionDenied) as exc:
+                return {"_failed": True, "_error": str(exc)}
+        progress(1, 1, f"Published results #{done.number}")
+        return {"snapshot": done.number}
+
+    return run_job(job_id, work)

@@ -13,11 +13,10 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from stimuli.models import Challenge
+from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
 from . import selectors, services, svg
-from .compute import ScoringInputError
 from .models import Snapshot
 
 
@@ -55,13 +54,16 @@ def publish(request: HttpRequest, slug: str) -> HttpResponse:
     if not is_organizer(request.user):
         raise PermissionDenied("Only organizers can publish results.")
     challenge = get_object_or_404(Challenge, slug=slug)
-    try:
-        snapshot = services.publish(challenge, request.user)
-    except (services.InputsUnavailable, ScoringInputError) as exc:
-        messages.error(request, f"Nothing was published: {exc}")
+    job = services.request_publication(challenge, request.user)
+    if job.state == Job.State.SUCCEEDED:
+        number = job.result["snapshot"]
+        messages.success(request, f"Published results #{number}.")
+        return redirect("scoring:snapshot", slug=slug, number=number)
+    if job.state == Job.State.FAILED:
+        messages.error(request, f"Nothing was published: {job.error}")
         return redirect("scoring:challenge", slug=slug)
-    messages.success(request, f"Published results #{snapshot.number}.")
-    return redirect("scoring:snapshot", slug=slug, number=snapshot.number)
+    messages.info(request, "Publishing: the results appear when the job has finished.")
+    return redirect("stimuli:job", pk=job.pk)
 
 
 def _snapshot(slug: str, number: int) -> Snapshot:

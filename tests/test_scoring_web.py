@@ -206,3 +206,18 @@ def test_scoring_settings_constraints(challenge):
     settings = ScoringSettings(challenge=challenge, misrating_rules={"anchor_hq_goodfit": ["x"]})
     with pytest.raises(ValidationError, match="unknown condition"):
         settings.full_clean()
+
+
+def test_a_redelivered_publish_job_does_not_publish_twice(challenge, organizer, sim, fast_settings):
+    from stimuli.models import Job
+
+    job = Job.objects.create(
+        challenge=challenge, kind=Job.Kind.PUBLISH_RESULTS, created_by=organizer
+    )
+    # The worker froze the snapshot and died before it marked the job finished.
+    services.publish(challenge, organizer, sim.inputs, job=job)
+    job = services.run_publish_job(job.pk)
+    assert job.state == Job.State.SUCCEEDED and job.result == {"snapshot": 1}
+    assert Snapshot.objects.filter(challenge=challenge).count() == 1
+    again = services.publish(challenge, organizer, sim.inputs, job=job)
+    assert again.number == 1 and Snapshot.objects.count() == 1
