@@ -29,13 +29,9 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     raw = (high - low) / count
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    start = math.floor(low / step) * step
-    ticks = []
-    value = start
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
+    first = math.floor(low / step + 1e-9)
+    last = math.ceil(high / step - 1e-9)
+    return [round(i * step, 10) for i in range(first, last + 1)]
 
 
 def _fmt(value: float) -> str:
@@ -72,8 +68,11 @@ def scatter(
         x_lo = y_lo = min(x_lo, y_lo)
         x_hi = y_hi = max(x_hi, y_hi)
     x_ticks, y_ticks = nice_ticks(x_lo, x_hi), nice_ticks(y_lo, y_hi)
-    x_min, x_max = min(x_ticks[0], x_lo), max(x_ticks[-1], x_hi)
-    y_min, y_max = min(y_ticks[0], y_lo), max(y_ticks[-1], y_hi)
+    # A margin keeps points and their labels off the frame.
+    x_pad = 0.04 * ((x_ticks[-1] - x_ticks[0]) or 1)
+    y_pad = 0.04 * ((y_ticks[-1] - y_ticks[0]) or 1)
+    x_min, x_max = x_ticks[0] - x_pad, x_ticks[-1] + x_pad
+    y_min, y_max = y_ticks[0] - y_pad, y_ticks[-1] + y_pad
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def sx(x: float) -> float:
@@ -131,10 +130,11 @@ def scatter(
             f'<text x="{sx(p.x) + 6:.1f}" y="{sy(p.y) - 6:.1f}">{escape(p.label)}</text>'
         )
     for i, name in enumerate(legend or []):
+        # Top left: in these plots the best systems (low FAD, first ranks) sit bottom left.
         y = TOP + 14 + 16 * i
         parts.append(
-            f'<circle cx="{LEFT + plot_w - 110}" cy="{y - 4}" r="4" fill="{COLORS[i % len(COLORS)]}"/>'
-            f'<text x="{LEFT + plot_w - 100}" y="{y}">{escape(name)}</text>'
+            f'<circle cx="{LEFT + 14}" cy="{y - 4}" r="4" fill="{COLORS[i % len(COLORS)]}"/>'
+            f'<text x="{LEFT + 24}" y="{y}">{escape(name)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -98,7 +98,8 @@ def test_published_results_are_public_with_tables_plots_and_downloads(
     page = client.get(f"/results/{challenge.slug}/1/").content.decode()
     top = snap.result["tracks"]["A"][0]
     assert top["system"] in page
-    assert f"{top['final']:.3f} [{top['final_ci'][0]:.3f}, {top['final_ci'][1]:.3f}]" in page
+    lo, hi = top["final_ci"]
+    assert f'{top["final"]:.3f} <small class="ci">[{lo:.3f}, {hi:.3f}]</small>' in page
     assert "Krippendorff" in page and "Excluded sessions" in page
     assert "Publish results" not in page  # the button is for organizers only
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.html import format_html
 
 register = template.Library()
 
@@ -18,10 +19,26 @@ def _number(value) -> str:
 
 
 @register.filter
-def cell(pair) -> str:
+def cell(pair):
     """A table cell: the value, and its interval in brackets when it has one."""
     value, interval = pair
-    text = _number(value)
     if interval and None not in interval and value is not None:
-        text += f" [{_number(interval[0])}, {_number(interval[1])}]"
-    return text
+        return format_html(
+            '{} <small class="ci">[{}, {}]</small>',
+            _number(value),
+            _number(interval[0]),
+            _number(interval[1]),
+        )
+    return _number(value)
+
+
+@register.filter
+def is_number(pair) -> bool:
+    return isinstance(pair[0], int | float) and not isinstance(pair[0], bool)
+
+
+@register.simple_tag
+def latest_snapshot(challenge):
+    from scoring.selectors import latest_snapshot as latest
+
+    return latest(challenge)
