@@ -533,7 +533,7 @@ def score(
     # Leaderboards per track.
     tracks: dict[str, list[dict]] = {}
     pairs: dict[str, list[dict]] = {}
-    unrated: dict[str, list[str]] = {}
+    unrated: dict[str, list[dict]] = {}
     all_systems = sorted(set(track_of) | set(rated_systems))
     for track in sorted({track_of.get(s, "") for s in all_systems}):
         members = [s for s in rated_systems if track_of.get(s, "") == track]
@@ -541,7 +541,10 @@ def score(
             s for s in all_systems if track_of.get(s, "") == track and s not in sys_index
         ]
         if unrated_here:
-            unrated[track] = unrated_here
+            # Not in the listening test (e.g. not a finalist): shown with their FAD only.
+            unrated[track] = [
+                {"system": s, "team": team_of.get(s, ""), **fad_summary(s)} for s in unrated_here
+            ]
         rows = []
         for system in members:
             i = sys_index[system]

@@ -133,6 +133,20 @@ def tables(result: dict) -> list[Table]:
         )
         out.append(
             Table(
+                f"unrated-{track}",
+                f"Track {track}: systems not in the listening test",
+                [
+                    Column("system", "System"),
+                    Column("team", "Team"),
+                    Column("fad_dev", "FAD-Dev"),
+                    Column("fad_eval", "FAD-Eval"),
+                ],
+                result.get("unrated_systems", {}).get(track, []),
+                track,
+            )
+        )
+        out.append(
+            Table(
                 f"pairs-{track}",
                 f"Track {track}: probability that each adjacent pair is in the right order",
                 [

@@ -399,3 +399,22 @@ def test_a_simulated_dcase_sized_test_recovers_the_true_ranking():
     assert result["analyses"]["agreement"]["quality"] > 0.3
     anchors = result["analyses"]["anchors"]
     assert anchors["anchor_hq_poorfit"]["quality"] > 7 > anchors["anchor_hq_poorfit"]["fit"]
+
+
+def test_systems_without_ratings_are_listed_apart_with_their_fad():
+    ratings = [trial("a", "S1", 5, 5)]
+    fads = [fad("S1", "dog", 1, 2), fad("S2", "dog", 3, 4), fad("S2", "rain", 5, 6)]
+    result = score(Inputs(ratings, [], fads, teams("S1", "S2")), NO_BOOT)
+    assert [r["system"] for r in result["tracks"]["A"]] == ["S1"]
+    (unrated,) = result["unrated_systems"]["A"]
+    assert unrated["system"] == "S2" and unrated["team"] == "team-S2"
+    assert unrated["fad_dev"] == 4 and unrated["fad_eval"] == 5
+    assert unrated["fad_eval_min"] == 4 and unrated["fad_eval_max"] == 6
+
+
+def test_plot_labels_are_escaped():
+    from scoring.svg import fad_dev_vs_eval
+
+    row = {"system": "<script>x</script>", "rank": 1, "fad_dev": 1.0, "fad_eval": 2.0}
+    svg = fad_dev_vs_eval([row], "A&B")
+    assert "<script>" not in svg and "&lt;script&gt;" in svg and "A&amp;B" in svg
