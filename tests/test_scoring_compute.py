@@ -418,3 +418,43 @@ def test_plot_labels_are_escaped():
     row = {"system": "<script>x</script>", "rank": 1, "fad_dev": 1.0, "fad_eval": 2.0}
     svg = fad_dev_vs_eval([row], "A&B")
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "A&amp;B" in svg
+
+
+def test_offline_scoring_runs_without_django_settings(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sim = simulate(systems_per_track=2, categories=2, sounds=2, raters=4, seed=6)
+    paths = _csvs(tmp_path, sim.inputs)
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    args = [f"--{k}={v}" for k, v in paths.items()]
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "scoring.offline", *args, "--bootstrap=20", "--seed=3"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    expected = score(sim.inputs, Rules(bootstrap=20, seed=3))
+    assert result["tracks"] == json.loads(json.dumps(expected["tracks"]))
+    assert "django" not in done.stderr.lower()
+    (tmp_path / "rules.json").write_text('{"exclude_at": "five", "colour": 1}')
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scoring.offline",
+            *args,
+            f"--settings-json={tmp_path / 'rules.json'}",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "unknown scoring settings: colour" in bad.stderr
