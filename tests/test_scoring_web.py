@@ -114,8 +114,9 @@ def test_published_results_are_public_with_tables_plots_and_downloads(
     for table in selectors.tables(snap.result):
         got = client.get(f"/results/{challenge.slug}/1/download/{table.name}.csv")
         assert got.status_code == 200, table.name
-        rows = list(csv.DictReader(io.StringIO(got.content.decode())))
-        assert list(rows[0]) if rows else True
+        reader = csv.DictReader(io.StringIO(got.content.decode()))
+        assert reader.fieldnames == table.flat_columns
+        rows = list(reader)
         assert len(rows) == len(table.rows)
         as_json = client.get(f"/results/{challenge.slug}/1/download/{table.name}.json").json()
         assert as_json["rows"] == json.loads(json.dumps(table.flat_rows()))
