@@ -55,6 +55,15 @@ def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
 
 
+def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:
+    """What publishing now would show, for organizers only; nothing is stored."""
+    if not is_organizer(user):
+        raise PermissionDenied("Only organizers can preview results.")
+    if inputs is None:
+        inputs = collect_inputs(challenge)
+    return score(inputs, rules_for(challenge))
+
+
 def publish(
     challenge: Challenge,
     user,

@@ -17,6 +17,7 @@ from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
 from . import selectors, services, svg
+from .compute import ScoringInputError
 from .models import Snapshot
 
 
@@ -64,6 +65,32 @@ def publish(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("scoring:challenge", slug=slug)
     messages.info(request, "Publishing: the results appear when the job has finished.")
     return redirect("stimuli:job", pk=job.pk)
+
+
+def preview(request: HttpRequest, slug: str) -> HttpResponse:
+    if not is_organizer(request.user):
+        raise Http404("No published results.")
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        result = services.preview(challenge, request.user)
+    except (services.InputsUnavailable, ScoringInputError) as exc:
+        messages.error(request, f"Nothing to preview: {exc}")
+        return redirect("scoring:challenge", slug=slug)
+    all_tables = selectors.tables(result)
+    return render(
+        request,
+        "scoring/preview.html",
+        {
+            **_publish_context(challenge),
+            "result": result,
+            "tables": all_tables,
+            "plots": [
+                {"track": code, "svg": mark_safe(draw(rows, code))}  # svg.py escapes every text
+                for code, rows in result["tracks"].items()
+                for draw in svg.PLOTS.values()
+            ],
+        },
+    )
 
 
 def _snapshot(slug: str, number: int) -> Snapshot:
