@@ -11,7 +11,9 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("organize/", include("stimuli.urls")),
+    path("api/results/", include("scoring.api_urls")),
     path("api/", include("stimuli.api_urls")),
+    path("results/", include("scoring.urls")),
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
     path(
         "api/docs/",

@@ -243,6 +243,7 @@ class Job(models.Model):
 
     class Kind(models.TextChoices):
         IMPORT = "import", "Audio import"
+        PUBLISH_RESULTS = "publish_results", "Publish results"
 
     challenge = models.ForeignKey(
         Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="jobs"

@@ -1,0 +1,23 @@
+from django.contrib import admin
+
+from .models import ScoringSettings, Snapshot
+
+
+@admin.register(ScoringSettings)
+class ScoringSettingsAdmin(admin.ModelAdmin):
+    list_display = [
+        "challenge",
+        "low_threshold",
+        "high_threshold",
+        "exclude_at",
+        "bootstrap_samples",
+    ]
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(admin.ModelAdmin):
+    list_display = ["challenge", "number", "published_at", "published_by", "code_version"]
+    readonly_fields = [f.name for f in Snapshot._meta.fields]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

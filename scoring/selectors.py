@@ -1,0 +1,246 @@
+"""Read-only views of published results: snapshots and the tables that pages, downloads and the
+API all show."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+
+from django.db.models import Max, QuerySet
+
+from stimuli.models import Challenge
+
+from .models import Snapshot
+
+
+def published_challenges() -> QuerySet[Challenge]:
+    return (
+        Challenge.objects.filter(snapshots__isnull=False)
+        .annotate(latest_snapshot=Max("snapshots__number"))
+        .order_by("name")
+    )
+
+
+def snapshots(challenge: Challenge) -> QuerySet[Snapshot]:
+    return Snapshot.objects.filter(challenge=challenge).order_by("-number")
+
+
+def latest_snapshot(challenge: Challenge) -> Snapshot | None:
+    return snapshots(challenge).first()
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    ci: bool = False  # the row also has `<key>_ci` = [low, high]
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    columns: list[Column]
+    rows: list[dict] = field(default_factory=list)
+    track: str | None = None
+
+    @property
+    def flat_columns(self) -> list[str]:
+        names = []
+        for column in self.columns:
+            names.append(column.key)
+            if column.ci:
+                names += [f"{column.key}_low", f"{column.key}_high"]
+        return names
+
+    def flat_rows(self) -> list[dict]:
+        out = []
+        for row in self.rows:
+            flat = {}
+            for column in self.columns:
+                flat[column.key] = row.get(column.key)
+                if column.ci:
+                    ci = row.get(f"{column.key}_ci") or [None, None]
+                    flat[f"{column.key}_low"], flat[f"{column.key}_high"] = ci
+            out.append(flat)
+        return out
+
+    def cells(self) -> list[list[tuple[object, list | None]]]:
+        """Per row, per column: (value, interval or None), for templates."""
+        return [
+            [(row.get(c.key), row.get(f"{c.key}_ci") if c.ci else None) for c in self.columns]
+            for row in self.rows
+        ]
+
+    def to_csv(self) -> str:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=self.flat_columns, lineterminator="\n")
+        writer.writeheader()
+        for row in self.flat_rows():
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        return buffer.getvalue()
+
+
+SCALE_COLUMNS = [
+    Column("quality", "Quality", ci=True),
+    Column("fit", "Fit", ci=True),
+    Column("diversity", "Diversity", ci=True),
+    Column("final", "Final", ci=True),
+]
+
+
+def tables(result: dict) -> list[Table]:
+    """Every table of a result, in page order; each can be downloaded as CSV and JSON."""
+    out: list[Table] = []
+    for track, rows in result["tracks"].items():
+        out.append(
+            Table(
+                f"leaderboard-{track}",
+                f"Track {track}: leaderboard",
+                [
+                    Column("rank", "Rank"),
+                    Column("system", "System"),
+                    Column("team", "Team"),
+                    Column("fad_dev", "FAD-Dev"),
+                    Column("fad_eval", "FAD-Eval"),
+                    *SCALE_COLUMNS,
+                    Column("p_above_next", "P(above next)"),
+                ],
+                rows,
+                track,
+            )
+        )
+        out.append(
+            Table(
+                f"categories-{track}",
+                f"Track {track}: per category",
+                [
+                    Column("system", "System"),
+                    Column("category", "Category"),
+                    Column("fad_dev", "FAD-Dev"),
+                    Column("fad_eval", "FAD-Eval"),
+                    *SCALE_COLUMNS,
+                ],
+                [
+                    {"system": row["system"], "category": category, **values}
+                    for category in result["categories"]
+                    for row in rows
+                    for values in [row["categories"].get(category, {})]
+                ],
+                track,
+            )
+        )
+        out.append(
+            Table(
+                f"unrated-{track}",
+                f"Track {track}: systems not in the listening test",
+                [
+                    Column("system", "System"),
+                    Column("team", "Team"),
+                    Column("fad_dev", "FAD-Dev"),
+                    Column("fad_eval", "FAD-Eval"),
+                ],
+                result.get("unrated_systems", {}).get(track, []),
+                track,
+            )
+        )
+        out.append(
+            Table(
+                f"pairs-{track}",
+                f"Track {track}: probability that each adjacent pair is in the right order",
+                [
+                    Column("upper", "Ranked above"),
+                    Column("lower", "Ranked below"),
+                    Column("probability", "Probability"),
+                ],
+                result["pairs"].get(track, []),
+                track,
+            )
+        )
+    out.append(
+        Table(
+            "excluded-sessions",
+            "Excluded sessions",
+            [
+                Column("rater", "Rater"),
+                Column("category", "Category"),
+                Column("session", "Session"),
+                Column("misrated", "Misrated checks"),
+                Column("checks", "Checks"),
+                Column("reasons", "Why"),
+            ],
+            [{**s, "reasons": "; ".join(s["reasons"])} for s in result["excluded_sessions"]],
+        )
+    )
+    analyses = result["analyses"]
+    out.append(
+        Table(
+            "fad-correlation",
+            "Spearman correlation of the FAD rankings with the final ranking",
+            [
+                Column("track", "Track"),
+                Column("n", "Systems"),
+                Column("fad_eval", "FAD-Eval"),
+                Column("fad_dev", "FAD-Dev"),
+            ],
+            [{"track": t, **v} for t, v in analyses["fad_spearman"].items()],
+        )
+    )
+    out.append(
+        Table(
+            "quality-fit",
+            "Correlation of quality and fit per category",
+            [
+                Column("category", "Category"),
+                Column("trials", "Over trials (r)"),
+                Column("n_trials", "Trials"),
+                Column("system_means", "Over system means (r)"),
+                Column("n_systems", "Systems"),
+            ],
+            [{"category": c, **v} for c, v in analyses["quality_fit"].items()],
+        )
+    )
+    out.append(
+        Table(
+            "diversity-fit",
+            "Correlation of diversity and fit",
+            [
+                Column("system_category_means", "Over system-category means (r)"),
+                Column("n_system_categories", "System-categories"),
+                Column("system_means", "Over system means (r)"),
+                Column("n_systems", "Systems"),
+            ],
+            [analyses["diversity_fit"]],
+        )
+    )
+    out.append(
+        Table(
+            "anchors",
+            "Mean ratings per anchor type (kept sessions)",
+            [
+                Column("role", "Anchor type"),
+                Column("quality", "Quality"),
+                Column("fit", "Fit"),
+                Column("n", "Ratings"),
+            ],
+            [{"role": role, **v} for role, v in analyses["anchors"].items()]
+            + [{"role": "trial", **analyses["trials"]}],
+        )
+    )
+    out.append(
+        Table(
+            "agreement",
+            "Inter-rater agreement (Krippendorff's alpha, interval)",
+            [Column("scale", "Scale"), Column("alpha", "Alpha")],
+            [
+                {"scale": scale, "alpha": analyses["agreement"][scale]}
+                for scale in ("quality", "fit", "diversity")
+            ],
+        )
+    )
+    return out
+
+
+def table(result: dict, name: str) -> Table | None:
+    return next((t for t in tables(result) if t.name == name), None)

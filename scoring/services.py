@@ -1,0 +1,133 @@
+"""Publishing results: collect the inputs, score them, freeze a snapshot."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from stimuli import selectors as stimuli_selectors
+from stimuli.jobs import JobProgress, enqueue, run_job
+from stimuli.models import Challenge, Job
+from stimuli.permissions import is_organizer
+
+from .compute import Inputs, Rules, ScoringInputError, score
+from .models import ScoringSettings, Snapshot
+
+
+class InputsUnavailable(RuntimeError):
+    """The listening test's ratings cannot be read (e.g. the listening test is not installed)."""
+
+
+def collect_inputs(challenge: Challenge) -> Inputs:
+    """The four input tables of a challenge: ratings and diversity from the listening test, FAD
+    results and teams from the objective evaluation."""
+    try:
+        # Imported here: scoring reads the listening test through its selectors only.
+        from raters.selectors import diversity_rows, rating_rows
+    except ImportError as exc:
+        raise InputsUnavailable(
+            "The listening test's ratings cannot be read: raters.selectors is missing."
+        ) from exc
+    return inputs_from_rows(
+        ratings=rating_rows(challenge),
+        diversity=diversity_rows(challenge),
+        fad=stimuli_selectors.fad_rows(challenge),
+        teams=stimuli_selectors.team_rows(challenge),
+    )
+
+
+def inputs_from_rows(
+    *, ratings: list[dict], diversity: list[dict], fad: list[dict], teams: list[dict]
+) -> Inputs:
+    return Inputs(
+        ratings=list(ratings), diversity=list(diversity), fad=list(fad), teams=list(teams)
+    )
+
+
+def scoring_settings(challenge: Challenge) -> ScoringSettings:
+    settings, _ = ScoringSettings.objects.get_or_create(challenge=challenge)
+    return settings
+
+
+def rules_for(challenge: Challenge) -> Rules:
+    return scoring_settings(challenge).rules()
+
+
+def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:
+    """What publishing now would show, for organizers only; nothing is stored."""
+    if not is_organizer(user):
+        raise PermissionDenied("Only organizers can preview results.")
+    if inputs is None:
+        inputs = collect_inputs(challenge)
+    return score(inputs, rules_for(challenge))
+
+
+def publish(
+    challenge: Challenge,
+    user,
+    inputs: Inputs | None = None,
+    *,
+    job: Job | None = None,
+    progress: JobProgress | None = None,
+) -> Snapshot:
+    """Score the challenge now and freeze the result as its next snapshot (organizers only).
+
+    `inputs` defaults to what `collect_inputs` reads from the database.
+    """
+    if not is_organizer(user):
+        raise PermissionDenied("Only organizers can publish results.")
+    if inputs is None:
+        inputs = collect_inputs(challenge)
+    rules = rules_for(challenge)
+    # Scored outside the transaction: it takes seconds and needs no lock.
+    result = score(inputs, rules, progress)
+    with transaction.atomic():
+        # Lock the challenge so that two publications get consecutive numbers.
+        Challenge.objects.select_for_update().get(pk=challenge.pk)
+        if job is not None and (done := Snapshot.objects.filter(job=job).first()):
+            return done
+        last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
+        return Snapshot.objects.create(
+            challenge=challenge,
+            number=(last or 0) + 1,
+            result=result,
+            input_hashes=result["inputs"],
+            settings=result["settings"],
+            code_version=result["code_version"],
+            published_at=timezone.now(),
+            published_by=user,
+            job=job,
+        )
+
+
+def request_publication(challenge: Challenge, user) -> Job:
+    """The publish action: a job on a worker scores and freezes the results.
+
+    Without a broker the job runs at once and comes back finished.
+    """
+    if not is_organizer(user):
+        raise PermissionDenied("Only organizers can publish results.")
+    from .tasks import publish_results  # tasks import services
+
+    job = Job.objects.create(challenge=challenge, kind=Job.Kind.PUBLISH_RESULTS, created_by=user)
+    enqueue(job, publish_results)
+    job.refresh_from_db()
+    return job
+
+
+def run_publish_job(job_id: int) -> Job:
+    """Worker side of the publish action; a redelivered job returns the snapshot it made."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        done = Snapshot.objects.filter(job=job).first()
+        if done is None:
+            try:
+                done = publish(job.challenge, job.created_by, job=job, progress=progress)
+            except (InputsUnavailable, ScoringInputError, PermissionDenied) as exc:
+                return {"_failed": True, "_error": str(exc)}
+        progress(1, 1, f"Published results #{done.number}")
+        return {"snapshot": done.number}
+
+    return run_job(job_id, work)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from django import template
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+def _number(value) -> str:
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+@register.filter
+def cell(pair):
+    """A table cell: the value, and its interval in brackets when it has one."""
+    value, interval = pair
+    if interval and None not in interval and value is not None:
+        return format_html(
+            '{} <small class="ci">[{}, {}]</small>',
+            _number(value),
+            _number(interval[0]),
+            _number(interval[1]),
+        )
+    return _number(value)
+
+
+@register.filter
+def is_number(pair) -> bool:
+    return isinstance(pair[0], int | float) and not isinstance(pair[0], bool)
+
+
+@register.simple_tag
+def latest_snapshot(challenge):
+    from scoring.selectors import latest_snapshot as latest
+
+    return latest(challenge)

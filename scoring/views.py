@@ -1,0 +1,189 @@
+"""Public result pages, downloads and the organizers' publish action. Thin: selectors and
+services do the work."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_POST
+
+from stimuli.models import Challenge, Job
+from stimuli.permissions import is_organizer
+
+from . import selectors, services, svg
+from .compute import ScoringInputError
+from .models import Snapshot
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    published = list(selectors.published_challenges())
+    unpublished = []
+    if is_organizer(request.user):
+        unpublished = Challenge.objects.exclude(pk__in=[c.pk for c in published])
+    return render(
+        request, "scoring/index.html", {"challenges": published, "unpublished": unpublished}
+    )
+
+
+def challenge_results(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    latest = selectors.latest_snapshot(challenge)
+    if latest is not None:
+        return redirect("scoring:snapshot", slug=slug, number=latest.number)
+    if not is_organizer(request.user):
+        # Nothing is public before publication, not even that results are being prepared.
+        raise Http404("No published results.")
+    return render(request, "scoring/unpublished.html", _publish_context(challenge))
+
+
+def _publish_context(challenge: Challenge) -> dict:
+    settings = services.scoring_settings(challenge)
+    return {
+        "challenge": challenge,
+        "settings_url": reverse("admin:scoring_scoringsettings_change", args=[settings.pk]),
+    }
+
+
+@require_POST
+def publish(request: HttpRequest, slug: str) -> HttpResponse:
+    if not is_organizer(request.user):
+        raise PermissionDenied("Only organizers can publish results.")
+    challenge = get_object_or_404(Challenge, slug=slug)
+    job = services.request_publication(challenge, request.user)
+    if job.state == Job.State.SUCCEEDED:
+        number = job.result["snapshot"]
+        messages.success(request, f"Published results #{number}.")
+        return redirect("scoring:snapshot", slug=slug, number=number)
+    if job.state == Job.State.FAILED:
+        messages.error(request, f"Nothing was published: {job.error}")
+        return redirect("scoring:challenge", slug=slug)
+    messages.info(request, "Publishing: the results appear when the job has finished.")
+    return redirect("stimuli:job", pk=job.pk)
+
+
+def preview(request: HttpRequest, slug: str) -> HttpResponse:
+    if not is_organizer(request.user):
+        raise Http404("No published results.")
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        result = services.preview(challenge, request.user)
+    except (services.InputsUnavailable, ScoringInputError) as exc:
+        messages.error(request, f"Nothing to preview: {exc}")
+        return redirect("scoring:challenge", slug=slug)
+    all_tables = selectors.tables(result)
+    return render(
+        request,
+        "scoring/preview.html",
+        {
+            **_publish_context(challenge),
+            "result": result,
+            "tables": all_tables,
+            "plots": [
+                {"track": code, "svg": mark_safe(draw(rows, code))}  # svg.py escapes every text
+                for code, rows in result["tracks"].items()
+                for draw in svg.PLOTS.values()
+            ],
+        },
+    )
+
+
+def _snapshot(slug: str, number: int) -> Snapshot:
+    return get_object_or_404(
+        Snapshot.objects.select_related("challenge"), challenge__slug=slug, number=number
+    )
+
+
+def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    snap = _snapshot(slug, number)
+    result = snap.result
+    all_tables = selectors.tables(result)
+    others = list(selectors.snapshots(snap.challenge).only("number"))
+    context = {
+        "challenge": snap.challenge,
+        "snapshot": snap,
+        "newer": others[0] if others and others[0].number != snap.number else None,
+        "others": sorted(others, key=lambda s: s.number),
+        "tracks": list(result["tracks"]),
+        "leaderboards": [t for t in all_tables if t.name.startswith("leaderboard-")],
+        "checks": [t for t in all_tables if t.name == "excluded-sessions"],
+        "analyses": [t for t in all_tables if t.track is None and t.name != "excluded-sessions"],
+        "counts": result["counts"],
+        "settings": result["settings"],
+        "settings_json": json.dumps(snap.settings, indent=2),
+        "hashes_json": json.dumps(snap.input_hashes, indent=2),
+    }
+    if is_organizer(request.user):
+        context.update(_publish_context(snap.challenge))
+    return render(request, "scoring/snapshot.html", context)
+
+
+def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpResponse:
+    snap = _snapshot(slug, number)
+    rows = snap.result["tracks"].get(code)
+    if rows is None:
+        raise Http404("No such track in these results.")
+    plots = [
+        {"kind": kind, "svg": mark_safe(draw(rows, code))}  # svg.py escapes every text
+        for kind, draw in svg.PLOTS.items()
+    ]
+    return render(
+        request,
+        "scoring/track.html",
+        {
+            "challenge": snap.challenge,
+            "snapshot": snap,
+            "track": code,
+            "track_tables": [t for t in selectors.tables(snap.result) if t.track == code],
+            "plots": plots,
+        },
+    )
+
+
+def plot(request: HttpRequest, slug: str, number: int, code: str, kind: str) -> HttpResponse:
+    snap = _snapshot(slug, number)
+    rows = snap.result["tracks"].get(code)
+    draw = svg.PLOTS.get(kind)
+    if rows is None or draw is None:
+        raise Http404("No such plot.")
+    return HttpResponse(draw(rows, code), content_type="image/svg+xml")
+
+
+def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) -> HttpResponse:
+    if fmt not in ("csv", "json"):
+        raise Http404("Downloads are CSV or JSON.")
+    snap = _snapshot(slug, number)
+    stem = f"{slug}-results-{number}-{name}"
+    if name == "result":
+        if fmt != "json":
+            raise Http404("The whole result is JSON only.")
+        response = JsonResponse(snap_payload(snap), json_dumps_params={"indent": 1})
+    else:
+        table = selectors.table(snap.result, name)
+        if table is None:
+            raise Http404("No such table.")
+        if fmt == "csv":
+            response = HttpResponse(table.to_csv(), content_type="text/csv; charset=utf-8")
+        else:
+            response = JsonResponse(
+                {"table": table.name, "title": table.title, "rows": table.flat_rows()}
+            )
+    response["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
+    return response
+
+
+def snap_payload(snap: Snapshot) -> dict:
+    return {
+        "challenge": snap.challenge.slug,
+        "number": snap.number,
+        "published_at": snap.published_at.isoformat(),
+        "code_version": snap.code_version,
+        "input_hashes": snap.input_hashes,
+        "settings": snap.settings,
+        "result": snap.result,
+    }

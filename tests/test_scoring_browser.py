@@ -1,0 +1,47 @@
+"""Published results in a real headless Chromium: the leaderboard, its plots and a download."""
+
+from __future__ import annotations
+
+import pytest
+
+from scoring import services
+from scoring.simulate import simulate
+from stimuli.services import create_challenge
+from tests.browser import chromium_page
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_public_reads_a_published_leaderboard_with_plots(
+    live_server, chromium_path, organizer, tmp_path
+):
+    challenge = create_challenge(name="Browser results", slug="browser-results")
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 100
+    settings.save()
+    sim = simulate(systems_per_track=4, categories=3, sounds=4, raters=6, seed=8)
+    with chromium_page(chromium_path) as page:
+        response = page.goto(f"{live_server.url}/results/{challenge.slug}/")
+        assert response.status == 404
+
+    # Database work stays outside the browser's event loop, whose connections outlive the test.
+    snap = services.publish(challenge, organizer, sim.inputs)
+    with chromium_page(chromium_path) as page:
+        page.goto(f"{live_server.url}/results/{challenge.slug}/")
+        assert page.url.endswith(f"/results/{challenge.slug}/1/")
+        first = page.inner_text("#table-leaderboard-A tbody tr:first-child")
+        assert snap.result["tracks"]["A"][0]["system"] in first
+
+        page.click("text=Track A")
+        page.wait_for_selector("figure.plot svg")
+        assert page.locator("figure.plot").count() == 2
+        assert page.locator("figure.plot svg circle.point").count() == 4 + 8
+        box = page.locator("figure.plot svg").first.bounding_box()
+        assert box["width"] > 200 and box["height"] > 100
+        href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
+        csv_text = page.request.get(f"{live_server.url}{href}").text()
+        header = csv_text.splitlines()[0]
+        assert header.startswith("rank,system,team,fad_dev,fad_eval,quality,quality_low")
+        page.screenshot(path=str(tmp_path / "track.png"), full_page=True)
+        page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
+        page.screenshot(path=str(tmp_path / "snapshot.png"), full_page=True)

@@ -1,0 +1,459 @@
+"""The scoring rules on small hand-computed cases, the offline command and a simulated test."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import krippendorff
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+from scipy.stats import spearmanr
+
+from scoring.compute import (
+    DIVERSITY_COLUMNS,
+    FAD_COLUMNS,
+    RATING_COLUMNS,
+    TEAM_COLUMNS,
+    Inputs,
+    Rules,
+    ScoringInputError,
+    krippendorff_alpha_interval,
+    score,
+    spearman,
+)
+from scoring.simulate import simulate
+
+NO_BOOT = Rules(bootstrap=0)
+
+
+def trial(rater, system, q, f, *, category="dog", stimulus=None, team="", session=None, track="A"):
+    return {
+        "rater": rater,
+        "rater_team": team,
+        "session": session or f"{rater}-{category}",
+        "category": category,
+        "system": system,
+        "track": track,
+        "stimulus": stimulus or f"{system}-{category}-1",
+        "role": "trial",
+        "quality": q,
+        "fit": f,
+    }
+
+
+def anchor(rater, role, q, f, *, category="dog", session=None):
+    return {
+        "rater": rater,
+        "rater_team": "",
+        "session": session or f"{rater}-{category}",
+        "category": category,
+        "system": "",
+        "track": "",
+        "stimulus": f"anchor-{role}",
+        "role": role,
+        "quality": q,
+        "fit": f,
+    }
+
+
+def div(rater, system, d, *, category="dog", team="", track="A"):
+    return {
+        "rater": rater,
+        "rater_team": team,
+        "category": category,
+        "system": system,
+        "track": track,
+        "diversity": d,
+    }
+
+
+def teams(*systems, track="A"):
+    return [{"system": s, "team": f"team-{s}", "track": track} for s in systems]
+
+
+def fad(system, category, dev, ev, track="A"):
+    return {"system": system, "track": track, "category": category, "fad_dev": dev, "fad_eval": ev}
+
+
+def good_checks(rater, *, category="dog", misrated=0):
+    """12 checks (4 per anchor type), the first `misrated` of them contradicting their type."""
+    rows = []
+    correct = {
+        "anchor_hq_goodfit": (9, 9),
+        "anchor_hq_poorfit": (9, 2),
+        "anchor_lq_poorfit": (2, 2),
+    }
+    wrong = {
+        "anchor_hq_goodfit": (9, 3),
+        "anchor_hq_poorfit": (9, 7),
+        "anchor_lq_poorfit": (7, 2),
+    }
+    roles = [r for r in correct for _ in range(4)]
+    for i, role in enumerate(roles):
+        q, f = wrong[role] if i < misrated else correct[role]
+        rows.append(anchor(rater, role, q, f, category=category))
+    return rows
+
+
+def by_system(result, track="A"):
+    return {row["system"]: row for row in result["tracks"][track]}
+
+
+def test_self_ratings_are_removed_before_anything_is_computed():
+    ratings = [
+        trial("a", "S1", 10, 10, team="team-S1"),  # a's own system: removed
+        trial("a", "S2", 4, 4, team="team-S1"),
+        trial("b", "S1", 6, 6),
+        trial("b", "S2", 6, 6),
+    ]
+    diversity = [div("a", "S1", 10, team="team-S1"), div("a", "S2", 2, team="team-S1")]
+    diversity += [div("b", "S1", 4), div("b", "S2", 4)]
+    result = score(Inputs(ratings, diversity, [], teams("S1", "S2")), NO_BOOT)
+    rows = by_system(result)
+    assert rows["S1"]["quality"] == 6 and rows["S1"]["fit"] == 6
+    assert rows["S1"]["diversity"] == 4
+    assert rows["S2"]["quality"] == 5 and rows["S2"]["diversity"] == 3
+    assert result["counts"]["self_ratings_removed"] == 2
+    assert result["self_ratings_removed"] == [{"rater": "a", "system": "S1", "ratings": 2}]
+    # The rule is a setting: switched off, the self-rating counts.
+    kept = score(
+        Inputs(ratings, diversity, [], teams("S1", "S2")),
+        Rules(bootstrap=0, remove_self_ratings=False),
+    )
+    assert by_system(kept)["S1"]["quality"] == 8
+
+
+@pytest.mark.parametrize(("misrated", "excluded"), [(0, False), (4, False), (5, True), (12, True)])
+def test_a_session_is_excluded_at_five_misrated_checks_of_twelve(misrated, excluded):
+    ratings = good_checks("x", misrated=misrated) + good_checks("y")
+    ratings += [trial("x", "S1", 1, 1), trial("y", "S1", 9, 9)]
+    diversity = [div("x", "S1", 1), div("y", "S1", 9)]
+    result = score(Inputs(ratings, diversity, [], teams("S1")), NO_BOOT)
+    sessions = result["excluded_sessions"]
+    if excluded:
+        assert [(s["rater"], s["category"]) for s in sessions] == [("x", "dog")]
+        assert sessions[0]["misrated"] == misrated and sessions[0]["checks"] == 12
+        assert len(sessions[0]["reasons"]) == misrated
+        assert by_system(result)["S1"]["quality"] == 9  # x's trials and diversity are gone
+        assert by_system(result)["S1"]["diversity"] == 9
+    else:
+        assert sessions == []
+        assert by_system(result)["S1"]["quality"] == 5
+        assert by_system(result)["S1"]["diversity"] == 5
+
+
+def test_exclusion_is_per_category_session():
+    ratings = good_checks("x", category="dog", misrated=5) + good_checks("x", category="rain")
+    ratings += [trial("x", "S1", 2, 2, category="dog"), trial("x", "S1", 8, 8, category="rain")]
+    result = score(Inputs(ratings, [], [], teams("S1")), NO_BOOT)
+    assert [(s["rater"], s["category"]) for s in result["excluded_sessions"]] == [("x", "dog")]
+    row = by_system(result)["S1"]
+    assert row["categories"]["dog"]["quality"] is None
+    assert row["categories"]["rain"]["quality"] == 8
+
+
+@pytest.mark.parametrize(
+    ("role", "q", "f", "is_misrated"),
+    [
+        ("anchor_hq_goodfit", 4, 4, False),
+        ("anchor_hq_goodfit", 3, 9, True),
+        ("anchor_hq_goodfit", 9, 3, True),
+        ("anchor_hq_poorfit", 9, 6, False),
+        ("anchor_hq_poorfit", 9, 7, True),  # fit "high": the scales confused
+        ("anchor_hq_poorfit", 3, 1, True),
+        ("anchor_lq_poorfit", 6, 6, False),
+        ("anchor_lq_poorfit", 7, 1, True),
+        ("anchor_lq_poorfit", 1, 7, True),
+    ],
+)
+def test_misrating_rules_and_thresholds(role, q, f, is_misrated):
+    ratings = [anchor("x", role, q, f) for _ in range(5)] + [trial("x", "S1", 5, 5)]
+    result = score(Inputs(ratings, [], [], teams("S1")), NO_BOOT)
+    assert bool(result["excluded_sessions"]) is is_misrated
+
+
+def test_thresholds_and_rules_are_settings():
+    ratings = [anchor("x", "anchor_hq_poorfit", 9, 6) for _ in range(5)] + [trial("x", "S1", 5, 5)]
+    inputs = Inputs(ratings, [], [], teams("S1"))
+    assert score(inputs, NO_BOOT)["excluded_sessions"] == []
+    assert score(inputs, Rules(bootstrap=0, high=6))["excluded_sessions"] != []
+    lenient = Rules(bootstrap=0, high=6, misrating={"anchor_hq_poorfit": ["quality_low"]})
+    assert score(inputs, lenient)["excluded_sessions"] == []
+    assert score(inputs, Rules(bootstrap=0, high=6, exclude_at=6))["excluded_sessions"] == []
+    with pytest.raises(ScoringInputError, match="unknown condition"):
+        Rules(misrating={"anchor_hq_poorfit": ["loud"]})
+    with pytest.raises(ScoringInputError, match="unknown scoring settings"):
+        Rules.from_dict({"threshold": 3})
+
+
+def test_anchors_never_enter_a_systems_score_and_weights_are_applied():
+    ratings = [
+        trial("a", "S1", 2, 3, category="dog", stimulus="s1"),
+        trial("b", "S1", 4, 5, category="dog", stimulus="s2"),
+        trial("a", "S1", 9, 7, category="rain", stimulus="s3"),
+        anchor("a", "anchor_hq_goodfit", 10, 10),
+    ]
+    diversity = [div("a", "S1", 8, category="dog"), div("a", "S1", 6, category="rain")]
+    row = by_system(score(Inputs(ratings, diversity, [], teams("S1")), NO_BOOT))["S1"]
+    # Mean over categories of the per-category means over ratings (not the pooled mean 5).
+    assert row["quality"] == pytest.approx((3 + 9) / 2)
+    assert row["fit"] == pytest.approx((4 + 7) / 2)
+    assert row["diversity"] == pytest.approx(7)
+    assert row["final"] == pytest.approx((6 + 5.5 + 0.5 * 7) / 2.5)
+    assert row["categories"]["dog"]["final"] == pytest.approx((3 + 4 + 0.5 * 8) / 2.5)
+    other = Rules(bootstrap=0, weight_diversity=2)
+    row = by_system(score(Inputs(ratings, diversity, [], teams("S1")), other))["S1"]
+    assert row["final"] == pytest.approx((6 + 5.5 + 2 * 7) / 4)
+
+
+def test_ranks_per_track_with_tie_breaks():
+    ratings = [
+        trial("a", "X", 6, 6),  # final (6 + 6 + 0.5*4) / 2.5 = 5.6, quality-fit mean 6
+        trial("a", "Y", 5, 5),  # final (5 + 5 + 0.5*8) / 2.5 = 5.6, quality-fit mean 5
+        trial("a", "Z", 5, 5),  # same as Y and W; lower FAD-Eval than W
+        trial("a", "W", 5, 5),
+        trial("a", "V", 5, 5),  # the same as W in everything: shares its rank
+        trial("a", "T", 1, 1, track="B"),
+    ]
+    diversity = [div("a", "X", 4), div("a", "Y", 8), div("a", "Z", 8), div("a", "W", 8)]
+    diversity += [div("a", "V", 8)]
+    fads = [fad("Y", "dog", 1, 5), fad("Z", "dog", 9, 3), fad("W", "dog", 1, 4)]
+    fads += [fad("V", "dog", 1, 4)]
+    team_rows = teams("X", "Y", "Z", "W", "V") + teams("T", track="B")
+    result = score(Inputs(ratings, diversity, fads, team_rows), NO_BOOT)
+    order = [(r["system"], r["rank"]) for r in result["tracks"]["A"]]
+    assert order == [("X", 1), ("Z", 2), ("V", 3), ("W", 3), ("Y", 5)]
+    assert [(r["system"], r["rank"]) for r in result["tracks"]["B"]] == [("T", 1)]
+
+
+def _two_rater_inputs():
+    rng = np.random.default_rng(5)
+    ratings, diversity = [], []
+    for r in range(6):
+        for s in ("S1", "S2", "S3"):
+            diversity.append(div(f"r{r}", s, int(rng.integers(1, 11))))
+            for k in range(5):
+                q, f = rng.integers(1, 11, 2)
+                ratings.append(trial(f"r{r}", s, int(q), int(f), stimulus=f"{s}-{k}"))
+    return Inputs(ratings, diversity, [], teams("S1", "S2", "S3"))
+
+
+def test_bootstrap_intervals_are_reproducible_and_contain_the_estimate():
+    inputs = _two_rater_inputs()
+    first = score(inputs, Rules(bootstrap=300, seed=7))
+    again = score(inputs, Rules(bootstrap=300, seed=7))
+    other = score(inputs, Rules(bootstrap=300, seed=8))
+    assert first == again
+    assert first["tracks"] != other["tracks"]
+    for row in first["tracks"]["A"]:
+        for scale in ("quality", "fit", "diversity", "final"):
+            lo, hi = row[f"{scale}_ci"]
+            assert lo <= row[scale] <= hi
+            assert lo < hi
+            cell = row["categories"]["dog"]
+            assert cell[f"{scale}_ci"][0] <= cell[scale] <= cell[f"{scale}_ci"][1]
+    for pair in first["pairs"]["A"]:
+        assert 0 <= pair["probability"] <= 1
+    assert first["tracks"]["A"][-1]["p_above_next"] is None
+
+
+def test_probability_of_order_is_one_for_a_clear_gap_and_about_half_for_a_tie():
+    ratings, diversity = [], []
+    for r in range(8):
+        for k in range(4):
+            ratings.append(trial(f"r{r}", "Top", 9, 9, stimulus=f"t{k}"))
+            ratings.append(trial(f"r{r}", "Mid", 5 + (r + k) % 2, 5, stimulus=f"m{k}"))
+            ratings.append(trial(f"r{r}", "Low", 5 + (r + k + 1) % 2, 5, stimulus=f"l{k}"))
+    result = score(Inputs(ratings, diversity, [], teams("Top", "Mid", "Low")), Rules(bootstrap=400))
+    pairs = result["pairs"]["A"]
+    assert pairs[0]["upper"] == "Top" and pairs[0]["probability"] == 1.0
+    assert 0.2 < pairs[1]["probability"] < 0.8
+
+
+def test_spearman_matches_scipy_including_ties():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        x = rng.integers(0, 5, 9).astype(float)
+        y = x + rng.normal(0, 2, 9)
+        expected = spearmanr(x, y).statistic
+        if np.isnan(expected):
+            continue
+        assert spearman(x, y) == pytest.approx(expected, abs=1e-12)
+
+
+def test_fad_ranking_correlations_match_scipy():
+    sim = simulate(systems_per_track=6, tracks=("A",), categories=3, sounds=4, raters=6, seed=3)
+    result = score(sim.inputs, NO_BOOT)
+    rows = result["tracks"]["A"]
+    for name in ("fad_eval", "fad_dev"):
+        expected = spearmanr([r[name] for r in rows], [r["rank"] for r in rows]).statistic
+        assert result["analyses"]["fad_spearman"]["A"][name] == pytest.approx(expected, abs=1e-4)
+
+
+def test_krippendorff_alpha_matches_the_reference_implementation():
+    rng = np.random.default_rng(2)
+    units, values = [], []
+    matrix = np.full((5, 30), np.nan)
+    for u in range(30):
+        true = rng.uniform(1, 10)
+        for r in rng.choice(5, size=int(rng.integers(1, 6)), replace=False):
+            v = float(np.clip(np.rint(true + rng.normal(0, 1.5)), 1, 10))
+            matrix[r, u] = v
+            units.append(u)
+            values.append(v)
+    expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement="interval")
+    assert krippendorff_alpha_interval(units, values) == pytest.approx(expected, abs=1e-9)
+
+
+def test_analyses_report_anchor_means_and_correlations():
+    ratings = [
+        *good_checks("x"),
+        trial("x", "S1", 2, 3, stimulus="a"),
+        trial("x", "S1", 4, 4, stimulus="b"),
+        trial("x", "S1", 6, 8, stimulus="c"),
+    ]
+    result = score(Inputs(ratings, [], [], teams("S1")), NO_BOOT)
+    anchors = result["analyses"]["anchors"]
+    assert anchors["anchor_hq_poorfit"] == {"quality": 9, "fit": 2, "n": 4}
+    expected = np.corrcoef([2, 4, 6], [3, 4, 8])[0, 1]
+    assert result["analyses"]["quality_fit"]["dog"]["trials"] == pytest.approx(expected, abs=1e-4)
+
+
+def _write(path, columns, rows):
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _csvs(tmp_path, inputs):
+    return {
+        "ratings": _write(tmp_path / "ratings.csv", RATING_COLUMNS, inputs.ratings),
+        "diversity": _write(tmp_path / "diversity.csv", DIVERSITY_COLUMNS, inputs.diversity),
+        "fad": _write(tmp_path / "fad.csv", FAD_COLUMNS, inputs.fad),
+        "teams": _write(tmp_path / "teams.csv", TEAM_COLUMNS, inputs.teams),
+    }
+
+
+def test_score_offline_prints_one_json_object_of_the_documented_shape(tmp_path):
+    sim = simulate(systems_per_track=3, categories=2, sounds=3, raters=5, seed=4)
+    paths = _csvs(tmp_path, sim.inputs)
+    out = io.StringIO()
+    call_command(
+        "score_offline",
+        *[f"--{k}={v}" for k, v in paths.items()],
+        "--bootstrap=50",
+        stdout=out,
+    )
+    result = json.loads(out.getvalue())
+    assert set(result["tracks"]) == {"A", "B"}
+    for rows in result["tracks"].values():
+        assert [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)
+        for row in rows:
+            assert {"system", "rank", "quality", "fit", "diversity", "final"} <= set(row)
+    assert result["excluded_sessions"]
+    for session in result["excluded_sessions"]:
+        assert {"rater", "category"} <= set(session)
+    # The command and the function give the same result from the same rows.
+    direct = score(sim.inputs, Rules(bootstrap=50))
+    assert result["tracks"] == json.loads(json.dumps(direct["tracks"]))
+    assert result["inputs"] == direct["inputs"]
+
+
+def test_score_offline_reports_bad_input_clearly(tmp_path):
+    sim = simulate(systems_per_track=2, categories=1, sounds=2, raters=3, seed=4)
+    paths = _csvs(tmp_path, sim.inputs)
+    _write(paths["fad"], ("system", "track", "category", "fad_dev"), [])
+    args = [f"--{k}={v}" for k, v in paths.items()]
+    with pytest.raises(CommandError, match=r"fad.csv: missing column\(s\) fad_eval"):
+        call_command("score_offline", *args, stdout=io.StringIO())
+    paths = _csvs(tmp_path, sim.inputs)
+    bad = [dict(sim.inputs.ratings[0], quality="good")]
+    _write(paths["ratings"], RATING_COLUMNS, bad)
+    with pytest.raises(CommandError, match="ratings row 1: 'good' is not a number"):
+        call_command("score_offline", *args, stdout=io.StringIO())
+    with pytest.raises(CommandError, match="cannot be read"):
+        call_command("score_offline", *args[:3], f"--teams={tmp_path / 'none.csv'}")
+
+
+def test_a_simulated_dcase_sized_test_recovers_the_true_ranking():
+    sim = simulate(seed=11)  # 8 systems, 7 categories, 20 sounds, 10 raters (one careless)
+    result = score(sim.inputs, Rules(bootstrap=200))
+    careless = sim.careless[0]
+    excluded = [s for s in result["excluded_sessions"] if s["rater"] == careless]
+    assert len(excluded) >= 5
+    assert all(s["rater"] == careless for s in result["excluded_sessions"])
+    assert result["counts"]["self_ratings_removed"] > 0
+    for track, rows in result["tracks"].items():
+        estimated = [r["final"] for r in rows]
+        truth = [sim.true_final[r["system"]] for r in rows]
+        assert spearmanr(estimated, truth).statistic > 0.7, track
+        for row in rows:
+            lo, hi = row["final_ci"]
+            assert lo <= row["final"] <= hi
+    assert result["analyses"]["agreement"]["quality"] > 0.3
+    anchors = result["analyses"]["anchors"]
+    assert anchors["anchor_hq_poorfit"]["quality"] > 7 > anchors["anchor_hq_poorfit"]["fit"]
+
+
+def test_systems_without_ratings_are_listed_apart_with_their_fad():
+    ratings = [trial("a", "S1", 5, 5)]
+    fads = [fad("S1", "dog", 1, 2), fad("S2", "dog", 3, 4), fad("S2", "rain", 5, 6)]
+    result = score(Inputs(ratings, [], fads, teams("S1", "S2")), NO_BOOT)
+    assert [r["system"] for r in result["tracks"]["A"]] == ["S1"]
+    (unrated,) = result["unrated_systems"]["A"]
+    assert unrated["system"] == "S2" and unrated["team"] == "team-S2"
+    assert unrated["fad_dev"] == 4 and unrated["fad_eval"] == 5
+    assert unrated["fad_eval_min"] == 4 and unrated["fad_eval_max"] == 6
+
+
+def test_plot_labels_are_escaped():
+    from scoring.svg import fad_dev_vs_eval
+
+    row = {"system": "<script>x</script>", "rank": 1, "fad_dev": 1.0, "fad_eval": 2.0}
+    svg = fad_dev_vs_eval([row], "A&B")
+    assert "<script>" not in svg and "&lt;script&gt;" in svg and "A&amp;B" in svg
+
+
+def test_offline_scoring_runs_without_django_settings(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sim = simulate(systems_per_track=2, categories=2, sounds=2, raters=4, seed=6)
+    paths = _csvs(tmp_path, sim.inputs)
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    args = [f"--{k}={v}" for k, v in paths.items()]
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "scoring.offline", *args, "--bootstrap=20", "--seed=3"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    expected = score(sim.inputs, Rules(bootstrap=20, seed=3))
+    assert result["tracks"] == json.loads(json.dumps(expected["tracks"]))
+    assert "django" not in done.stderr.lower()
+    (tmp_path / "rules.json").write_text('{"exclude_at": "five", "colour": 1}')
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scoring.offline",
+            *args,
+            f"--settings-json={tmp_path / 'rules.json'}",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "unknown scoring settings: colour" in bad.stderr
