@@ -244,6 +244,7 @@ class Job(models.Model):
     class Kind(models.TextChoices):
         IMPORT = "import", "Audio import"
         PUBLISH_RESULTS = "publish_results", "Publish results"
+        PREPARE_LISTENING = "prepare_listening", "Prepare the listening test"
 
     challenge = models.ForeignKey(
         Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="jobs"
