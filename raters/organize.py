@@ -19,6 +19,12 @@ from .models import ListeningTest, Rater
 
 
 class SettingsForm(forms.ModelForm):
+    completion_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific).",
+    )
+
     class Meta:
         model = ListeningTest
         fields = [

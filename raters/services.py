@@ -408,10 +408,28 @@ def next_session(rater: Rater) -> NextStep:
 
 
 def rater_done(rater: Rater) -> bool:
-    """Whether the rater has rated enough categories to finish now."""
+    """Whether the rater has rated enough categories to finish now (the minimum, or every
+    category there is when the challenge has fewer)."""
     test = listening_test(rater.challenge)
     closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
-    return closed >= test.categories_min
+    available = len(category_need(rater.challenge))
+    return closed >= min(test.categories_min, available)
+
+
+def can_continue(rater: Rater) -> bool:
+    """Whether another category would still be assigned to the rater."""
+    test = listening_test(rater.challenge)
+    if not test.is_open or rater.sessions.count() >= test.categories_max:
+        return False
+    done = set(rater.sessions.values_list("category_id", flat=True))
+    need = {c: n for c, n in category_need(rater.challenge).items() if c not in done}
+    if any(n > 0 for n in need.values()):
+        return True
+    return (
+        bool(need)
+        and not rater_done(rater)
+        and any(n > 0 for n in category_need(rater.challenge).values())
+    )
 
 
 def session_items(

@@ -171,9 +171,7 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
             "challenge": challenge,
             "last": last,
             "done": services.rater_done(rater),
-            "can_continue": test.is_open
-            and rater.sessions.count() < test.categories_max
-            and any(n > 0 for n in services.category_need(challenge).values()),
+            "can_continue": services.can_continue(rater),
             "is_open": test.is_open,
             **_progress(rater),
         },
@@ -262,12 +260,11 @@ def next_category(request: HttpRequest, challenge: Challenge, rater: Rater) -> H
 @rater_view
 @require_POST
 def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    if not rater.diversity_role and not services.rater_done(rater):
-        test = services.listening_test(challenge)
-        if test.is_open and any(n > 0 for n in services.category_need(challenge).values()):
-            raise services.ListeningError(
-                f"Please rate at least {test.categories_min} categories before finishing.", 409
-            )
+    if not rater.diversity_role and not services.rater_done(rater) and services.can_continue(rater):
+        minimum = services.listening_test(challenge).categories_min
+        raise services.ListeningError(
+            f"Please rate at least {minimum} categories before finishing.", 409
+        )
     services.finish(rater)
     test = services.listening_test(challenge)
     if rater.kind == Rater.Kind.CROWD and test.completion_url:
