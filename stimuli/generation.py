@@ -41,7 +41,7 @@ from .generators.sandbox import (
 )
 from .generators.validate import validate_source
 from .imports import _audio_row
-from .jobs import JobProgress, enqueue, run_job
+from .jobs import JobProgress, enqueue, reset_for_retry, run_job
 from .models import AudioFile, Challenge, Clip, Generator, Job, System
 
 DEFAULT_BATCH_SIZE = 10
@@ -174,7 +174,7 @@ def start_validation(generator: Generator, *, user: AbstractBaseUser | None = No
     job = Job.objects.create(
         challenge_id=generator.system.challenge_id,
         kind=Job.Kind.VALIDATE_GENERATOR,
-        params={"system_id": generator.system_id},
+        params={"system_id": generator.system_id, "task": "generate_validation"},
         created_by=user if user and user.is_authenticated else None,
     )
     enqueue(job, generate_validation)
@@ -204,6 +204,19 @@ def validate_generator(generator: Generator, limits: Limits | None = None) -> di
         updated_at=timezone.now(),
     )
     return report
+
+
+def retry(job: Job) -> Job:
+    """Queue a failed generation or validation job again; a generation resumes where it stopped."""
+    from . import tasks
+
+    if job.kind not in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
+        raise GenerationError(f"a {job.kind} job is not a generation job")
+    if job.state != Job.State.FAILED:
+        raise GenerationError(f"only a failed job can be retried; this one is {job.state}")
+    job = reset_for_retry(job)
+    enqueue(job, getattr(tasks, job.params["task"]))
+    return job
 
 
 def run_validation(job_id: int) -> Job:
@@ -268,6 +281,7 @@ def start_generation(
                 "n_per_category": n_per_category,
                 "seed": seed,
                 "batch_size": batch_size,
+                "task": "generate_clips",  # the retry endpoint finds the task by this name
             },
             total=n_per_category * categories,
             message=f"queued: {n_per_category} clips of {categories} categories",
