@@ -492,3 +492,33 @@ def zip_module(folder: Path, dest: Path) -> Path:
             if path.is_file() and "__pycache__" not in path.parts:
                 zf.write(path, path.relative_to(folder))
     return dest
+
+
+# The baseline and two variants the demo runs: one module, three settings.
+BASELINE_MODULE = "stimuli.generators.baseline"
+BASELINE_VARIANTS = [
+    ("Procedural baseline", {}),
+    ("Baseline bright", {"brightness": 0.9, "density": 1.5}),
+    ("Baseline dark", {"brightness": 0.15, "density": 0.7}),
+]
+
+
+def create_baseline_systems(
+    challenge: Challenge, *, team_name: str = "Organizers", track_code: str = "B"
+) -> list[System]:
+    """The baseline and its two variants as generator systems of `challenge` (validated)."""
+    from .models import Team, Track
+    from .services import create_system, create_team
+
+    team = Team.objects.filter(challenge=challenge, name=team_name).first() or create_team(
+        challenge, name=team_name
+    )
+    track = Track.objects.get(challenge=challenge, code=track_code)
+    systems = []
+    for name, config in BASELINE_VARIANTS:
+        system = System.objects.filter(challenge=challenge, name=name).first()
+        if system is None:
+            system = create_system(team=team, track=track, name=name, kind=System.Kind.GENERATOR)
+        set_generator(system, module=BASELINE_MODULE, config=config)
+        systems.append(system)
+    return systems

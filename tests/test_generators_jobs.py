@@ -131,3 +131,15 @@ def test_second_start_returns_the_queued_job(small_challenge):
     system = make_system(small_challenge, "Once")
     first = start_generation(system, n_per_category=2, enqueue_task=False)
     assert start_generation(system, n_per_category=2, enqueue_task=False).pk == first.pk
+
+
+def test_baseline_systems_for_the_demo(small_challenge):
+    systems = generation.create_baseline_systems(small_challenge)
+    assert [s.name for s in systems] == [name for name, _ in generation.BASELINE_VARIANTS]
+    assert all(s.generator.state == Generator.State.VALID for s in systems)
+    again = generation.create_baseline_systems(small_challenge)  # idempotent
+    assert [s.pk for s in again] == [s.pk for s in systems]
+    jobs = [generate_now(system, 2, seed=0) for system in systems]
+    assert all(job.state == Job.State.SUCCEEDED for job in jobs)
+    sounds = [set(audio_by_name(s).values()) for s in systems]
+    assert not sounds[0] & sounds[1] and not sounds[1] & sounds[2]

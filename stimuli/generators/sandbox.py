@@ -262,7 +262,7 @@ class _MemoryWatch(threading.Thread):
         self.limit = limit_bytes
         self.tripped = 0
         self.peak = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def _rss(self) -> int:
         total = 0
@@ -280,7 +280,7 @@ class _MemoryWatch(threading.Thread):
         return total
 
     def run(self) -> None:
-        while not self._stop.wait(0.1):
+        while not self._halt.wait(0.1):
             rss = self._rss()
             self.peak = max(self.peak, rss)
             if rss > self.limit:
@@ -289,7 +289,7 @@ class _MemoryWatch(threading.Thread):
                 return
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
 
 def _kill_group(pgid: int) -> None:
