@@ -4,7 +4,7 @@
 
 - A separate process, its own session (process group), killed as a whole when stopped.
 - Time: a limit on loading and on every `generate` call (the parent kills the process when a
-  reply is late), plus RLIMIT_CPU as a backstop.
+  reply is late); optionally RLIMIT_CPU on the total CPU time.
 - Memory: the resident memory of the process group is watched and the group killed past the
   limit; RLIMIT_AS also caps the address space when no GPU is used (CUDA reserves huge virtual
   ranges, so the address-space cap is left off on GPU workers and only the watch applies).
@@ -72,6 +72,9 @@ class Limits:
     # Address space (virtual memory) cap without a GPU: generous, since imports reserve a lot.
     address_space_mb: int = 32768
     file_size_mb: int = 4096
+    # Total CPU seconds for the process (RLIMIT_CPU); off by default, since a long generation
+    # on many threads legitimately burns hours. The wall-clock limits above always apply.
+    cpu_s: int | None = None
 
     @classmethod
     def from_settings(cls) -> Limits:
@@ -226,7 +229,7 @@ def enforcement(use_gpu: bool | None = None) -> dict[str, str]:
     network.append("Python sockets refused by an audit hook")
     return {
         "process": "separate process group, killed when stopped",
-        "time": "load and per-call limits, RLIMIT_CPU backstop",
+        "time": "wall-clock limits on loading and on every call",
         "memory": "resident memory watched and capped"
         + ("" if gpu else ", RLIMIT_AS on the address space"),
         "network": "; ".join(network),
@@ -360,8 +363,9 @@ class Sandbox:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         size = self.limits.file_size_mb * 1024**2
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-        cpu = int(self.limits.load_timeout_s + 50 * self.limits.call_timeout_s) + 60
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 10))
+        if self.limits.cpu_s:
+            cpu = self.limits.cpu_s
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 10))
         if not self.use_gpu and self.limits.address_space_mb:
             space = self.limits.address_space_mb * 1024**2
             resource.setrlimit(resource.RLIMIT_AS, (space, space))
