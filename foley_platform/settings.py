@@ -212,6 +212,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # A message whose worker died unacknowledged is delivered again after this many seconds.
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
     "global_keyprefix": env("CELERY_KEY_PREFIX", default=""),
+    # How often a worker looks for such messages: every interval x throttle seconds (100 s).
+    "unacked_restore_interval": env.int("CELERY_RESTORE_INTERVAL", default=10),
+    "unacked_restore_throttle": env.int("CELERY_RESTORE_THROTTLE", default=10),
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
