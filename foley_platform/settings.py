@@ -143,6 +143,14 @@ FOLEY_UPLOAD_MAX_FILES = env.int("FOLEY_UPLOAD_MAX_FILES", default=20_000)
 FOLEY_UPLOAD_MAX_EXPANDED_BYTES = env.int("FOLEY_UPLOAD_MAX_EXPANDED_BYTES", default=8 * 1024**3)
 FOLEY_UPLOAD_MAX_FILE_BYTES = env.int("FOLEY_UPLOAD_MAX_FILE_BYTES", default=64 * 1024**2)
 FOLEY_UPLOAD_MAX_RATIO = env.int("FOLEY_UPLOAD_MAX_RATIO", default=100)
+# Submitted generators run in a sandbox with these limits (stimuli/generators/sandbox.py).
+FOLEY_SANDBOX_LIMITS = {
+    "load_timeout_s": env.float("FOLEY_SANDBOX_LOAD_TIMEOUT_S", default=600.0),
+    "call_timeout_s": env.float("FOLEY_SANDBOX_CALL_TIMEOUT_S", default=600.0),
+    "memory_mb": env.int("FOLEY_SANDBOX_MEMORY_MB", default=8192),
+    "address_space_mb": env.int("FOLEY_SANDBOX_ADDRESS_SPACE_MB", default=32768),
+}
+FOLEY_GENERATOR_MAX_BYTES = env.int("FOLEY_GENERATOR_MAX_BYTES", default=2 * 1024**3)
 
 # --- Security: production values unless DEBUG is on ---
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -204,6 +212,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # A message whose worker died unacknowledged is delivered again after this many seconds.
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
     "global_keyprefix": env("CELERY_KEY_PREFIX", default=""),
+    # How often a worker looks for such messages: every interval x throttle seconds (100 s).
+    "unacked_restore_interval": env.int("CELERY_RESTORE_INTERVAL", default=10),
+    "unacked_restore_throttle": env.int("CELERY_RESTORE_THROTTLE", default=10),
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

@@ -89,6 +89,7 @@ def publish(
         if job is not None and (done := Snapshot.objects.filter(job=job).first()):
             return done
         last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
+        Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.PUBLISHED)
         return Snapshot.objects.create(
             challenge=challenge,
             number=(last or 0) + 1,

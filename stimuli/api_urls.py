@@ -1,6 +1,6 @@
 from rest_framework.routers import DefaultRouter
 
-from . import api
+from . import api, generator_api
 
 CHALLENGE = r"challenges/(?P<challenge_slug>[-a-zA-Z0-9_]+)"
 
@@ -11,4 +11,5 @@ router.register(f"{CHALLENGE}/systems", api.SystemViewSet, basename="system")
 router.register(f"{CHALLENGE}/clips", api.ClipViewSet, basename="clip")
 router.register(f"{CHALLENGE}/uploads", api.UploadViewSet, basename="upload")
 router.register(f"{CHALLENGE}/jobs", api.JobViewSet, basename="job")
+router.register(f"{CHALLENGE}/generators", generator_api.GeneratorViewSet, basename="generator")
 urlpatterns = router.urls

@@ -244,6 +244,8 @@ class Job(models.Model):
     class Kind(models.TextChoices):
         IMPORT = "import", "Audio import"
         PUBLISH_RESULTS = "publish_results", "Publish results"
+        GENERATE = "generate", "Clip generation"
+        VALIDATE_GENERATOR = "validate_generator", "Generator validation"
         PREPARE_LISTENING = "prepare_listening", "Prepare the listening test"
 
     challenge = models.ForeignKey(
@@ -354,3 +356,51 @@ class Medoid(models.Model):
 
     def __str__(self) -> str:
         return f"medoid {self.position} of {self.system} {self.category.slug}"
+
+
+class Generator(models.Model):
+    """The code of a system submitted as a generator: a module path or an uploaded archive."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Not validated yet"
+        VALID = "valid", "Valid"
+        INVALID = "invalid", "Invalid"
+
+    system = models.OneToOneField(System, on_delete=models.CASCADE, related_name="generator")
+    module = models.CharField(
+        max_length=200, blank=True, help_text="Module path; for an archive, the module inside it."
+    )
+    archive = models.CharField(
+        max_length=300, blank=True, help_text="Storage name of the uploaded .zip or wheel."
+    )
+    archive_name = models.CharField(max_length=255, blank=True)
+    archive_sha256 = models.CharField(max_length=64, blank=True)
+    config = models.JSONField(
+        default=dict, blank=True, help_text="Settings passed to load_model as a JSON file."
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    report = models.JSONField(default=dict, blank=True)
+    validated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(module="") | ~Q(archive=""), name="generator_module_or_archive"
+            ),
+            models.CheckConstraint(
+                condition=Q(archive_sha256="") | Q(archive_sha256__regex=r"^[0-9a-f]{64}$"),
+                name="generator_archive_sha256_hex",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "valid", "invalid"]), name="generator_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"generator of {self.system}"
+
+    @property
+    def label(self) -> str:
+        return self.archive_name or self.module

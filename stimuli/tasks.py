@@ -8,3 +8,19 @@ from . import services
 @shared_task
 def import_upload(job_id: int) -> None:
     services.run_import_job(job_id)
+
+
+# Generation and generator validation run submitted code: the `gpu` queue (by the name pattern
+# `stimuli.tasks.generate_*` in CELERY_TASK_ROUTES).
+@shared_task
+def generate_clips(job_id: int) -> None:
+    from . import generation
+
+    generation.run_generation(job_id)
+
+
+@shared_task
+def generate_validation(job_id: int) -> None:
+    from . import generation
+
+    generation.run_validation(job_id)

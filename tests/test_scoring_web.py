@@ -93,6 +93,10 @@ def test_published_results_are_public_with_tables_plots_and_downloads(
     assert snap.input_hashes == sim.inputs.hashes()
     assert snap.settings == Rules(bootstrap=100).to_dict()
     assert snap.code_version.startswith("0.1.0+")
+    challenge.refresh_from_db()
+    assert challenge.phase == "published"
+    home = client.get("/").content.decode()
+    assert f'href="/results/{challenge.slug}/"' in home and 'href="/results/"' in home
 
     response = client.get(f"/results/{challenge.slug}/")
     assert response.status_code == 302 and response["Location"] == f"/results/{challenge.slug}/1/"

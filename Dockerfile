@@ -1,0 +1,39 @@
+# One image for the web process and both workers; the compose file picks the command.
+#   docker build -t foley .                                   (CPU torch)
+#   docker build -t foley-gpu --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 .
+FROM python:3.11-slim-bookworm
+
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG EXTRAS=worker
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    FOLEY_DATA_DIR=/data \
+    MEDIA_ROOT=/data/media \
+    STATIC_ROOT=/app/staticfiles
+
+# libsndfile for soundfile; util-linux brings `unshare`, which the generator sandbox uses for an
+# empty network namespace where the container may create one.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libsndfile1 util-linux curl \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY scripts/requirements.py scripts/requirements.py
+RUN python -m pip install "torch==2.13.0" --index-url "$TORCH_INDEX_URL" \
+    && python -m pip install $(python scripts/requirements.py "$EXTRAS") \
+    && nodeps="$(python scripts/requirements.py --no-deps)" \
+    && if [ -n "$nodeps" ]; then python -m pip install --no-deps $nodeps; fi
+
+COPY . .
+RUN SECRET_KEY=collectstatic-only DEBUG=0 python manage.py collectstatic --no-input -v0 \
+    && useradd --create-home --uid 1000 foley \
+    && mkdir -p /data/media \
+    && chown -R foley:foley /data
+
+USER foley
+EXPOSE 8000
+CMD ["gunicorn", "foley_platform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120", "--access-logfile", "-"]

@@ -1,0 +1,102 @@
+"""Generation throughput: baseline clips per second in-process, through the sandbox (the cost of
+isolation: a process, pipes and .npy files), and as a whole generation job (sandbox, clip-spec
+checks, canonical WAV encoding, loudness, storage and database rows).
+
+    python benchmarks/bench_generation.py [--per-category 20] [--batch-size 10] [--repeats 5]
+
+The job runs on a throw-away SQLite database and media folder unless DATABASE_URL is set.
+Figures are medians over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-category", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    from stimuli.generators import baseline
+    from stimuli.generators.api import CATEGORIES, derive_seed
+    from stimuli.generators.sandbox import GeneratorSource, Sandbox, enforcement
+
+    n, batch = args.per_category, args.batch_size
+    total = n * len(CATEGORIES)
+    calls = [
+        (category, start, min(batch, n - start))
+        for category in CATEGORIES
+        for start in range(0, n, batch)
+    ]
+
+    def run(generate) -> float:
+        started = time.perf_counter()
+        for category, start, size in calls:
+            generate(category, size, derive_seed(0, category, start))
+        return time.perf_counter() - started
+
+    model = baseline.load_model(None)
+    in_process = [
+        run(lambda c, k, s: baseline.generate(model, c, k, s)) for _ in range(args.repeats)
+    ]
+
+    startups, sandboxed = [], []
+    source = GeneratorSource.from_module("stimuli.generators.baseline")
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        with Sandbox(source) as sandbox:
+            startups.append(time.perf_counter() - started)
+            sandboxed.append(run(sandbox.generate))
+
+    scratch = Path(tempfile.mkdtemp(prefix="foley-bench-"))
+    os.environ.setdefault("FOLEY_DATA_DIR", str(scratch))
+    os.environ.setdefault("MEDIA_ROOT", str(scratch / "media"))
+    os.environ.setdefault("SECRET_KEY", "benchmark-only-key-0123456789-abcdefghijklmnopqrstuvwxyz")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from stimuli import generation, services
+
+    call_command("migrate", verbosity=0)
+    challenge = services.create_challenge(name="bench", slug=f"bench-{int(time.time())}")
+    system = generation.create_baseline_systems(challenge)[0]
+    jobs = []
+    for repeat in range(args.repeats):
+        job = generation.generate_now(system, n, seed=repeat, batch_size=batch)
+        assert job.state == "succeeded", job.error
+        jobs.append(job.duration_s)
+
+    def rate(seconds: list[float]) -> float:
+        return total / statistics.median(seconds)
+
+    print(f"baseline, {len(CATEGORIES)} categories x {n} clips of 4 s, batches of {batch}, "
+          f"{args.repeats} repeats (medians)")  # fmt: skip
+    print(f"  in-process generate()        {rate(in_process):8.1f} clips/s")
+    print(f"  through the sandbox          {rate(sandboxed):8.1f} clips/s "
+          f"({statistics.median(sandboxed) / statistics.median(in_process):.2f}x the time)")  # fmt: skip
+    print(f"  sandbox start + model load   {statistics.median(startups):8.2f} s")
+    print(
+        f"  whole generation job         {rate(jobs):8.1f} clips/s (incl. start, checks, storage)"
+    )
+    print("sandbox here:")
+    for rule, what in enforcement(False).items():
+        print(f"  {rule}: {what}")
+
+
+if __name__ == "__main__":
+    main()

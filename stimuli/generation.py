@@ -1,0 +1,524 @@
+"""Systems submitted as code: storing a generator, validating it, and generating its clips.
+
+A generation job asks the system's generator, in the sandbox, for N clips of every category in
+batches. Batch b of a category starts at clip index b * batch_size and gets the seed
+`derive_seed(seed, category, index)`, so a job resumed after an interruption asks for exactly
+the batches it lost and gets the same audio. Each batch is checked against the clip spec and
+stored in one transaction (audio files plus clip rows, `source_job` set); resuming counts what
+the job already stored. A generator that breaks a rule ends its own job failed, with the error
+and the generator's log on the job; other jobs are not affected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.base import File
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils import timezone
+
+from . import storage
+from .audio import ClipSpec, encode_wav, inspect_audio
+from .generators.api import OutputSpec, check_output, derive_seed, to_float
+from .generators.sandbox import (
+    GeneratorSource,
+    Limits,
+    Sandbox,
+    SandboxError,
+    cuda_visible,
+    enforcement,
+)
+from .generators.validate import validate_source
+from .imports import _audio_row
+from .jobs import JobProgress, enqueue, reset_for_retry, run_job
+from .models import AudioFile, Challenge, Clip, Generator, Job, System
+
+DEFAULT_BATCH_SIZE = 10
+NAME_PATTERN = re.compile(r"^generated/(?P<category>[^/]+)/(?P<index>\d+)\.wav$")
+
+
+class GenerationError(Exception):
+    """A generation request that cannot work, or output that breaks the clip spec."""
+
+
+def output_spec(challenge: Challenge) -> OutputSpec:
+    return OutputSpec(challenge.sample_rate, challenge.clip_duration_s, challenge.channels)
+
+
+def clip_spec(challenge: Challenge) -> ClipSpec:
+    return ClipSpec(
+        challenge.sample_rate, challenge.channels, challenge.clip_duration_s, challenge.bit_depth
+    )
+
+
+def clip_name(category_slug: str, index: int) -> str:
+    return f"generated/{category_slug}/{index:04d}.wav"
+
+
+# --- storing and validating generators --------------------------------------------------------
+
+
+def check_archive(path: Path) -> str:
+    """The module an archive holds; raises GenerationError with the reason when it holds none.
+
+    The cheap part of the upload check (names and layout only), run inside the web request;
+    loading and generating run as a validation job.
+    """
+    with tempfile.TemporaryDirectory(prefix="foley-archive-") as tmp:
+        try:
+            return GeneratorSource.from_archive(path, Path(tmp)).module
+        except SandboxError as exc:
+            raise GenerationError(exc.message) from None
+
+
+@transaction.atomic
+def set_generator(
+    system: System,
+    *,
+    module: str = "",
+    archive: File | None = None,
+    config: dict | None = None,
+    user: AbstractBaseUser | None = None,
+    validate: bool = True,
+) -> Generator:
+    """Attach code to a system (replacing earlier code) and queue its validation."""
+    if bool(module) == bool(archive):
+        raise GenerationError("give either a module path or an archive")
+    fields: dict = {"module": module, "archive": "", "archive_name": "", "archive_sha256": ""}
+    if archive is not None:
+        limit = settings.FOLEY_GENERATOR_MAX_BYTES
+        if archive.size is not None and archive.size > limit:
+            raise GenerationError(f"the archive is {archive.size:,} bytes; the limit is {limit:,}")
+        with tempfile.TemporaryDirectory(prefix="foley-upload-") as tmp:
+            local = Path(tmp) / "upload"
+            digest = hashlib.sha256()
+            with open(local, "wb") as handle:
+                for chunk in archive.chunks():
+                    digest.update(chunk)
+                    handle.write(chunk)
+            name = Path(getattr(archive, "name", "") or "generator.zip").name
+            fields["module"] = check_archive(local)
+            sha = digest.hexdigest()
+            suffix = ".whl" if name.lower().endswith(".whl") else ".zip"
+            stored = f"generators/{sha}{suffix}"
+            if not default_storage.exists(stored):
+                with open(local, "rb") as handle:
+                    default_storage.save(stored, File(handle))
+            fields.update(archive=stored, archive_name=name, archive_sha256=sha)
+    elif not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", module):
+        raise GenerationError(f"'{module}' is not a module path (like package.module)")
+    generator, _ = Generator.objects.update_or_create(
+        system=system,
+        defaults={
+            **fields,
+            "config": config or {},
+            "state": Generator.State.PENDING,
+            "report": {},
+            "validated_at": None,
+        },
+    )
+    if system.kind != System.Kind.GENERATOR:
+        system.kind = System.Kind.GENERATOR
+        system.save(update_fields=["kind"])
+    if validate:
+        start_validation(generator, user=user)
+        generator.refresh_from_db()  # validated already when tasks run in-process
+    return generator
+
+
+class prepared_source:
+    """A context manager giving a local GeneratorSource for a stored generator."""
+
+    def __init__(self, generator: Generator):
+        self.generator = generator
+        self.tmp: str | None = None
+
+    def __enter__(self) -> GeneratorSource:
+        self.tmp = tempfile.mkdtemp(prefix="foley-generator-")
+        root = Path(self.tmp)
+        generator = self.generator
+        if generator.archive:
+            local = root / Path(generator.archive).name
+            with default_storage.open(generator.archive, "rb") as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            source = GeneratorSource.from_archive(local, root / "code")
+            local.unlink()
+        else:
+            source = GeneratorSource.from_module(generator.module)
+        if generator.config:
+            config = root / "config.json"
+            config.write_text(json.dumps(generator.config))
+            source.model_path = str(config)
+            source.read_paths.append(str(config))
+        return source
+
+    def __exit__(self, *exc) -> None:
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def start_validation(generator: Generator, *, user: AbstractBaseUser | None = None) -> Job:
+    from .tasks import generate_validation
+
+    job = Job.objects.create(
+        challenge_id=generator.system.challenge_id,
+        kind=Job.Kind.VALIDATE_GENERATOR,
+        params={"system_id": generator.system_id, "task": "generate_validation"},
+        created_by=user if user and user.is_authenticated else None,
+    )
+    enqueue(job, generate_validation)
+    return job
+
+
+def validate_generator(generator: Generator, limits: Limits | None = None) -> dict:
+    """Run the validator on a stored generator and record its report and state."""
+    challenge = generator.system.challenge
+    categories = list(challenge.categories.values_list("slug", flat=True))
+    try:
+        with prepared_source(generator) as source:
+            report = validate_source(
+                source,
+                output_spec(challenge),
+                limits=limits or Limits.from_settings(),
+                categories=categories,
+                target=generator.label,
+            ).to_dict()
+    except SandboxError as exc:
+        report = {"ok": False, "summary": f"Invalid generator: {exc.message}", "problems": []}
+        report["problems"].append({"code": exc.code, "message": exc.message, "detail": ""})
+    Generator.objects.filter(pk=generator.pk).update(
+        state=Generator.State.VALID if report["ok"] else Generator.State.INVALID,
+        report=report,
+        validated_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    return report
+
+
+def retry(job: Job) -> Job:
+    """Queue a failed generation or validation job again; a generation resumes where it stopped."""
+    from . import tasks
+
+    if job.kind not in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
+        raise GenerationError(f"a {job.kind} job is not a generation job")
+    if job.state != Job.State.FAILED:
+        raise GenerationError(f"only a failed job can be retried; this one is {job.state}")
+    job = reset_for_retry(job)
+    enqueue(job, getattr(tasks, job.params["task"]))
+    return job
+
+
+def run_validation(job_id: int) -> Job:
+    def work(job: Job, progress: JobProgress) -> dict:
+        generator = Generator.objects.select_related("system__challenge").get(
+            system_id=job.params["system_id"]
+        )
+        progress(0, 1, f"validating {generator.label}")
+        report = validate_generator(generator)
+        for problem in report.get("problems", []):
+            progress.log(f"[{problem['code']}] {problem['message']}")
+        progress(1, 1, report["summary"])
+        result = {"ok": report["ok"], "summary": report["summary"]}
+        if not report["ok"]:
+            result.update(_failed=True, _error=report["summary"][:2000])
+        return result
+
+    return run_job(job_id, work)
+
+
+# --- generation jobs ---------------------------------------------------------------------------
+
+
+def start_generation(
+    system: System,
+    *,
+    n_per_category: int = 100,
+    seed: int = 0,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    user: AbstractBaseUser | None = None,
+    enqueue_task: bool = True,
+) -> Job:
+    """Queue a generation job for the system (the running one, if one is already under way)."""
+    generator = Generator.objects.filter(system=system).first()
+    if generator is None:
+        raise GenerationError(f"system '{system}' has no generator code")
+    if generator.state == Generator.State.INVALID:
+        raise GenerationError(f"the generator of '{system}' failed validation; upload a fixed one")
+    if not 1 <= n_per_category <= 10_000:
+        raise GenerationError("clips per category must lie in 1..10000")
+    if not 1 <= batch_size <= 1_000:
+        raise GenerationError("the batch size must lie in 1..1000")
+    if not 0 <= seed < 2**31:
+        raise GenerationError("the seed must lie in 0..2147483647")
+    from .tasks import generate_clips
+
+    with transaction.atomic():
+        Generator.objects.select_for_update().get(pk=generator.pk)  # one start at a time
+        running = Job.objects.filter(
+            kind=Job.Kind.GENERATE,
+            params__system_id=system.pk,
+            state__in=[Job.State.QUEUED, Job.State.RUNNING],
+        ).first()
+        if running is not None:
+            return running
+        categories = system.challenge.categories.count()
+        job = Job.objects.create(
+            challenge_id=system.challenge_id,
+            kind=Job.Kind.GENERATE,
+            params={
+                "system_id": system.pk,
+                "n_per_category": n_per_category,
+                "seed": seed,
+                "batch_size": batch_size,
+                "task": "generate_clips",  # the retry endpoint finds the task by this name
+            },
+            total=n_per_category * categories,
+            message=f"queued: {n_per_category} clips of {categories} categories",
+            created_by=user if user and user.is_authenticated else None,
+        )
+        if enqueue_task:
+            enqueue(job, generate_clips)
+    return job
+
+
+def generate_now(
+    system: System,
+    n_per_category: int = 100,
+    seed: int = 0,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Job:
+    """Generate in this process, without a broker (the demo and the command line)."""
+    job = start_generation(
+        system,
+        n_per_category=n_per_category,
+        seed=seed,
+        batch_size=batch_size,
+        enqueue_task=False,
+    )
+    return run_generation(job.pk, echo=progress)
+
+
+def run_generation(job_id: int, *, echo: Callable[[int, int, str], None] | None = None) -> Job:
+    """The body of the `generate_clips` task: generate what the job has not stored yet."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        def report(done: int, total: int, message: str) -> None:
+            progress(done, total, message)
+            if echo:
+                echo(done, total, message)
+
+        return generate_clips(job, report, progress.log)
+
+    return run_job(job_id, work)
+
+
+def _stored_indices(job: Job, system: System) -> dict[str, set[int]]:
+    stored: dict[str, set[int]] = {}
+    names = Clip.objects.filter(system=system, source_job=job).values_list(
+        "category__slug", "original_name"
+    )
+    for slug, name in names:
+        match = NAME_PATTERN.match(name)
+        if match:
+            stored.setdefault(slug, set()).add(int(match["index"]))
+    return stored
+
+
+def generate_clips(
+    job: Job,
+    progress: Callable[[int, int, str], None],
+    log: Callable[[str], None],
+) -> dict:
+    params = job.params
+    system = System.objects.select_related("challenge").get(pk=params["system_id"])
+    challenge = system.challenge
+    generator = Generator.objects.get(system=system)
+    n, seed, batch_size = params["n_per_category"], params["seed"], params["batch_size"]
+    categories = list(challenge.categories.all())
+    total = n * len(categories)
+
+    # A new generation replaces what earlier generation jobs of this system produced.
+    replaced, _ = (
+        Clip.objects.filter(system=system, source_job__kind=Job.Kind.GENERATE)
+        .exclude(source_job=job)
+        .delete()
+    )
+    if replaced:
+        log(f"removed {replaced} rows of an earlier generation of this system")
+    stored = _stored_indices(job, system)
+    done = sum(len(v) for v in stored.values())
+    if done:
+        log(f"resuming: {done} of {total} clips already stored")
+    progress(done, total, "starting")
+    if done >= total:
+        return {"clips": done, "resumed_at": done}
+
+    use_gpu = cuda_visible()
+    spec = output_spec(challenge)
+    audio_spec = clip_spec(challenge)
+    started = time.perf_counter()
+    generated = 0
+    with prepared_source(generator) as source:
+        sandbox = Sandbox(source, spec, Limits.from_settings(), use_gpu=use_gpu)
+        log(f"device: {'cuda' if use_gpu else 'cpu'}")
+        for rule, what in enforcement(use_gpu).items():
+            log(f"sandbox {rule}: {what}")
+        try:
+            info = sandbox.start()
+            log(f"loaded {source.module} in {info['seconds']:.1f} s")
+            if info.get("sample_rate") != spec.sample_rate:
+                raise GenerationError(
+                    f"model.sample_rate is {info.get('sample_rate')}; the challenge needs "
+                    f"{spec.sample_rate} Hz"
+                )
+            for category in categories:
+                have = stored.get(category.slug, set())
+                for start in range(0, n, batch_size):
+                    indices = list(range(start, min(n, start + batch_size)))
+                    if all(i in have for i in indices):
+                        continue
+                    batch_seed = derive_seed(seed, category.slug, start)
+                    array = sandbox.generate(category.slug, len(indices), batch_seed)
+                    problems = check_output(array, len(indices), spec)
+                    if problems:
+                        raise GenerationError(
+                            f"{category.slug} clips {start + 1}-{indices[-1] + 1}: "
+                            + "; ".join(message for _, message in problems)
+                        )
+                    missing = [(k, i) for k, i in enumerate(indices) if i not in have]
+                    _store_batch(job, system, category, array, missing, audio_spec)
+                    have.update(i for _, i in missing)
+                    done += len(missing)
+                    generated += len(missing)
+                    log(
+                        f"{category.slug}: clips {start + 1}-{indices[-1] + 1} stored "
+                        f"(seed {batch_seed})"
+                    )
+                    progress(done, total, f"{category.slug}: {len(have)}/{n}")
+        except (SandboxError, GenerationError) as exc:
+            detail = getattr(exc, "detail", "") or sandbox.log_tail()
+            if detail:
+                log("generator output:\n" + detail.rstrip())
+            message = exc.message if isinstance(exc, SandboxError) else str(exc)
+            code = exc.code if isinstance(exc, SandboxError) else "clip_spec"
+            return {
+                "clips": done,
+                "_failed": True,
+                "_error": f"[{code}] {message}"[:2000],
+            }
+        finally:
+            tail = sandbox.log_tail(2000).strip()
+            sandbox.close()
+            if tail:
+                log("generator log (tail):\n" + tail)
+    seconds = time.perf_counter() - started
+    log(f"generated {generated} clips in {seconds:.1f} s")
+    return {
+        "clips": done,
+        "generated": generated,
+        "seconds": round(seconds, 3),
+        "device": "cuda" if use_gpu else "cpu",
+    }
+
+
+def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> None:
+    """Check and store one batch's clips, all or none."""
+    samples = to_float(array)
+    checks = []
+    for k, index in items:
+        clip = samples[k]
+        frames = clip.T if clip.ndim == 2 else clip[:, None]  # [frames, channels]
+        data = encode_wav(frames, audio_spec.sample_rate, audio_spec.bit_depth)
+        check = inspect_audio(data, audio_spec)
+        if not check.ok:
+            raise GenerationError(f"{clip_name(category.slug, index)}: " + "; ".join(check.errors))
+        checks.append((index, check))
+    written: list[str] = []
+    try:
+        with transaction.atomic():
+            for index, check in checks:
+                row = _audio_row(check.sha256, check, len(check.wav_bytes))
+                audio, created = AudioFile.objects.get_or_create(
+                    sha256=check.sha256,
+                    defaults={
+                        f.attname: getattr(row, f.attname)
+                        for f in AudioFile._meta.concrete_fields
+                        if f.attname not in ("id", "sha256")
+                    },
+                )
+                if created or not default_storage.exists(audio.file):
+                    storage.put_audio(check.sha256, check.wav_bytes)
+                    if created:
+                        written.append(check.sha256)
+                name = clip_name(category.slug, index)
+                twin = Clip.objects.filter(system=system, category=category, audio=audio).first()
+                if twin is not None:
+                    raise GenerationError(
+                        f"{name} is identical to {twin.original_name}; a generator must give "
+                        "different clips for different seeds"
+                    )
+                Clip.objects.create(
+                    challenge_id=system.challenge_id,
+                    category=category,
+                    role=Clip.Role.SYSTEM,
+                    system=system,
+                    audio=audio,
+                    original_name=name,
+                    source_job=job,
+                )
+    except BaseException:
+        for sha in written:
+            storage.delete_audio(sha)
+        raise
+
+
+def zip_module(folder: Path, dest: Path) -> Path:
+    """Pack a folder as a generator archive (used by the demo and the tests)."""
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, path.relative_to(folder))
+    return dest
+
+
+# The baseline and two variants the demo runs: one module, three settings.
+BASELINE_MODULE = "stimuli.generators.baseline"
+BASELINE_VARIANTS = [
+    ("Procedural baseline", {}),
+    ("Baseline bright", {"brightness": 0.9, "density": 1.5}),
+    ("Baseline dark", {"brightness": 0.15, "density": 0.7}),
+]
+
+
+def create_baseline_systems(
+    challenge: Challenge, *, team_name: str = "Organizers", track_code: str = "B"
+) -> list[System]:
+    """The baseline and its two variants as generator systems of `challenge` (validated)."""
+    from .models import Team, Track
+    from .services import create_system, create_team
+
+    team = Team.objects.filter(challenge=challenge, name=team_name).first() or create_team(
+        challenge, name=team_name
+    )
+    track = Track.objects.get(challenge=challenge, code=track_code)
+    systems = []
+    for name, config in BASELINE_VARIANTS:
+        system = System.objects.filter(challenge=challenge, name=name).first()
+        if system is None:
+            system = create_system(team=team, track=track, name=name, kind=System.Kind.GENERATOR)
+        set_generator(system, module=BASELINE_MODULE, config=config)
+        systems.append(system)
+    return systems

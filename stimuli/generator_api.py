@@ -1,0 +1,122 @@
+"""REST API for generators (organizers only): attach code to a system, read the validation
+report, start a generation job. Failed jobs are retried with the jobs endpoint's `retry`."""
+
+from __future__ import annotations
+
+import json
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from . import generation
+from .api import ChallengeScopedMixin, JobSerializer
+from .models import Generator, Job, System
+
+ERRORS = inline_serializer("GeneratorErrors", {"errors": serializers.ListField()})
+
+
+class GeneratorSerializer(serializers.ModelSerializer):
+    system = serializers.CharField(source="system.name", read_only=True)
+    system_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Generator
+        fields = [
+            "system_id", "system", "module", "archive_name", "archive_sha256", "config",
+            "state", "report", "validated_at", "updated_at",
+        ]  # fmt: skip
+
+
+class GeneratorUploadSerializer(serializers.Serializer):
+    system = serializers.CharField(help_text="System name.")
+    archive = serializers.FileField(
+        required=False, help_text="A .zip holding the module and its weights, or a wheel."
+    )
+    module = serializers.CharField(
+        required=False, allow_blank=True, help_text="Or a module path installed on the workers."
+    )
+    config = serializers.CharField(
+        required=False, allow_blank=True, help_text="JSON settings passed to load_model."
+    )
+
+
+class GenerateSerializer(serializers.Serializer):
+    n_per_category = serializers.IntegerField(default=100, min_value=1, max_value=10_000)
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=2**31 - 1)
+    batch_size = serializers.IntegerField(default=generation.DEFAULT_BATCH_SIZE, min_value=1)
+
+
+class GeneratorViewSet(
+    ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet
+):
+    """Generators of a challenge's systems, looked up by the system's id."""
+
+    serializer_class = GeneratorSerializer
+    model = Generator
+    lookup_field = "system_id"
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+
+    def scoped_queryset(self, challenge):
+        return Generator.objects.filter(system__challenge=challenge).select_related("system")
+
+    @extend_schema(
+        request=GeneratorUploadSerializer,
+        responses={202: JobSerializer, 400: ERRORS},
+        description="Attach code to a system. The archive's layout is checked at once (400, "
+        "nothing stored); loading and generating a few clips run as a validation job (202).",
+    )
+    def create(self, request, challenge_slug=None):
+        challenge = self.get_challenge()
+        serializer = GeneratorUploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        system = System.objects.filter(challenge=challenge, name=data["system"]).first()
+        if system is None:
+            return _errors(f"no system named '{data['system']}' in this challenge")
+        config = None
+        if data.get("config"):
+            try:
+                config = json.loads(data["config"])
+            except ValueError as exc:
+                return _errors(f"config is not JSON: {exc}")
+            if not isinstance(config, dict):
+                return _errors("config must be a JSON object")
+        try:
+            generator = generation.set_generator(
+                system,
+                module=data.get("module") or "",
+                archive=data.get("archive"),
+                config=config,
+                user=request.user,
+            )
+        except generation.GenerationError as exc:
+            return _errors(str(exc))
+        job = Job.objects.filter(
+            kind=Job.Kind.VALIDATE_GENERATOR, params__system_id=system.pk
+        ).first()
+        body = JobSerializer(job).data
+        body["generator"] = GeneratorSerializer(generator).data
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=GenerateSerializer, responses={202: JobSerializer, 400: ERRORS})
+    @action(detail=True, methods=["post"])
+    def generate(self, request, challenge_slug=None, system_id=None):
+        """Queue a generation job (or return the one under way for this system)."""
+        generator = self.get_object()
+        serializer = GenerateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            job = generation.start_generation(
+                generator.system, user=request.user, **serializer.validated_data
+            )
+        except generation.GenerationError as exc:
+            return _errors(str(exc))
+        job.refresh_from_db()
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _errors(message: str) -> Response:
+    return Response({"errors": [message]}, status=status.HTTP_400_BAD_REQUEST)

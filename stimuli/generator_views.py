@@ -1,0 +1,112 @@
+"""Organizer pages for generators: attach code to a system, see its validation report, start or
+retry generation. htmx partials: every action answers with the refreshed panel."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_POST
+
+from . import generation
+from .models import Challenge, Generator, Job, System
+from .permissions import organizer_required
+
+
+def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) -> HttpResponse:
+    systems = list(challenge.systems.select_related("team", "track").order_by("name"))
+    generators = {g.system_id: g for g in Generator.objects.filter(system__challenge=challenge)}
+    jobs: dict[tuple[int, str], Job] = {}
+    for job in Job.objects.filter(
+        challenge=challenge, kind__in=[Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR]
+    ).order_by("-created_at"):
+        jobs.setdefault((job.params.get("system_id"), job.kind), job)
+    rows = [
+        {
+            "system": system,
+            "generator": generators.get(system.pk),
+            "generation": jobs.get((system.pk, Job.Kind.GENERATE)),
+            "validation": jobs.get((system.pk, Job.Kind.VALIDATE_GENERATOR)),
+        }
+        for system in systems
+    ]
+    return render(
+        request,
+        "stimuli/generators_panel.html",
+        {"challenge": challenge, "rows": rows, "errors": errors or {}},
+        status=status,
+    )
+
+
+@organizer_required
+def panel(request: HttpRequest, slug: str) -> HttpResponse:
+    return _panel(request, get_object_or_404(Challenge, slug=slug))
+
+
+def _status(request: HttpRequest) -> int:
+    # htmx swaps only 2xx answers by default; a plain form post gets the real status.
+    return 200 if request.htmx else 400
+
+
+@organizer_required
+@require_POST
+def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    system = get_object_or_404(System, pk=system_id, challenge=challenge)
+    archive = request.FILES.get("archive")
+    module = request.POST.get("module", "").strip()
+    config = None
+    try:
+        if request.POST.get("config", "").strip():
+            config = json.loads(request.POST["config"])
+            if not isinstance(config, dict):
+                raise generation.GenerationError("settings must be a JSON object")
+        generation.set_generator(
+            system, module="" if archive else module, archive=archive, config=config,
+            user=request.user,
+        )  # fmt: skip
+    except ValueError as exc:
+        return _panel(
+            request, challenge, {system.pk: f"settings are not JSON: {exc}"}, _status(request)
+        )
+    except generation.GenerationError as exc:
+        return _panel(request, challenge, {system.pk: str(exc)}, _status(request))
+    return _panel(request, challenge)
+
+
+@organizer_required
+@require_POST
+def generate(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    system = get_object_or_404(System, pk=system_id, challenge=challenge)
+    try:
+        generation.start_generation(
+            system,
+            n_per_category=int(request.POST.get("n_per_category") or 100),
+            seed=int(request.POST.get("seed") or 0),
+            batch_size=int(request.POST.get("batch_size") or generation.DEFAULT_BATCH_SIZE),
+            user=request.user,
+        )
+    except ValueError:
+        return _panel(
+            request,
+            challenge,
+            {system.pk: "clips, seed and batch size are whole numbers"},
+            _status(request),
+        )
+    except generation.GenerationError as exc:
+        return _panel(request, challenge, {system.pk: str(exc)}, _status(request))
+    return _panel(request, challenge)
+
+
+@organizer_required
+@require_POST
+def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    job = get_object_or_404(Job, pk=job_id, challenge=challenge)
+    try:
+        generation.retry(job)
+    except generation.GenerationError as exc:
+        return _panel(request, challenge, {job.params.get("system_id"): str(exc)}, _status(request))
+    return _panel(request, challenge)

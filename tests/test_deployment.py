@@ -1,0 +1,86 @@
+"""The production compose file: the services, queues, health checks and volumes it promises.
+
+PyYAML comes with drf-spectacular. When a compose binary is installed, `config` validates the
+file against the compose specification too.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_services_and_health_checks(compose):
+    services = compose["services"]
+    assert {"web", "worker-cpu", "worker-gpu", "db", "redis", "migrate"} <= set(services)
+    for name in ("db", "redis", "web"):
+        assert services[name]["healthcheck"]["test"], name
+    for name in ("web", "worker-cpu", "worker-gpu"):
+        depends = services[name]["depends_on"]
+        assert depends["db"]["condition"] == "service_healthy"
+        assert depends["redis"]["condition"] == "service_healthy"
+        assert depends["migrate"]["condition"] == "service_completed_successfully"
+        assert services[name]["env_file"] == [".env"]
+
+
+def test_queues_and_gpu_reservation(compose):
+    services = compose["services"]
+    assert "gunicorn" in services["web"]["command"]
+    cpu, gpu = services["worker-cpu"]["command"], services["worker-gpu"]["command"]
+    assert cpu[cpu.index("-Q") + 1] == "cpu"
+    assert gpu[gpu.index("-Q") + 1] == "gpu"
+    device = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+
+
+def test_volumes_persist_data(compose):
+    services = compose["services"]
+    assert set(compose["volumes"]) == {"pgdata", "redisdata", "media"}
+    assert "pgdata:/var/lib/postgresql/data" in services["db"]["volumes"]
+    for name in ("web", "worker-cpu", "worker-gpu"):
+        assert "media:/data/media" in services[name]["volumes"]
+
+
+def test_env_example_names_what_the_settings_need():
+    names = {
+        line.split("=", 1)[0]
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert {"SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "POSTGRES_PASSWORD"} <= names
+
+
+def _compose_command() -> list[str] | None:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if shutil.which("docker"):
+        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    return None
+
+
+@pytest.mark.skipif(_compose_command() is None, reason="no docker compose here")
+def test_compose_config_validates(tmp_path):
+    for name in ("docker-compose.yml", "Dockerfile"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copy(ROOT / ".env.example", tmp_path / ".env")
+    done = subprocess.run(
+        [*_compose_command(), "config", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr

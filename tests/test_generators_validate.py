@@ -1,0 +1,238 @@
+"""The validator and the sandbox on the baseline and on generators broken in every listed way."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from stimuli.generators import baseline
+from stimuli.generators.api import CATEGORIES, OutputSpec, derive_seed, resolve_category
+from stimuli.generators.sandbox import (
+    GeneratorSource,
+    Limits,
+    Sandbox,
+    SandboxError,
+    landlock_abi,
+    network_namespace_command,
+)
+from stimuli.generators.validate import validate_target
+
+FIXTURES = "tests.generator_fixtures"
+FIXTURE_DIR = Path(__file__).parent / "generator_fixtures"
+# Short limits keep the hang and memory cases quick; real systems get the settings' limits.
+LIMITS = Limits(load_timeout_s=60, call_timeout_s=4, memory_mb=600)
+# Two categories are enough to show a per-category problem and keep the runs short.
+CATS = ["rain", "gunshot"]
+
+
+def check(name: str, **kwargs):
+    return validate_target(f"{FIXTURES}.{name}", limits=LIMITS, categories=CATS, **kwargs)
+
+
+def codes(report) -> list[str]:
+    return [p.code for p in report.problems]
+
+
+def test_baseline_is_valid_for_all_seven_categories():
+    report = validate_target("stimuli.generators.baseline", limits=LIMITS)
+    assert report.ok, report.problems
+    assert report.clips_checked == 2 * len(CATEGORIES)
+    assert report.has_text
+    assert "the same seed gives the same audio" in report.checks
+
+
+@pytest.mark.parametrize("name", ["good", "good_int16"])
+def test_good_fixtures_are_valid(name):
+    report = check(name)
+    assert report.ok, report.problems
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "words"),
+    [
+        ("missing_function", "missing_function", "no generate function"),
+        ("wrong_shape", "wrong_shape", "expected [2, 88200]"),
+        ("wrong_rate", "wrong_sample_rate", "16,000 Hz"),
+        ("nan_output", "not_finite", "NaN or infinite"),
+        ("out_of_range", "out_of_range", "must lie in -1..1"),
+        ("raises", "exception", "KeyError: 'decoder'"),
+        ("sleeper", "time_limit", "time limit"),
+        ("memory_hog", "memory", "memory limit"),
+        ("network", "network", "example.com"),
+        ("writes_outside", "write_outside", "outside its folder"),
+        ("crash", "crash", "SIGSEGV"),
+    ],
+)
+def test_broken_fixture_is_reported(name, code, words):
+    report = check(name)
+    assert not report.ok
+    assert code in codes(report), report.problems
+    problem = next(p for p in report.problems if p.code == code)
+    assert words in problem.message
+    assert report.summary().startswith("Invalid generator")
+
+
+def test_per_category_problem_names_every_category():
+    report = check("raises")
+    assert report.problems[0].message.startswith("rain, gunshot: generate raised KeyError")
+    assert "raises.py" in report.problems[0].detail  # the traceback's tail
+
+
+def test_wrong_rate_reports_rate_and_length():
+    assert set(codes(check("wrong_rate"))) == {"wrong_sample_rate", "wrong_shape"}
+
+
+def test_write_outside_leaves_no_file(tmp_path, monkeypatch):
+    target = tmp_path / "escaped.txt"
+    # The sandbox strips the environment, so the fixture falls back to its default target.
+    monkeypatch.setenv("FOLEY_FIXTURE_TARGET", str(target))
+    check("writes_outside")
+    assert not target.exists()
+    assert not Path("/tmp/foley-escaped.txt").exists()
+
+
+@pytest.fixture
+def probe():
+    with Sandbox(GeneratorSource.from_module(f"{FIXTURES}.probe"), limits=LIMITS) as sandbox:
+        yield sandbox
+
+
+def test_environment_is_stripped_and_cwd_is_scratch(probe, monkeypatch):
+    with pytest.raises(SandboxError) as caught:
+        probe.generate("env", 1, 0)
+    env = caught.value.message
+    for secret in ("DATABASE_URL", "SECRET_KEY", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"):
+        assert secret not in env
+    assert f"CWD {probe.scratch}" in env
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="no Landlock on this kernel")
+def test_settings_are_unreadable_and_c_writes_are_refused(probe, tmp_path):
+    settings_file = Path(__file__).resolve().parent.parent / "foley_platform" / "settings.py"
+    with pytest.raises(SandboxError, match="Permission denied"):
+        probe.generate(f"read:{settings_file}", 1, 0)
+    outside = tmp_path / "c-write.txt"
+    with pytest.raises(SandboxError, match="fopen refused"):
+        probe.generate(f"cwrite:{outside}", 1, 0)
+    assert not outside.exists()
+    # Inside its own folder the same C call works.
+    assert probe.generate(f"cwrite:{probe.scratch / 'ok.txt'}", 1, 0).shape == (1, 88200)
+
+
+@pytest.mark.skipif(not network_namespace_command(), reason="no network namespaces here")
+def test_network_namespace_has_no_route():
+    import subprocess
+
+    done = subprocess.run(
+        [*network_namespace_command(), "cat", "/proc/net/route"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert len(done.stdout.strip().splitlines()) <= 1  # the header only: no routes
+
+
+def _zip(files: dict[str, str | bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_zip_archive_with_weights(tmp_path):
+    module = (FIXTURE_DIR / "_common.py").read_text() + (
+        "\n\ndef load_model(path):\n"
+        "    import json, os\n"
+        "    cfg = json.load(open(os.path.join(path, 'weights.json')))\n"
+        "    return Model(duration_s=cfg['duration_s'])\n\n"
+        "def generate(model, category, n, seed):\n"
+        "    return tones(model, category, n, seed)\n"
+    )
+    archive = tmp_path / "system.zip"
+    archive.write_bytes(_zip({"mygen.py": module, "weights.json": json.dumps({"duration_s": 4})}))
+    report = validate_target(str(archive), limits=LIMITS, categories=CATS)
+    assert report.ok, report.problems
+    assert report.module == "mygen"
+
+
+def test_archive_with_two_modules_or_escaping_names_is_rejected(tmp_path):
+    two = tmp_path / "two.zip"
+    two.write_bytes(_zip({"a.py": "", "b.py": ""}))
+    report = validate_target(str(two), limits=LIMITS)
+    assert codes(report) == ["archive"] and "exactly one" in report.problems[0].message
+    evil = tmp_path / "evil.zip"
+    evil.write_bytes(_zip({"../../escape.py": ""}))
+    report = validate_target(str(evil), limits=LIMITS)
+    assert codes(report) == ["archive"] and "outside" in report.problems[0].message
+    notzip = tmp_path / "gen.whl"
+    notzip.write_text("not a wheel")
+    assert codes(validate_target(str(notzip), limits=LIMITS)) == ["archive"]
+
+
+def test_wheel_is_accepted(tmp_path):
+    module = (FIXTURE_DIR / "_common.py").read_text() + (
+        "\n\ndef load_model(path):\n    return Model()\n\n"
+        "def generate(model, category, n, seed):\n    return tones(model, category, n, seed)\n"
+    )
+    wheel = tmp_path / "wheelgen-1.0-py3-none-any.whl"
+    wheel.write_bytes(
+        _zip(
+            {
+                "wheelgen/__init__.py": module,
+                "wheelgen-1.0.dist-info/METADATA": "Name: wheelgen\nVersion: 1.0\n",
+            }
+        )
+    )
+    report = validate_target(str(wheel), limits=LIMITS, categories=CATS)
+    assert report.ok, report.problems
+    assert report.module == "wheelgen"
+
+
+def test_command_exit_status(capsys):
+    call_command("validate_generator", "stimuli.generators.baseline", "--clips", "1")
+    assert "Valid generator" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="Invalid generator"):
+        call_command("validate_generator", f"{FIXTURES}.nan_output", "--clips", "1")
+    assert "[not_finite]" in capsys.readouterr().out
+    with pytest.raises(CommandError, match=r"cannot find module no\.such\.module"):
+        call_command("validate_generator", "no.such.module")
+
+
+def test_baseline_is_deterministic_and_independent_of_batch_size():
+    model = baseline.load_model(None)
+    a = baseline.generate(model, "rain", 4, 7)
+    b = baseline.generate(model, "Rain", 2, 7)
+    assert a.dtype == np.float32 and a.shape == (4, 88200)
+    np.testing.assert_array_equal(a[:2], b)
+    assert not np.array_equal(a, baseline.generate(model, "rain", 4, 8))
+    assert not np.array_equal(a[0], a[1])
+
+
+def test_baseline_config_variants(tmp_path):
+    config = tmp_path / "bright.toml"
+    config.write_text("brightness = 1.0\ndensity = 2.0\nsample_rate = 16000\nduration_s = 2.0\n")
+    model = baseline.load_model(config)
+    assert model.sample_rate == 16000 and model.brightness == 1.0
+    clips = baseline.generate(model, "Moving motor vehicle", 1, 0)
+    assert clips.shape == (1, 32000)
+    (tmp_path / "bad.json").write_text('{"loudness": 3}')
+    with pytest.raises(ValueError, match="unknown baseline settings: loudness"):
+        baseline.load_model(tmp_path / "bad.json")
+
+
+def test_category_names_and_seeds():
+    assert resolve_category("Sneeze/cough") == "sneeze_cough"
+    assert resolve_category("Dog bark") == "dog_bark"
+    assert resolve_category("footsteps") == "footstep"
+    assert resolve_category("violin") is None
+    assert derive_seed(0, "rain", 60) == derive_seed(0, "rain", 60)
+    assert derive_seed(0, "rain", 60) != derive_seed(0, "rain", 61)
+    assert OutputSpec(16000, 2.0, 2).shape(3) == (3, 2, 32000)

@@ -1,0 +1,173 @@
+"""Organizer page and REST API for generators (tasks run in-process here)."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from stimuli.models import Generator, Job
+from stimuli.services import create_challenge, create_system, create_team
+
+FIXTURE_DIR = Path(__file__).parent / "generator_fixtures"
+
+
+@pytest.fixture
+def small(db):
+    challenge = create_challenge(
+        name="Web", slug="web", clip_duration_s=1.0, categories=[("rain", "Rain")]
+    )
+    team = create_team(challenge, name="Team")
+    create_system(team=team, track=challenge.tracks.first(), name="Zipped")
+    return challenge
+
+
+def generator_zip(broken: bool = False) -> bytes:
+    body = (FIXTURE_DIR / "_common.py").read_text() + (
+        "\n\ndef load_model(path):\n    return Model()\n\n"
+        "def generate(model, category, n, seed):\n"
+        + ("    return tones(model, category, n, seed)[:, :100]\n" if broken else
+           "    return tones(model, category, n, seed)\n")
+    )  # fmt: skip
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("zipgen/__init__.py", body)
+        zf.writestr("zipgen/weights.bin", b"\0" * 16)
+    return buffer.getvalue()
+
+
+def upload(client, challenge, system, data: bytes, name="gen.zip"):
+    url = reverse("generators:code", args=[challenge.slug, system.pk])
+    return client.post(url, {"archive": SimpleUploadedFile(name, data)}, HTTP_HX_REQUEST="true")
+
+
+def test_page_includes_the_generators_panel(organizer_client, small):
+    page = organizer_client.get(reverse("stimuli:challenge", args=[small.slug]))
+    assert reverse("generators:panel", args=[small.slug]) in page.content.decode()
+    panel = organizer_client.get(reverse("generators:panel", args=[small.slug]))
+    assert "Zipped" in panel.content.decode() and "Attach code" in panel.content.decode()
+
+
+def test_upload_validate_generate_on_the_page(organizer_client, small):
+    system = small.systems.get()
+    response = upload(organizer_client, small, system, generator_zip())
+    html = response.content.decode()
+    assert response.status_code == 200
+    generator = Generator.objects.get(system=system)
+    assert generator.state == Generator.State.VALID, generator.report
+    assert generator.module == "zipgen" and len(generator.archive_sha256) == 64
+    assert 'data-state="valid"' in html and "Valid generator" in html
+
+    url = reverse("generators:generate", args=[small.slug, system.pk])
+    response = organizer_client.post(
+        url, {"n_per_category": 3, "seed": 5, "batch_size": 2}, HTTP_HX_REQUEST="true"
+    )
+    job = Job.objects.get(kind=Job.Kind.GENERATE)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert system.clips.count() == 3
+    assert f'id="job-{job.pk}"' in response.content.decode()
+
+
+def test_broken_archive_report_is_shown(organizer_client, small):
+    system = small.systems.get()
+    html = upload(organizer_client, small, system, generator_zip(broken=True)).content.decode()
+    assert Generator.objects.get(system=system).state == Generator.State.INVALID
+    assert "wrong_shape" in html and "expected [2, 22050]" in html
+    assert "Generate</button>" not in html  # an invalid generator cannot be started
+
+
+def test_not_an_archive_is_refused_and_nothing_stored(organizer_client, small, media_root):
+    system = small.systems.get()
+    html = upload(organizer_client, small, system, b"hello", "gen.zip").content.decode()
+    assert "not a zip archive" in html
+    assert not Generator.objects.exists()
+    assert not (media_root / "generators").exists()
+
+
+def test_failed_generation_is_retried_from_the_page(organizer_client, small):
+    system = small.systems.get()
+    organizer_client.post(
+        reverse("generators:code", args=[small.slug, system.pk]),
+        {"module": "tests.generator_fixtures.raises"},
+    )
+    Generator.objects.update(state=Generator.State.PENDING)  # past validation, to fail in the job
+    organizer_client.post(reverse("generators:generate", args=[small.slug, system.pk]))
+    job = Job.objects.get(kind=Job.Kind.GENERATE)
+    assert job.state == Job.State.FAILED and "KeyError" in job.error
+    html = organizer_client.get(reverse("generators:panel", args=[small.slug])).content.decode()
+    assert "Retry" in html and "raises.py" in html  # the log with the traceback
+    organizer_client.post(reverse("generators:retry", args=[small.slug, job.pk]))
+    job.refresh_from_db()
+    assert job.attempts == 2 and job.state == Job.State.FAILED
+
+
+def test_pages_need_an_organizer(client, rater_user, small):
+    client.force_login(rater_user)
+    response = client.get(reverse("generators:panel", args=[small.slug]))
+    assert response.status_code == 302
+
+
+def test_api_upload_generate_and_retry(api_client, small):
+    system = small.systems.get()
+    base = f"/api/challenges/{small.slug}/generators/"
+    response = api_client.post(
+        base,
+        {"system": system.name, "archive": SimpleUploadedFile("gen.zip", generator_zip())},
+        format="multipart",
+    )
+    assert response.status_code == 202, response.content
+    assert response.json()["kind"] == "validate_generator"
+    assert response.json()["generator"]["state"] == "valid"
+
+    detail = api_client.get(f"{base}{system.pk}/").json()
+    assert detail["report"]["ok"] is True and detail["module"] == "zipgen"
+
+    response = api_client.post(
+        f"{base}{system.pk}/generate/", {"n_per_category": 2, "seed": 1}, format="json"
+    )
+    assert response.status_code == 202
+    job = Job.objects.get(pk=response.json()["id"])
+    assert job.state == Job.State.SUCCEEDED and system.clips.count() == 2
+
+    bad = api_client.post(base, {"system": system.name, "module": "x y"}, format="multipart")
+    assert bad.status_code == 400 and "not a module path" in bad.json()["errors"][0]
+    bad = api_client.post(base, {"system": "nobody", "module": "a.b"}, format="multipart")
+    assert bad.status_code == 400 and "no system named" in bad.json()["errors"][0]
+
+
+def test_api_retry_resumes_a_failed_generation(api_client, small):
+    system = small.systems.get()
+    base = f"/api/challenges/{small.slug}/generators/"
+    api_client.post(
+        base,
+        {"system": system.name, "module": "tests.generator_fixtures.raises"},
+        format="multipart",
+    )
+    Generator.objects.update(state=Generator.State.PENDING)
+    job_id = api_client.post(f"{base}{system.pk}/generate/", {}, format="json").json()["id"]
+    assert Job.objects.get(pk=job_id).state == Job.State.FAILED
+    # Fix the code, then retry the same job through the jobs endpoint.
+    Generator.objects.filter(system=system).update(
+        module="tests.generator_fixtures.good", state=Generator.State.VALID
+    )
+    response = api_client.post(f"/api/challenges/{small.slug}/jobs/{job_id}/retry/")
+    assert response.status_code == 200, response.content
+    assert Job.objects.get(pk=job_id).state == Job.State.SUCCEEDED
+    assert system.clips.count() == 100
+
+
+def test_api_is_for_organizers_only_and_in_the_schema(client, rater_user, small, api_client):
+    client.force_login(rater_user)
+    assert client.get(f"/api/challenges/{small.slug}/generators/").status_code == 403
+    schema = api_client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    paths = (
+        json.loads(schema.content)["paths"]
+        if schema["content-type"].startswith("application/json")
+        else schema.content.decode()
+    )
+    assert "/api/challenges/{challenge_slug}/generators/{system_id}/generate/" in paths
