@@ -30,10 +30,11 @@ def store_samples(samples: np.ndarray, sample_rate: int) -> AudioFile:
         samples = samples[:, None]
     data = encode_wav(samples, sample_rate, 16)
     sha = hashlib.sha256(data).hexdigest()
+    # Written even when the row exists: a storage that lost the file gets it back.
+    name = storage.put_audio(sha, data)
     existing = AudioFile.objects.filter(sha256=sha).first()
     if existing:
         return existing
-    name = storage.put_audio(sha, data)
     stored = np.clip(np.round(samples * 32768), -32768, 32767) / 32768.0
     peak = float(np.max(np.abs(stored))) if stored.size else 0.0
     try:
