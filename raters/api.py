@@ -4,6 +4,9 @@ CSV with `?format=csv`) and progress."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,6 +28,33 @@ class CSVRenderer(BaseRenderer):
         if not isinstance(data, list) or columns is None:  # an error body
             return str(data.get("detail", data) if isinstance(data, dict) else data)
         return selectors.to_csv(data, columns)
+
+
+class RatingRowSerializer(serializers.Serializer):
+    rater = serializers.CharField()
+    rater_team = serializers.CharField(allow_blank=True)
+    session = serializers.CharField()
+    category = serializers.CharField()
+    system = serializers.CharField(allow_blank=True)
+    track = serializers.CharField(allow_blank=True)
+    stimulus = serializers.CharField()
+    role = serializers.ChoiceField(
+        choices=["trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit"]
+    )
+    quality = serializers.IntegerField(min_value=0, max_value=10)
+    fit = serializers.IntegerField(min_value=0, max_value=10)
+
+
+class DiversityRowSerializer(serializers.Serializer):
+    rater = serializers.CharField()
+    rater_team = serializers.CharField(allow_blank=True)
+    category = serializers.CharField()
+    system = serializers.CharField()
+    track = serializers.CharField()
+    diversity = serializers.IntegerField(min_value=0, max_value=10)
+
+
+FORMAT = OpenApiParameter("format", str, enum=["json", "csv"], description="csv for a download")
 
 
 class _RowsView(APIView):
@@ -55,6 +85,10 @@ class RatingsView(_RowsView):
     def rows(self, challenge):
         return selectors.rating_rows(challenge)
 
+    @extend_schema(responses=RatingRowSerializer(many=True), parameters=[FORMAT])
+    def get(self, request, challenge_slug: str, format=None):
+        return super().get(request, challenge_slug, format)
+
 
 class DiversityView(_RowsView):
     """One row per diversity rating: rater, rater_team, category, system, track, diversity."""
@@ -65,12 +99,17 @@ class DiversityView(_RowsView):
     def rows(self, challenge):
         return selectors.diversity_rows(challenge)
 
+    @extend_schema(responses=DiversityRowSerializer(many=True), parameters=[FORMAT])
+    def get(self, request, challenge_slug: str, format=None):
+        return super().get(request, challenge_slug, format)
+
 
 class ProgressView(APIView):
     """Per category: stimuli, fewest and most ratings so far, and sessions; plus the target."""
 
     permission_classes = [IsOrganizer]
 
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, challenge_slug: str):
         challenge = get_object_or_404(Challenge, slug=challenge_slug)
         test = getattr(challenge, "listening_test", None)
