@@ -242,6 +242,7 @@ def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         quality=request.POST.get("quality", ""),
         fit=request.POST.get("fit", ""),
         key=request.POST.get("key", ""),
+        require_heard=True,
     )
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"created": created, "quality": rating.quality, "fit": rating.fit})
@@ -318,6 +319,7 @@ def rate_diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> 
         request.POST.get("token", ""),
         diversity=request.POST.get("diversity", ""),
         key=request.POST.get("key", ""),
+        require_heard=True,
     )
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"created": created, "diversity": rating.diversity})

@@ -76,6 +76,13 @@ def test_a_rater_goes_from_invitation_to_the_end(listening):
             # A reload shows the same trial under a fresh key: nothing was answered yet.
             again = _trial_form(client.get(f"/listen/{listening.slug}/").content.decode())
             assert again["token"] == form["token"] and again["key"] != form["key"]
+            if answered == 0:
+                # The page refuses an answer to a sound the browser never fetched.
+                response = client.post(
+                    f"/listen/{listening.slug}/rate/", {**form, "quality": "7", "fit": "6"}
+                )
+                assert response.status_code == 409 and b"listen to the sound" in response.content
+            client.get(f"/listen/{listening.slug}/audio/{form['token']}/")
             response = client.post(
                 f"/listen/{listening.slug}/rate/", {**form, "quality": "7", "fit": "6"}
             )
