@@ -34,6 +34,8 @@ def test_simulated_raters_give_scoring_real_results():
     passing = Counter(sessions.exclude(pk__in=failing).values_list("category_id", flat=True))
     assert sorted(passing.values()) == [4, 4, 4]
     assert sessions.count() == 12 + len(failing)
+    progress = selectors.stimulus_progress(challenge)
+    assert {row["usable"] for row in progress} == {4} and all(row["reached"] for row in progress)
     assert Rating.objects.count() == counts["ratings"] == sessions.count() * 16
 
     result = score(collect_inputs(challenge), Rules(bootstrap=20))
