@@ -275,7 +275,8 @@ def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 
 @rater_view
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
-    return delivery.audio_response(services.audio_for_token(rater, token))
+    audio_file = services.audio_for_token(rater, token)
+    return delivery.audio_response(audio_file, request.headers.get("Range", ""))
 
 
 @rater_view

@@ -226,6 +226,24 @@ def test_audio_reveals_nothing_about_what_it_is(listening):
     )
 
 
+def test_audio_is_served_in_byte_ranges(listening):
+    client, rater = _join(listening)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    trial = services.next_session(rater).session.trials.first()
+    url = f"/listen/{listening.slug}/audio/{trial.token}/"
+    whole = client.get(url).content
+    size = len(whole)
+    part = client.get(url, HTTP_RANGE="bytes=0-1")
+    assert part.status_code == 206 and part.content == whole[:2]
+    assert part["Content-Range"] == f"bytes 0-1/{size}" and part["Accept-Ranges"] == "bytes"
+    tail = client.get(url, HTTP_RANGE="bytes=100-")
+    assert tail.status_code == 206 and tail.content == whole[100:]
+    suffix = client.get(url, HTTP_RANGE="bytes=-10")
+    assert suffix.content == whole[-10:]
+    assert client.get(url, HTTP_RANGE=f"bytes={size}-").status_code == 416
+
+
 def test_loudness_alignment_can_be_turned_off(listening):
     test = services.listening_test(listening)
     test.loudness_alignment = False
