@@ -13,8 +13,9 @@ import soundfile as sf
 from django.test import Client
 
 from raters import services
-from raters.models import CategorySession, ListeningTest, Rater, Rating, Trial
+from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulus, Trial
 from stimuli.audio import integrated_loudness
+from stimuli.models import Clip
 from tests.listening_setup import answer_session, build_listening_challenge
 
 pytestmark = pytest.mark.django_db
@@ -382,3 +383,22 @@ def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
     services.next_session(member)
     with pytest.raises(services.ListeningError):
         services.diversity_trials(member)
+
+
+def test_organizers_pick_stimuli_by_hand_in_the_admin(admin_client):
+    challenge = build_listening_challenge(slug="by-hand")
+    clip = Clip.objects.filter(challenge=challenge, role="system").exclude(stimuli__isnull=False)
+    clip = clip.first() or Clip.objects.filter(challenge=challenge, role="system").first()
+    Stimulus.objects.filter(clip=clip).delete()
+    response = admin_client.post("/admin/raters/stimulus/add/", {"clip": clip.pk, "position": 3})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    stimulus = Stimulus.objects.get(clip=clip)
+    assert (stimulus.challenge, stimulus.category, stimulus.system) == (
+        challenge,
+        clip.category,
+        clip.system,
+    )
+    # A development clip is not a system's sound: the form refuses it.
+    dev = Clip.objects.filter(challenge=challenge, role="development").first()
+    response = admin_client.post("/admin/raters/stimulus/add/", {"clip": dev.pk, "position": 0})
+    assert response.status_code == 200 and not Stimulus.objects.filter(clip=dev).exists()
