@@ -134,12 +134,16 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
 
 
 def _familiarization_pool(challenge: Challenge, category: Category) -> set[int]:
+    """The category's examples: development clips spread evenly over the set (uploads are often
+    ordered by name, so the first few could all be alike), the same for every rater."""
     test = listening_test(challenge)
-    return set(
+    ids = list(
         Clip.objects.filter(category=category, role=Clip.Role.DEVELOPMENT)
         .order_by("id")
-        .values_list("pk", flat=True)[: test.familiarization_clips]
+        .values_list("pk", flat=True)
     )
+    n = min(test.familiarization_clips, len(ids))
+    return {ids[int((k + 0.5) * len(ids) / n)] for k in range(n)}
 
 
 def build_diversity_items(challenge: Challenge, *, progress=None) -> int:
