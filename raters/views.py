@@ -131,6 +131,9 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             },
         )
     trial = services.next_trial(session)
+    if trial is None:  # every trial answered: the session closes on its last answer
+        CategorySession.objects.filter(pk=session.pk).update(state=CategorySession.State.CLOSED)
+        return redirect("raters:home", slug=challenge.slug)
     trials = list(session.trials.order_by("position").values_list("position", "token"))
     following = next((t for p, t in trials if p > trial.position), None)
     return render(
