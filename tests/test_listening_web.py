@@ -15,7 +15,7 @@ from django.test import Client
 from raters import services
 from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulus, Trial
 from stimuli.audio import integrated_loudness
-from stimuli.models import Clip
+from stimuli.models import Clip, Job
 from tests.listening_setup import answer_session, build_listening_challenge
 
 pytestmark = pytest.mark.django_db
@@ -333,6 +333,13 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
     )
     organizer_client.post(f"{url}open/", {"open": "0"})
     assert not services.listening_test(listening).is_open
+    # Prepare runs as a job (in-process here, without a broker) and changes nothing twice.
+    anchors = listening.anchors.count()
+    organizer_client.post(f"{url}prepare/")
+    job = Job.objects.get(challenge=listening, kind=Job.Kind.PREPARE_LISTENING)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert job.result["anchors_added"] == 0 and listening.anchors.count() == anchors
+    assert f"Preparation #{job.pk}" in organizer_client.get(url).content.decode()
 
 
 def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
