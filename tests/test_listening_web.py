@@ -139,6 +139,7 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
 
 def test_strangers_see_nothing(listening):
     client = Client()
+    assert f"/listen/{listening.slug}/" in client.get("/").content.decode()  # the open test
     response = client.get(f"/listen/{listening.slug}/")
     assert response.status_code == 403 and b"invitation link" in response.content
     trial_token = Trial.objects.values_list("token", flat=True).first()
