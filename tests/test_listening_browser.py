@@ -127,3 +127,42 @@ def test_an_organizer_rates_diversity(live_server, chromium_path, organizer, tmp
     assert items == 4
     assert DiversityRating.objects.filter(trial__rater=rater).count() == 4
     assert sorted(DiversityRating.objects.values_list("diversity", flat=True)) == [3, 4, 5, 6]
+
+
+def test_a_crowd_worker_ends_at_the_completion_url(live_server, chromium_path):
+    challenge = build_listening_challenge(
+        slug="browser-crowd",
+        categories=2,
+        clips_per_system=1,
+        anchors_per_session=3,
+        familiarization_clips=1,
+        categories_min=1,
+        completion_url=f"{live_server.url}/?cc=C0MPLETE",
+    )
+    services.set_open(challenge, True)
+    key = services.listening_test(challenge).crowd_key
+    link = f"{live_server.url}/listen/{challenge.slug}/crowd/{key}/"
+    with chromium_page(chromium_path) as page:
+        page.goto(f"{link}?PROLIFIC_PID=abc123&STUDY_ID=s1&SESSION_ID=x9")
+        page.check("#agree")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        page.eval_on_selector_all("ol.examples audio", "els => els.forEach(a => a.play())")
+        page.wait_for_selector("#start:not([disabled])")
+        with page.expect_navigation():
+            page.click("#start")
+        while page.query_selector("form[data-listening]"):
+            _listen_to_the_end(page)
+            page.fill("#quality-scale", "5")
+            page.fill("#fit-scale", "5")
+            with page.expect_navigation():
+                page.click("#next")
+        with page.expect_navigation():
+            page.click("text=Finish")
+        assert page.url == f"{live_server.url}/?cc=C0MPLETE"
+    rater = Rater.objects.get(challenge=challenge, participant_id="abc123")
+    assert (rater.study_id, rater.crowd_session_id) == ("s1", "x9")
+    assert rater.finished_at is not None
+    assert Rating.objects.filter(trial__session__rater=rater).count() == 5
