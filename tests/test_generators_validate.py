@@ -236,3 +236,10 @@ def test_category_names_and_seeds():
     assert derive_seed(0, "rain", 60) == derive_seed(0, "rain", 60)
     assert derive_seed(0, "rain", 60) != derive_seed(0, "rain", 61)
     assert OutputSpec(16000, 2.0, 2).shape(3) == (3, 2, 32000)
+
+
+def test_ignoring_the_seed_is_a_warning():
+    report = check("unseeded")
+    assert report.ok  # valid output; a GPU model may not be bit-exact either
+    assert [w.code for w in report.warnings] == ["not_deterministic"]
+    assert "resumed job" in report.warnings[0].message
