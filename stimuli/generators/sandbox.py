@@ -234,11 +234,11 @@ def enforcement(use_gpu: bool | None = None) -> dict[str, str]:
         + ("" if gpu else ", RLIMIT_AS on the address space"),
         "network": "; ".join(network),
         "filesystem": (
-            f"Landlock ABI {abi}: reads limited to system, Python and the generator's code, "
-            "writes to its scratch folder; audit hook reports Python writes outside it"
+            f"Landlock ABI {abi}: reads system, Python and own code only, writes scratch only; "
+            "audit hook reports writes outside"
             if abi >= 1
-            else "audit hook refuses Python writes outside the scratch folder (not enforced "
-            "for C code: no Landlock on this kernel)"
+            else "audit hook refuses Python writes outside scratch (C code not covered: "
+            "no Landlock here)"
         ),
         "environment": "stripped: no database, broker, settings or secrets",
     }
