@@ -1,0 +1,428 @@
+"""The listening test: its settings, what is heard (stimuli and hidden anchors), who hears it
+(raters), and what they answered (category sessions of trials and their ratings, and diversity
+ratings).
+
+Everything a browser sees of a trial is an opaque random token; which system, team, track or
+anchor type stands behind it stays in these rows.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from stimuli.models import AudioFile, Category, Challenge, Clip, System, Team
+
+ANCHOR_KINDS = ("hq_goodfit", "hq_poorfit", "lq_poorfit")
+TRIAL_ROLES = ("trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit")
+
+
+def new_token() -> str:
+    # 128 random bits: not guessable, and unrelated to anything it stands for.
+    return secrets.token_urlsafe(16)
+
+
+def new_rater_code() -> str:
+    return "R" + secrets.token_hex(4).upper()
+
+
+def new_seed() -> int:
+    return secrets.randbits(62)
+
+
+class ListeningTest(models.Model):
+    """The listening-test settings of one challenge (the DCASE 2023 Task 7 values by default)."""
+
+    challenge = models.OneToOneField(
+        Challenge, on_delete=models.CASCADE, related_name="listening_test"
+    )
+    is_open = models.BooleanField(default=False, help_text="Raters can start and answer trials.")
+    categories_min = models.PositiveSmallIntegerField(
+        default=4, help_text="Categories every rater is given."
+    )
+    categories_max = models.PositiveSmallIntegerField(
+        default=7, help_text="Categories a rater may rate at most."
+    )
+    target_ratings = models.PositiveSmallIntegerField(
+        default=10, help_text="Independent ratings wanted per stimulus."
+    )
+    anchors_per_session = models.PositiveSmallIntegerField(
+        default=12, help_text="Hidden quality checks per category session, a third of each type."
+    )
+    familiarization_clips = models.PositiveSmallIntegerField(
+        default=6, help_text="Development clips heard before the trials of a category."
+    )
+    loudness_alignment = models.BooleanField(
+        default=True, help_text="Bring every stimulus to the target integrated loudness."
+    )
+    target_lufs = models.FloatField(default=-27.0, help_text="Target integrated loudness (LUFS).")
+    diversity_gap_s = models.FloatField(
+        default=0.5, help_text="Silence between the sounds of a diversity file (seconds)."
+    )
+    completion_url = models.URLField(
+        blank=True, help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific)."
+    )
+    crowd_key = models.CharField(max_length=32, default=new_token, unique=True, editable=False)
+    consent_text = models.TextField(blank=True)
+    instructions_text = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(categories_min__gte=1)
+                & Q(categories_max__gte=models.F("categories_min")),
+                name="listening_categories_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(target_ratings__gte=1) & Q(target_ratings__lte=1000),
+                name="listening_target_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(anchors_per_session__in=list(range(0, 61, 3))),
+                name="listening_anchors_multiple_of_three",
+            ),
+            models.CheckConstraint(
+                condition=Q(familiarization_clips__lte=30), name="listening_familiarization_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(target_lufs__gte=-70) & Q(target_lufs__lte=-5),
+                name="listening_target_lufs_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(diversity_gap_s__gte=0) & Q(diversity_gap_s__lte=5),
+                name="listening_gap_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Listening test of {self.challenge}"
+
+
+class Stimulus(models.Model):
+    """One system clip in the listening test (a finalist's medoid, or chosen by hand)."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="stimuli")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="stimuli")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="stimuli")
+    clip = models.ForeignKey(Clip, on_delete=models.CASCADE, related_name="stimuli")
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "stimuli"
+        ordering = ["category", "system", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "clip"], name="stimulus_clip_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"stimulus {self.system} {self.category.slug} {self.position}"
+
+    @property
+    def code(self) -> str:
+        """The stimulus column of the export: stable, and names the system for organizers."""
+        return f"{self.system.name}/{self.category.slug}/{self.clip_id}"
+
+
+class Anchor(models.Model):
+    """A hidden quality check for sessions of `category`; `audio` is what raters hear."""
+
+    class Kind(models.TextChoices):
+        HQ_GOODFIT = "hq_goodfit", "High quality, good fit"
+        HQ_POORFIT = "hq_poorfit", "High quality, poor fit"
+        LQ_POORFIT = "lq_poorfit", "Low quality, poor fit"
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="anchors")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="anchors")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    source = models.ForeignKey(Clip, on_delete=models.CASCADE, related_name="anchor_uses")
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="anchor_uses")
+
+    class Meta:
+        ordering = ["category", "kind", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=ANCHOR_KINDS), name="anchor_kind_valid"),
+            models.UniqueConstraint(
+                fields=["category", "kind", "source"], name="anchor_source_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"anchor {self.kind} for {self.category.slug}"
+
+
+class Rater(models.Model):
+    """Someone who listens: a participant account, an invited listener or a crowd worker."""
+
+    class Kind(models.TextChoices):
+        PARTICIPANT = "participant", "Participant account"
+        INVITED = "invited", "Invited listener"
+        CROWD = "crowd", "Crowd-sourced"
+        ORGANIZER = "organizer", "Organizer"
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="raters")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="raters",
+    )
+    team = models.ForeignKey(
+        Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="raters"
+    )
+    code = models.CharField(max_length=16, unique=True, default=new_rater_code, editable=False)
+    index = models.PositiveIntegerField(help_text="Order of enrolment in the challenge.")
+    access_key = models.CharField(max_length=32, unique=True, default=new_token, editable=False)
+    participant_id = models.CharField(max_length=64, blank=True)
+    study_id = models.CharField(max_length=64, blank=True)
+    crowd_session_id = models.CharField(max_length=64, blank=True)
+    label = models.CharField(max_length=120, blank=True, help_text="Organizers' note.")
+    diversity_role = models.BooleanField(
+        default=False, help_text="Rates diversity only (an organizer who rates no quality or fit)."
+    )
+    consented_at = models.DateTimeField(null=True, blank=True)
+    instructed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["challenge", "index"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["participant", "invited", "crowd", "organizer"]),
+                name="rater_kind_valid",
+            ),
+            models.UniqueConstraint(fields=["challenge", "index"], name="rater_index_unique"),
+            models.UniqueConstraint(
+                fields=["challenge", "user"],
+                condition=Q(user__isnull=False),
+                name="rater_user_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["challenge", "participant_id"],
+                condition=~Q(participant_id=""),
+                name="rater_participant_unique",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind="crowd") | ~Q(participant_id=""),
+                name="rater_crowd_has_participant_id",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind__in=["participant", "organizer"]) | Q(user__isnull=False),
+                name="rater_account_has_user",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class CategorySession(models.Model):
+    """One rater's trials of one category, in an order fixed by `seed` and `latin_row`."""
+
+    class State(models.TextChoices):
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="sessions")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="sessions")
+    order = models.PositiveSmallIntegerField(help_text="Place among the rater's categories.")
+    ordinal = models.PositiveIntegerField(help_text="How many sessions of the category came first.")
+    seed = models.BigIntegerField(default=new_seed)
+    latin_row = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.OPEN)
+    familiarized_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rater", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["rater", "category"], name="session_category_unique"),
+            models.UniqueConstraint(fields=["rater", "order"], name="session_order_unique"),
+            models.UniqueConstraint(fields=["category", "ordinal"], name="session_ordinal_unique"),
+            models.CheckConstraint(
+                condition=Q(state__in=["open", "closed"]), name="session_state_valid"
+            ),
+            models.CheckConstraint(condition=Q(seed__gte=0), name="session_seed_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"session {self.pk} ({self.rater.code}, {self.category.slug})"
+
+    @property
+    def code(self) -> str:
+        return f"{self.rater.code}-{self.pk}"
+
+
+class FamiliarizationClip(models.Model):
+    """A development clip heard before the trials of a session open."""
+
+    session = models.ForeignKey(
+        CategorySession, on_delete=models.CASCADE, related_name="familiarization"
+    )
+    position = models.PositiveSmallIntegerField()
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="+")
+    token = models.CharField(max_length=32, unique=True, default=new_token)
+    served_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "position"], name="familiarization_position_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"familiarization {self.position} of {self.session}"
+
+
+class Trial(models.Model):
+    """One item of a session: a stimulus or a hidden anchor, heard through `token` only."""
+
+    class Role(models.TextChoices):
+        TRIAL = "trial", "Trial"
+        ANCHOR_HQ_GOODFIT = "anchor_hq_goodfit", "Anchor: high quality, good fit"
+        ANCHOR_HQ_POORFIT = "anchor_hq_poorfit", "Anchor: high quality, poor fit"
+        ANCHOR_LQ_POORFIT = "anchor_lq_poorfit", "Anchor: low quality, poor fit"
+
+    session = models.ForeignKey(CategorySession, on_delete=models.CASCADE, related_name="trials")
+    position = models.PositiveSmallIntegerField()
+    role = models.CharField(max_length=20, choices=Role.choices)
+    stimulus = models.ForeignKey(
+        Stimulus, on_delete=models.PROTECT, null=True, blank=True, related_name="trials"
+    )
+    anchor = models.ForeignKey(
+        Anchor, on_delete=models.PROTECT, null=True, blank=True, related_name="trials"
+    )
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="+")
+    token = models.CharField(max_length=32, unique=True, default=new_token)
+    served_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="trial_position_unique"),
+            models.CheckConstraint(condition=Q(role__in=TRIAL_ROLES), name="trial_role_valid"),
+            # A trial is a stimulus; an anchor role always names its anchor, never a stimulus.
+            models.CheckConstraint(
+                condition=(Q(role="trial") & Q(stimulus__isnull=False) & Q(anchor__isnull=True))
+                | (~Q(role="trial") & Q(stimulus__isnull=True) & Q(anchor__isnull=False)),
+                name="trial_stimulus_or_anchor",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"trial {self.position} of {self.session}"
+
+
+class Rating(models.Model):
+    """The answer to one trial; a second answer to the same trial cannot exist."""
+
+    trial = models.OneToOneField(Trial, on_delete=models.CASCADE, related_name="rating")
+    quality = models.PositiveSmallIntegerField()
+    fit = models.PositiveSmallIntegerField()
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quality__gte=0) & Q(quality__lte=10), name="rating_quality_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(fit__gte=0) & Q(fit__lte=10), name="rating_fit_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"rating q={self.quality} f={self.fit} of {self.trial}"
+
+
+class DiversityItem(models.Model):
+    """One system's sounds of one category played in sequence as one file (rendered by a worker)."""
+
+    challenge = models.ForeignKey(
+        Challenge, on_delete=models.CASCADE, related_name="diversity_items"
+    )
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="diversity_items")
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="diversity_items")
+    audio = models.ForeignKey(
+        AudioFile, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    n_sounds = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["category", "system"]
+        constraints = [
+            models.UniqueConstraint(fields=["system", "category"], name="diversity_item_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"diversity {self.system.public_id} {self.category.slug}"
+
+
+class DiversityTrial(models.Model):
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="diversity_trials")
+    item = models.ForeignKey(DiversityItem, on_delete=models.PROTECT, related_name="trials")
+    position = models.PositiveSmallIntegerField()
+    token = models.CharField(max_length=32, unique=True, default=new_token)
+    served_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rater", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rater", "position"], name="diversity_trial_position_unique"
+            ),
+            models.UniqueConstraint(fields=["rater", "item"], name="diversity_trial_item_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"diversity trial {self.position} of {self.rater}"
+
+
+class DiversityRating(models.Model):
+    trial = models.OneToOneField(DiversityTrial, on_delete=models.CASCADE, related_name="rating")
+    diversity = models.PositiveSmallIntegerField()
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(diversity__gte=0) & Q(diversity__lte=10),
+                name="diversity_rating_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"diversity {self.diversity} of {self.trial}"
+
+
+class DeliveredAudio(models.Model):
+    """A sound as raters receive it: 16-bit WAV at the challenge rate, loudness-aligned or not."""
+
+    source = models.ForeignKey(AudioFile, on_delete=models.CASCADE, related_name="deliveries")
+    aligned = models.BooleanField()
+    target_lufs = models.FloatField(default=0.0, help_text="Used only when aligned.")
+    sample_rate = models.PositiveIntegerField()
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="+")
+    gain_db = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "aligned", "target_lufs", "sample_rate"],
+                name="delivered_audio_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} as delivered"

@@ -246,6 +246,7 @@ class Job(models.Model):
         PUBLISH_RESULTS = "publish_results", "Publish results"
         GENERATE = "generate", "Clip generation"
         VALIDATE_GENERATOR = "validate_generator", "Generator validation"
+        PREPARE_LISTENING = "prepare_listening", "Prepare the listening test"
 
     challenge = models.ForeignKey(
         Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="jobs"

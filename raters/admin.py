@@ -1,0 +1,72 @@
+from django.contrib import admin
+
+from stimuli.models import Clip
+
+from .models import (
+    Anchor,
+    CategorySession,
+    DiversityItem,
+    ListeningTest,
+    Rater,
+    Rating,
+    Stimulus,
+)
+
+
+@admin.register(ListeningTest)
+class ListeningTestAdmin(admin.ModelAdmin):
+    list_display = ["challenge", "is_open", "categories_min", "categories_max", "target_ratings"]
+
+
+@admin.register(Stimulus)
+class StimulusAdmin(admin.ModelAdmin):
+    """Organizers pick a stimulus set by hand here while no medoids exist."""
+
+    list_display = ["challenge", "category", "system", "position", "clip"]
+    list_filter = ["challenge", "category__slug", "system__track__code"]
+    raw_id_fields = ["clip"]
+    fields = ["clip", "position"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "clip":
+            kwargs["queryset"] = Clip.objects.filter(role=Clip.Role.SYSTEM)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        # The clip decides the rest, so the set cannot disagree with it.
+        obj.challenge_id = obj.clip.challenge_id
+        obj.category_id = obj.clip.category_id
+        obj.system_id = obj.clip.system_id
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Anchor)
+class AnchorAdmin(admin.ModelAdmin):
+    list_display = ["challenge", "category", "kind", "source"]
+    list_filter = ["challenge", "kind"]
+    raw_id_fields = ["source", "audio"]
+
+
+@admin.register(Rater)
+class RaterAdmin(admin.ModelAdmin):
+    list_display = ["code", "challenge", "kind", "user", "team", "diversity_role", "created_at"]
+    list_filter = ["challenge", "kind", "diversity_role"]
+    readonly_fields = ["code", "index", "access_key"]
+
+
+@admin.register(CategorySession)
+class CategorySessionAdmin(admin.ModelAdmin):
+    list_display = ["id", "rater", "category", "order", "state", "created_at"]
+    list_filter = ["state"]
+    readonly_fields = ["seed", "latin_row", "ordinal"]
+
+
+@admin.register(Rating)
+class RatingAdmin(admin.ModelAdmin):
+    list_display = ["trial", "quality", "fit", "created_at"]
+    readonly_fields = ["trial", "quality", "fit", "idempotency_key"]
+
+
+@admin.register(DiversityItem)
+class DiversityItemAdmin(admin.ModelAdmin):
+    list_display = ["challenge", "system", "category", "n_sounds"]

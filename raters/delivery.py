@@ -1,0 +1,151 @@
+"""Audio as raters receive it: one format, loudness-aligned, with nothing that identifies it.
+
+Every sound is delivered as a bare 16-bit PCM WAV at the challenge's rate (the canonical encoding
+carries no metadata chunks), brought to one integrated loudness unless the organizers turned that
+off, and served with the same headers whatever it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+from django.db import IntegrityError, transaction
+from django.http import HttpResponse
+
+from stimuli import storage
+from stimuli.audio import decode_wav, encode_wav, integrated_loudness, resample
+from stimuli.models import AudioFile
+
+from .models import DeliveredAudio, ListeningTest
+
+# Aligned audio never exceeds this peak; a quiet clip that would clip is turned down instead.
+PEAK_CEILING = 10 ** (-1 / 20)
+
+
+def store_samples(samples: np.ndarray, sample_rate: int) -> AudioFile:
+    """Store float samples [frames, channels] as a canonical 16-bit WAV; one row per sound."""
+    if samples.ndim == 1:
+        samples = samples[:, None]
+    data = encode_wav(samples, sample_rate, 16)
+    sha = hashlib.sha256(data).hexdigest()
+    existing = AudioFile.objects.filter(sha256=sha).first()
+    if existing:
+        return existing
+    name = storage.put_audio(sha, data)
+    stored = np.clip(np.round(samples * 32768), -32768, 32767) / 32768.0
+    peak = float(np.max(np.abs(stored))) if stored.size else 0.0
+    try:
+        with transaction.atomic():
+            return AudioFile.objects.create(
+                sha256=sha,
+                file=name,
+                size_bytes=len(data),
+                sample_rate=sample_rate,
+                channels=samples.shape[1],
+                bit_depth=16,
+                frames=samples.shape[0],
+                duration_s=samples.shape[0] / sample_rate,
+                loudness_lufs=integrated_loudness(stored, sample_rate) if peak > 0 else None,
+                peak_dbfs=20 * math.log10(peak) if peak > 0 else None,
+                is_silent=peak < 1e-4,
+                is_clipped=False,
+            )
+    except IntegrityError:  # stored concurrently by another worker
+        return AudioFile.objects.get(sha256=sha)
+
+
+def load_samples(audio: AudioFile) -> tuple[np.ndarray, int]:
+    samples, rate = decode_wav(storage.read_audio(audio.file))
+    return samples.astype(np.float64), rate
+
+
+def align(samples: np.ndarray, sample_rate: int, target_lufs: float) -> tuple[np.ndarray, float]:
+    """Gain the samples to `target_lufs` (pyloudnorm, ITU-R BS.1770), peak-limited; returns the
+    samples and the gain applied in dB."""
+    loudness = integrated_loudness(samples, sample_rate)
+    if loudness is None:
+        return samples, 0.0
+    gain_db = target_lufs - loudness
+    gain = 10 ** (gain_db / 20)
+    peak = float(np.max(np.abs(samples))) * gain
+    if peak > PEAK_CEILING:
+        gain *= PEAK_CEILING / peak
+        gain_db = 20 * math.log10(gain)
+    return samples * gain, gain_db
+
+
+def delivered_audio(source: AudioFile, test: ListeningTest) -> AudioFile:
+    """The delivered version of `source` under the test's settings, rendered once and cached."""
+    rate = test.challenge.sample_rate
+    aligned = test.loudness_alignment
+    target = float(test.target_lufs) if aligned else 0.0
+    found = (
+        DeliveredAudio.objects.filter(
+            source=source, aligned=aligned, target_lufs=target, sample_rate=rate
+        )
+        .select_related("audio")
+        .first()
+    )
+    if found:
+        return found.audio
+    samples, source_rate = load_samples(source)
+    if source_rate != rate:
+        samples = resample(samples, source_rate, rate)
+    gain_db = 0.0
+    if aligned:
+        samples, gain_db = align(samples, rate, target)
+    audio = store_samples(samples, rate)
+    try:
+        with transaction.atomic():
+            DeliveredAudio.objects.create(
+                source=source,
+                aligned=aligned,
+                target_lufs=target,
+                sample_rate=rate,
+                audio=audio,
+                gain_db=gain_db,
+            )
+    except IntegrityError:
+        pass  # rendered concurrently: the same bytes, already recorded
+    return audio
+
+
+def audio_response(audio: AudioFile) -> HttpResponse:
+    """The one way stimuli leave the server: same type, caching and (for equal durations) size;
+    no file name, date or content tag that could tell two stimuli apart."""
+    data = storage.read_audio(audio.file)
+    response = HttpResponse(data, content_type="audio/wav")
+    response["Cache-Control"] = "private, max-age=86400"
+    response["Content-Length"] = str(len(data))
+    return response
+
+
+def degrade(samples: np.ndarray, sample_rate: int, seed: int) -> np.ndarray:
+    """A low-quality anchor: heavily low-passed (600 Hz), noised at 0 dB SNR, coarsely quantised."""
+    rng = np.random.default_rng(seed)
+    frames = samples.shape[0]
+    spectrum = np.fft.rfft(samples, axis=0)
+    freqs = np.fft.rfftfreq(frames, 1 / sample_rate)
+    spectrum[freqs > 600] = 0
+    low = np.fft.irfft(spectrum, n=frames, axis=0)
+    power = float(np.mean(low**2)) or 1e-6
+    noisy = low + rng.standard_normal(low.shape) * math.sqrt(power)
+    noisy = np.round(noisy * 16) / 16  # 5-bit grid: audible distortion
+    peak = float(np.max(np.abs(noisy))) or 1.0
+    return 0.5 * noisy / peak
+
+
+def concatenate(parts: list[np.ndarray], sample_rate: int, gap_s: float) -> np.ndarray:
+    """Sounds one after another with `gap_s` of silence between them."""
+    if not parts:
+        raise ValueError("nothing to concatenate")
+    channels = parts[0].shape[1]
+    gap = np.zeros((round(gap_s * sample_rate), channels))
+    pieces: list[np.ndarray] = []
+    for n, part in enumerate(parts):
+        if n:
+            pieces.append(gap)
+        pieces.append(part)
+    return np.concatenate(pieces)

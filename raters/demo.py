@@ -1,0 +1,129 @@
+"""The listening test of the demo challenge: opened from its medoids, and rated by simulated
+raters who go through the same services as people in the browser."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from stimuli.models import Challenge, Medoid, Team
+from stimuli.permissions import ORGANIZERS_GROUP
+
+from . import services
+from .models import Anchor, Rater, Stimulus
+
+# What an attentive rater answers for each anchor type (quality, fit).
+ANCHOR_ANSWERS = {
+    "anchor_hq_goodfit": (8.5, 8.5),
+    "anchor_hq_poorfit": (8.0, 1.5),
+    "anchor_lq_poorfit": (1.5, 2.0),
+}
+
+
+def open_listening_test(challenge: Challenge) -> None:
+    """Stimuli from the medoids (or, with none, the first clips of each system), anchors, rendered
+    audio and diversity files; then open the test (the challenge moves to its listening phase)."""
+    services.listening_test(challenge)
+    if (
+        not Medoid.objects.filter(challenge=challenge, system__is_finalist=True).exists()
+        and not Stimulus.objects.filter(challenge=challenge).exists()
+    ):
+        services.pick_stimuli(challenge)
+    services.prepare(challenge)
+    services.set_open(challenge, True)
+
+
+def _true_scores(name: str) -> tuple[float, float]:
+    digest = hashlib.sha256(name.encode()).digest()
+    return 3.5 + 5 * digest[0] / 255, 3.5 + 5 * digest[1] / 255
+
+
+def _answer(rng: random.Random, role: str, system: str, careless: bool) -> tuple[int, int]:
+    if careless:
+        return rng.randint(0, 10), rng.randint(0, 10)
+    if role == "trial":
+        quality, fit = _true_scores(system)
+    else:
+        quality, fit = ANCHOR_ANSWERS[role]
+
+    def clip(x: float) -> int:
+        return max(0, min(10, round(x + rng.gauss(0, 0.9))))
+
+    return clip(quality), clip(fit)
+
+
+def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -> dict:
+    """Enrol raters and answer every session they are assigned, through the real services.
+
+    The first rater belongs to a team that has a system in the test (its self-ratings are
+    removed at scoring); the last two answer carelessly (their sessions fail the checks). Two
+    organizers with the diversity role rate every diversity file.
+    """
+    rng = random.Random(seed)
+    User = get_user_model()
+    test = services.listening_test(challenge)
+    if not test.is_open:
+        open_listening_test(challenge)
+    owner_team = (
+        Team.objects.filter(systems__stimuli__challenge=challenge)
+        .distinct()
+        .order_by("name")
+        .first()
+    )
+    careless = set(range(max(0, n_raters - 2), n_raters)) if n_raters >= 4 else set()
+    counts = {"raters": 0, "sessions": 0, "ratings": 0, "diversity_ratings": 0}
+    for n in range(n_raters):
+        if n == 0:
+            name = f"{challenge.slug[:20]}-member-{seed}"
+            user = User.objects.filter(username=name).first() or User.objects.create_user(name)
+            rater = services.enrol_user(challenge, user, team=owner_team)
+        elif n % 2:
+            rater = services.enrol_crowd(
+                challenge, test.crowd_key, participant_id=f"sim{seed}x{n}", study_id="demo"
+            )
+        else:
+            rater = services.invite(challenge, label=f"simulated listener {n}")
+        counts["raters"] += 1
+        services.record_consent(rater)
+        services.record_instructions(rater)
+        while True:
+            step = services.next_session(rater)
+            if step.session is None:
+                break
+            session = step.session
+            services.complete_familiarization(session, require_heard=False)
+            counts["sessions"] += 1
+            trial = services.next_trial(session)
+            while trial is not None:
+                system = trial.stimulus.system.name if trial.stimulus_id else ""
+                quality, fit = _answer(rng, trial.role, system, n in careless)
+                key = f"sim-{trial.token}"
+                services.save_rating(rater, trial.token, quality=quality, fit=fit, key=key)
+                counts["ratings"] += 1
+                trial = services.next_trial(session)
+        services.finish(rater)
+    organizers = Group.objects.get_or_create(name=ORGANIZERS_GROUP)[0]
+    for k in range(2):
+        name = f"{challenge.slug[:20]}-diversity-{k}"
+        user = User.objects.filter(username=name).first()
+        if user is None:
+            user = User.objects.create_user(name)
+            user.set_unusable_password()
+            user.save()
+        user.groups.add(organizers)
+        rater = services.enrol_organizer_for_diversity(challenge, user)
+        for trial in services.diversity_trials(rater):
+            if hasattr(trial, "rating"):
+                continue
+            true = sum(_true_scores(trial.item.system.name)) / 2
+            value = max(0, min(10, round(true + rng.gauss(0, 1))))
+            services.save_diversity_rating(
+                rater, trial.token, diversity=value, key=f"sim-{trial.token}"
+            )
+            counts["diversity_ratings"] += 1
+    counts["anchors"] = Anchor.objects.filter(challenge=challenge).count()
+    counts["raters_total"] = Rater.objects.filter(challenge=challenge).count()
+    return counts

@@ -1,0 +1,228 @@
+"""Organizers' pages of the listening test: settings, preparation, opening and closing,
+enrolment links, monitoring, and the CSV export."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from stimuli.models import Challenge, Job, Team
+from stimuli.permissions import organizer_required
+
+from . import selectors, services
+from .models import ListeningTest, Rater
+
+
+class SettingsForm(forms.ModelForm):
+    completion_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific).",
+    )
+
+    class Meta:
+        model = ListeningTest
+        fields = [
+            "categories_min",
+            "categories_max",
+            "target_ratings",
+            "anchors_per_session",
+            "familiarization_clips",
+            "loudness_alignment",
+            "target_lufs",
+            "diversity_gap_s",
+            "completion_url",
+            "consent_text",
+            "instructions_text",
+        ]
+        widgets = {
+            "consent_text": forms.Textarea(attrs={"rows": 3}),
+            "instructions_text": forms.Textarea(attrs={"rows": 3}),
+        }
+
+    def clean(self):
+        data = super().clean()
+        low, high = data.get("categories_min"), data.get("categories_max")
+        if low is not None and high is not None and low > high:
+            raise ValidationError("The minimum number of categories exceeds the maximum.")
+        anchors = data.get("anchors_per_session")
+        if anchors is not None and anchors % 3:
+            self.add_error("anchors_per_session", "Use a multiple of 3 (one third of each type).")
+        return data
+
+
+class InviteForm(forms.Form):
+    label = forms.CharField(max_length=120, required=False)
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), required=False)
+
+    def __init__(self, *args, challenge: Challenge, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = Team.objects.filter(challenge=challenge)
+
+
+class AccountForm(InviteForm):
+    username = forms.CharField(max_length=150)
+    password = forms.CharField(min_length=8, widget=forms.PasswordInput)
+
+
+def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
+    test = services.listening_test(challenge)
+    crowd_url = request.build_absolute_uri(
+        reverse("raters:crowd", args=[challenge.slug, test.crowd_key])
+    )
+    return {
+        "challenge": challenge,
+        "test": test,
+        "form": SettingsForm(instance=test),
+        "invite_form": InviteForm(challenge=challenge),
+        "account_form": AccountForm(challenge=challenge),
+        "crowd_url": crowd_url + "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
+        "&SESSION_ID={{%SESSION_ID%}}",
+        "invited": Rater.objects.filter(challenge=challenge, kind=Rater.Kind.INVITED),
+        "jobs": Job.objects.filter(challenge=challenge, kind=Job.Kind.PREPARE_LISTENING)[:3],
+        "n_stimuli": challenge.stimuli.count(),
+        "n_anchors": challenge.anchors.count(),
+        "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),
+        **_progress_context(challenge),
+        **extra,
+    }
+
+
+def _progress_context(challenge: Challenge) -> dict:
+    return {
+        "categories": selectors.category_progress(challenge),
+        "stimuli": selectors.stimulus_progress(challenge),
+        "raters": selectors.rater_progress(challenge),
+    }
+
+
+@organizer_required
+def monitor(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    context = _context(request, challenge)
+    if request.method == "POST":
+        form = SettingsForm(request.POST, instance=context["test"])
+        if form.is_valid():
+            form.save()
+            messages.success(request, "Listening-test settings saved.")
+            return redirect("listening:monitor", slug=slug)
+        context["form"] = form
+        return render(request, "raters/organize.html", context, status=400)
+    return render(request, "raters/organize.html", context)
+
+
+@organizer_required
+def progress(request: HttpRequest, slug: str) -> HttpResponse:
+    """The monitoring tables alone, for the page's periodic refresh."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    return render(
+        request,
+        "raters/organize_progress.html",
+        {
+            "challenge": challenge,
+            "test": services.listening_test(challenge),
+            **_progress_context(challenge),
+        },
+    )
+
+
+@organizer_required
+@require_POST
+def prepare(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    job = services.request_preparation(challenge, request.user)
+    messages.info(request, f"Preparation job #{job.pk}: {job.get_state_display()}.")
+    return redirect("listening:monitor", slug=slug)
+
+
+@organizer_required
+@require_POST
+def set_open(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    is_open = request.POST.get("open") == "1"
+    try:
+        services.set_open(challenge, is_open)
+    except services.ListeningError as exc:
+        messages.error(request, exc.message)
+        return redirect("listening:monitor", slug=slug)
+    messages.success(
+        request, "The listening test is open." if is_open else "The listening test is closed."
+    )
+    return redirect("listening:monitor", slug=slug)
+
+
+@organizer_required
+@require_POST
+def invite(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = InviteForm(request.POST, challenge=challenge)
+    if not form.is_valid():
+        return render(
+            request,
+            "raters/organize.html",
+            _context(request, challenge, invite_form=form),
+            status=400,
+        )
+    rater = services.invite(challenge, **form.cleaned_data)
+    link = request.build_absolute_uri(reverse("raters:join", args=[slug, rater.access_key]))
+    messages.success(request, f"Invitation for {rater.code}: {link}")
+    return redirect("listening:monitor", slug=slug)
+
+
+@organizer_required
+@require_POST
+def add_account(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = AccountForm(request.POST, challenge=challenge)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            rater = services.create_participant_account(
+                challenge, username=data["username"], password=data["password"], team=data["team"]
+            )
+        except services.ListeningError as exc:
+            form.add_error("username", exc.message)
+        else:
+            messages.success(request, f"Account {data['username']} rates as {rater.code}.")
+            return redirect("listening:monitor", slug=slug)
+    return render(
+        request, "raters/organize.html", _context(request, challenge, account_form=form), status=400
+    )
+
+
+@organizer_required
+@require_POST
+def rate_diversity(request: HttpRequest, slug: str) -> HttpResponse:
+    """The organizer takes the diversity role (allowed only without quality/fit sessions)."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        services.enrol_organizer_for_diversity(challenge, request.user)
+    except services.ListeningError as exc:
+        messages.error(request, exc.message)
+        return redirect("listening:monitor", slug=slug)
+    return redirect("raters:home", slug=slug)
+
+
+def csv_response(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@organizer_required
+def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    text = selectors.to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
+    return csv_response(text, f"{slug}-ratings.csv")
+
+
+@organizer_required
+def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    text = selectors.to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
+    return csv_response(text, f"{slug}-diversity.csv")

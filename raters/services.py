@@ -1,0 +1,714 @@
+"""The listening test's actions: preparing it, enrolling raters, assigning categories, building
+counterbalanced sessions, and storing answers exactly once.
+
+Pages, the API, the demo and the tests all go through these functions.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from stimuli.jobs import JobProgress, enqueue, run_job
+from stimuli.models import Category, Challenge, Clip, Job, Medoid, Team
+
+from . import delivery
+from .design import counterbalanced_order, spread_slots, williams
+from .models import (
+    Anchor,
+    CategorySession,
+    DiversityItem,
+    DiversityRating,
+    DiversityTrial,
+    FamiliarizationClip,
+    ListeningTest,
+    Rater,
+    Rating,
+    Stimulus,
+    Trial,
+)
+
+# Anchor pool per category and type: sessions draw their anchors from it.
+ANCHOR_POOL = 8
+# Blocks of the balanced Latin square over a session.
+SESSION_BLOCKS = 8
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+
+
+class ListeningError(Exception):
+    """A request the listening test refuses; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+# --- Settings and the stimulus set -------------------------------------------------------------
+
+
+def listening_test(challenge: Challenge) -> ListeningTest:
+    test, _ = ListeningTest.objects.get_or_create(challenge=challenge)
+    return test
+
+
+def build_stimulus_set(challenge: Challenge) -> int:
+    """The stimuli from the medoids of the finalist systems; without medoids the set chosen by
+    hand (in the admin) is kept. Returns the number of stimuli."""
+    medoids = Medoid.objects.filter(challenge=challenge, system__is_finalist=True)
+    if not medoids.exists():
+        return Stimulus.objects.filter(challenge=challenge).count()
+    with transaction.atomic():
+        keep = set()
+        for medoid in medoids.select_related("clip"):
+            stimulus, _ = Stimulus.objects.update_or_create(
+                challenge=challenge,
+                clip=medoid.clip,
+                defaults={
+                    "category_id": medoid.category_id,
+                    "system_id": medoid.system_id,
+                    "position": medoid.position,
+                },
+            )
+            keep.add(stimulus.pk)
+        # Stimuli already heard stay (their trials protect them); unheard extras go.
+        Stimulus.objects.filter(challenge=challenge, trials__isnull=True).exclude(
+            pk__in=keep
+        ).delete()
+    return Stimulus.objects.filter(challenge=challenge).count()
+
+
+def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
+    """The anchor pools of every category: development clips of the category (high quality, good
+    fit), of other categories (high quality, poor fit) and degraded clips of other categories
+    (low quality, poor fit, rendered here). Existing anchors are kept."""
+    categories = list(Category.objects.filter(challenge=challenge))
+    dev: dict[int, list[Clip]] = {c.pk: [] for c in categories}
+    for clip in Clip.objects.filter(challenge=challenge, role=Clip.Role.DEVELOPMENT).order_by("id"):
+        dev[clip.category_id].append(clip)
+    rng = random.Random(seed)
+    made = 0
+    for n, category in enumerate(categories):
+        if progress:
+            progress(n, len(categories), f"Anchors of {category.slug}")
+        own = list(dev[category.pk])
+        rng.shuffle(own)
+        others = [clip for c in categories if c.pk != category.pk for clip in dev[c.pk]]
+        rng.shuffle(others)
+        # Familiarization uses the first development clips; good-fit anchors come from the rest.
+        familiar = _familiarization_pool(challenge, category)
+        own = [c for c in own if c.pk not in familiar] or own
+        plan = [
+            (Anchor.Kind.HQ_GOODFIT, own[:ANCHOR_POOL]),
+            (Anchor.Kind.HQ_POORFIT, others[:ANCHOR_POOL]),
+            (Anchor.Kind.LQ_POORFIT, others[ANCHOR_POOL : 2 * ANCHOR_POOL] or others[:ANCHOR_POOL]),
+        ]
+        for kind, clips in plan:
+            if Anchor.objects.filter(category=category, kind=kind).exists():
+                continue
+            for clip in clips:
+                audio = clip.audio
+                if kind == Anchor.Kind.LQ_POORFIT:
+                    samples, rate = delivery.load_samples(clip.audio)
+                    audio = delivery.store_samples(delivery.degrade(samples, rate, clip.pk), rate)
+                Anchor.objects.get_or_create(
+                    challenge=challenge,
+                    category=category,
+                    kind=kind,
+                    source=clip,
+                    defaults={"audio": audio},
+                )
+                made += 1
+    return made
+
+
+def _familiarization_pool(challenge: Challenge, category: Category) -> set[int]:
+    test = listening_test(challenge)
+    return set(
+        Clip.objects.filter(category=category, role=Clip.Role.DEVELOPMENT)
+        .order_by("id")
+        .values_list("pk", flat=True)[: test.familiarization_clips]
+    )
+
+
+def build_diversity_items(challenge: Challenge, *, progress=None) -> int:
+    """One continuous file per finalist system and category: its stimuli with short silences."""
+    test = listening_test(challenge)
+    groups: dict[tuple[int, int], list[Stimulus]] = {}
+    for stimulus in Stimulus.objects.filter(challenge=challenge).select_related("clip__audio"):
+        groups.setdefault((stimulus.system_id, stimulus.category_id), []).append(stimulus)
+    for n, ((system_id, category_id), stimuli) in enumerate(sorted(groups.items())):
+        if progress:
+            progress(n, len(groups), "Diversity files")
+        item, _ = DiversityItem.objects.get_or_create(
+            challenge=challenge, system_id=system_id, category_id=category_id
+        )
+        if item.audio_id and item.n_sounds == len(stimuli):
+            continue
+        stimuli.sort(key=lambda s: (s.position, s.pk))
+        parts = [
+            delivery.load_samples(delivery.delivered_audio(s.clip.audio, test))[0] for s in stimuli
+        ]
+        samples = delivery.concatenate(parts, challenge.sample_rate, test.diversity_gap_s)
+        item.audio = delivery.store_samples(samples, challenge.sample_rate)
+        item.n_sounds = len(stimuli)
+        item.save(update_fields=["audio", "n_sounds"])
+    return len(groups)
+
+
+def render_delivered_audio(challenge: Challenge, *, progress=None) -> int:
+    """Render (and cache) the delivered version of every sound raters may hear."""
+    test = listening_test(challenge)
+    sources = {
+        s.clip.audio
+        for s in Stimulus.objects.filter(challenge=challenge).select_related("clip__audio")
+    }
+    sources |= {a.audio for a in Anchor.objects.filter(challenge=challenge).select_related("audio")}
+    for category in Category.objects.filter(challenge=challenge):
+        pool = _familiarization_pool(challenge, category)
+        sources |= {c.audio for c in Clip.objects.filter(pk__in=pool).select_related("audio")}
+    for n, audio in enumerate(sorted(sources, key=lambda a: a.pk)):
+        if progress:
+            progress(n, len(sources), "Loudness alignment")
+        delivery.delivered_audio(audio, test)
+    return len(sources)
+
+
+def prepare(challenge: Challenge, *, progress=None) -> dict:
+    """Everything the listening test needs before raters come: idempotent, safe to rerun."""
+    listening_test(challenge)
+    stimuli = build_stimulus_set(challenge)
+    anchors = build_anchors(challenge, progress=progress)
+    rendered = render_delivered_audio(challenge, progress=progress)
+    items = build_diversity_items(challenge, progress=progress)
+    return {"stimuli": stimuli, "anchors_added": anchors, "rendered": rendered, "diversity": items}
+
+
+def request_preparation(challenge: Challenge, user=None) -> Job:
+    """Queue `prepare` as a job on a worker (run at once without a broker)."""
+    from .tasks import prepare_listening_test
+
+    with transaction.atomic():
+        job = Job.objects.create(
+            challenge=challenge,
+            kind=Job.Kind.PREPARE_LISTENING,
+            created_by=user if user is not None and user.is_authenticated else None,
+        )
+        enqueue(job, prepare_listening_test)
+    job.refresh_from_db()
+    return job
+
+
+def run_prepare_job(job_id: int) -> Job:
+    def work(job: Job, progress: JobProgress) -> dict:
+        result = prepare(job.challenge, progress=progress)
+        progress(1, 1, "Listening test prepared")
+        return result
+
+    return run_job(job_id, work)
+
+
+def set_open(challenge: Challenge, is_open: bool) -> ListeningTest:
+    """Open or close the test; opening moves the challenge to its listening phase."""
+    test = listening_test(challenge)
+    if is_open and not Stimulus.objects.filter(challenge=challenge).exists():
+        raise ListeningError("The listening test has no stimuli yet; prepare it first.", 409)
+    test.is_open = is_open
+    test.save(update_fields=["is_open", "updated_at"])
+    if is_open and challenge.phase in (Challenge.Phase.SETUP, Challenge.Phase.OBJECTIVE):
+        challenge.phase = Challenge.Phase.LISTENING
+        challenge.save(update_fields=["phase"])
+    return test
+
+
+# --- Enrolment -----------------------------------------------------------------------------------
+
+
+def _new_rater(challenge: Challenge, **fields) -> Rater:
+    """A rater with the next enrolment index (the test's row is locked while it is taken)."""
+    with transaction.atomic():
+        ListeningTest.objects.select_for_update().get(pk=listening_test(challenge).pk)
+        last = Rater.objects.filter(challenge=challenge).aggregate(n=Max("index"))["n"]
+        rater = Rater(
+            challenge=challenge, index=(last or 0) + 1 if last is not None else 0, **fields
+        )
+        rater.full_clean(exclude=["user", "team"])
+        rater.save()
+    return rater
+
+
+def enrol_user(
+    challenge: Challenge,
+    user,
+    *,
+    team: Team | None = None,
+    kind: str = Rater.Kind.PARTICIPANT,
+    diversity_role: bool = False,
+) -> Rater:
+    """The user's rater in this challenge, created on first use."""
+    if team is not None and team.challenge_id != challenge.pk:
+        raise ListeningError("The team belongs to another challenge.")
+    existing = Rater.objects.filter(challenge=challenge, user=user).first()
+    if existing:
+        return existing
+    try:
+        return _new_rater(challenge, user=user, team=team, kind=kind, diversity_role=diversity_role)
+    except IntegrityError:  # enrolled concurrently
+        return Rater.objects.get(challenge=challenge, user=user)
+
+
+def create_participant_account(
+    challenge: Challenge, *, username: str, password: str, team: Team | None
+) -> Rater:
+    """A login for a member of a team (their ratings of their own team are removed at scoring)."""
+    User = get_user_model()
+    if User.objects.filter(username=username).exists():
+        raise ListeningError(f"The user name {username!r} is taken.")
+    with transaction.atomic():
+        user = User.objects.create_user(username=username, password=password)
+        return enrol_user(challenge, user, team=team)
+
+
+def enrol_organizer_for_diversity(challenge: Challenge, user) -> Rater:
+    """An organizer who rates diversity only; one who rated quality and fit cannot."""
+    rater = Rater.objects.filter(challenge=challenge, user=user).first()
+    if rater is None:
+        return enrol_user(challenge, user, kind=Rater.Kind.ORGANIZER, diversity_role=True)
+    if rater.sessions.exists():
+        raise ListeningError(
+            "This account rated quality and fit, so it cannot rate diversity.", 409
+        )
+    if not rater.diversity_role:
+        rater.diversity_role = True
+        rater.save(update_fields=["diversity_role"])
+    return rater
+
+
+def invite(challenge: Challenge, *, label: str = "", team: Team | None = None) -> Rater:
+    """An outside listener, who comes in through the link carrying `rater.access_key`."""
+    return _new_rater(challenge, kind=Rater.Kind.INVITED, label=label[:120], team=team)
+
+
+def enrol_crowd(
+    challenge: Challenge,
+    crowd_key: str,
+    *,
+    participant_id: str,
+    study_id: str = "",
+    session_id: str = "",
+) -> Rater:
+    """A crowd worker arriving from the recruiting platform (e.g. Prolific's PROLIFIC_PID)."""
+    test = listening_test(challenge)
+    if crowd_key != test.crowd_key:
+        raise ListeningError("This link is not valid.", 404)
+    participant_id = participant_id.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", participant_id):
+        raise ListeningError("The link lacks a valid participant id (PROLIFIC_PID).")
+    existing = Rater.objects.filter(challenge=challenge, participant_id=participant_id).first()
+    if existing:
+        return existing
+    try:
+        return _new_rater(
+            challenge,
+            kind=Rater.Kind.CROWD,
+            participant_id=participant_id,
+            study_id=study_id.strip()[:64],
+            crowd_session_id=session_id.strip()[:64],
+        )
+    except IntegrityError:
+        return Rater.objects.get(challenge=challenge, participant_id=participant_id)
+
+
+def record_consent(rater: Rater) -> None:
+    if rater.consented_at is None:
+        Rater.objects.filter(pk=rater.pk, consented_at__isnull=True).update(
+            consented_at=timezone.now()
+        )
+        rater.refresh_from_db()
+
+
+def record_instructions(rater: Rater) -> None:
+    if rater.consented_at is None:
+        raise ListeningError("Consent comes first.", 409)
+    if rater.instructed_at is None:
+        Rater.objects.filter(pk=rater.pk, instructed_at__isnull=True).update(
+            instructed_at=timezone.now()
+        )
+        rater.refresh_from_db()
+
+
+# --- Assignment and sessions ---------------------------------------------------------------------
+
+
+@dataclass
+class NextStep:
+    """What a rater does next: a session to (continue to) rate, or why there is none."""
+
+    session: CategorySession | None
+    reason: str = ""  # "done", "max", "full", "closed" when session is None
+
+
+def category_need(challenge: Challenge) -> dict[int, int]:
+    """Sessions of each category still needed for every stimulus to reach the target."""
+    test = listening_test(challenge)
+    with_stimuli = (
+        Stimulus.objects.filter(challenge=challenge)
+        .values_list("category_id", flat=True)
+        .distinct()
+    )
+    sessions = dict(
+        CategorySession.objects.filter(rater__challenge=challenge)
+        .values("category_id")
+        .annotate(n=Count("id"))
+        .values_list("category_id", "n")
+    )
+    return {c: max(0, test.target_ratings - sessions.get(c, 0)) for c in with_stimuli}
+
+
+def next_session(rater: Rater) -> NextStep:
+    """The rater's open session, or a newly assigned one: least-rated categories first, so every
+    stimulus reaches the target with as little listening as possible."""
+    if rater.diversity_role:
+        raise ListeningError("Diversity raters rate no quality or fit.", 403)
+    test = listening_test(rater.challenge)
+    open_session = rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
+    if open_session:
+        return NextStep(open_session)
+    if not test.is_open:
+        return NextStep(None, "closed")
+    with transaction.atomic():
+        # One assignment at a time per challenge, so two raters never both take the last slot.
+        ListeningTest.objects.select_for_update().get(pk=test.pk)
+        done = set(rater.sessions.values_list("category_id", flat=True))
+        if len(done) >= test.categories_max:
+            return NextStep(None, "max")
+        need = {c: n for c, n in category_need(rater.challenge).items() if c not in done}
+        wanted = [c for c, n in need.items() if n > 0]
+        if not wanted:
+            # Everything reached the target; a rater below the minimum still helps the least rated.
+            if len(done) >= test.categories_min or not any(
+                n > 0 for n in category_need(rater.challenge).values()
+            ):
+                return NextStep(None, "full" if len(done) < test.categories_min else "done")
+            wanted = list(need)
+        if not wanted:
+            return NextStep(None, "done")
+        # Ties are broken by the rater's own order, so equal categories spread across raters.
+        tie = random.Random(rater.index)
+        shuffled = sorted(wanted, key=lambda c: (-need[c], tie.random()))
+        session = build_session(rater, Category.objects.get(pk=shuffled[0]), order=len(done))
+    return NextStep(session)
+
+
+def rater_done(rater: Rater) -> bool:
+    """Whether the rater has rated enough categories to finish now (the minimum, or every
+    category there is when the challenge has fewer)."""
+    test = listening_test(rater.challenge)
+    closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
+    available = len(category_need(rater.challenge))
+    return closed >= min(test.categories_min, available)
+
+
+def can_continue(rater: Rater) -> bool:
+    """Whether another category would still be assigned to the rater."""
+    test = listening_test(rater.challenge)
+    if not test.is_open or rater.sessions.count() >= test.categories_max:
+        return False
+    done = set(rater.sessions.values_list("category_id", flat=True))
+    need = {c: n for c, n in category_need(rater.challenge).items() if c not in done}
+    if any(n > 0 for n in need.values()):
+        return True
+    return (
+        bool(need)
+        and not rater_done(rater)
+        and any(n > 0 for n in category_need(rater.challenge).values())
+    )
+
+
+def session_items(
+    category: Category, test: ListeningTest, seed: int
+) -> list[tuple[str, Stimulus | Anchor]]:
+    """The canonical item list of a category session: its stimuli in a fixed, track-mixing order,
+    with the session's anchors (drawn by `seed`) spread evenly among them."""
+    stimuli = list(
+        Stimulus.objects.filter(category=category).select_related("clip__audio").order_by("id")
+    )
+    # A fixed shuffle per category mixes systems and tracks within every block.
+    random.Random(category.pk).shuffle(stimuli)
+    per_kind = test.anchors_per_session // 3
+    rng = random.Random(seed)
+    pools: dict[str, list[Anchor]] = {}
+    for kind in Anchor.Kind.values:
+        pool = list(Anchor.objects.filter(category=category, kind=kind).order_by("id"))
+        if not pool and per_kind:
+            raise ListeningError(f"No {kind} anchors for {category.slug}; prepare the test.", 409)
+        rng.shuffle(pool)
+        pools[kind] = pool
+    # The types alternate, so each block of the session gets a mix.
+    anchors: list[tuple[str, Anchor]] = [
+        (f"anchor_{kind}", pools[kind][k % len(pools[kind])])
+        for k in range(per_kind)
+        for kind in Anchor.Kind.values
+    ]
+    total = len(stimuli) + len(anchors)
+    slots = set(spread_slots(total, len(anchors)))
+    items: list[tuple[str, Stimulus | Anchor]] = []
+    stim_iter, anchor_iter = iter(stimuli), iter(anchors)
+    for index in range(total):
+        if index in slots:
+            items.append(next(anchor_iter))
+        else:
+            items.append(("trial", next(stim_iter)))
+    return items
+
+
+def build_session(rater: Rater, category: Category, *, order: int) -> CategorySession:
+    """Create the session with its familiarization clips and counterbalanced trials."""
+    test = listening_test(rater.challenge)
+    with transaction.atomic():
+        ordinal = CategorySession.objects.filter(category=category).count()
+        session = CategorySession.objects.create(
+            rater=rater, category=category, order=order, ordinal=ordinal, latin_row=ordinal
+        )
+        items = session_items(category, test, session.seed)
+        if not items:
+            raise ListeningError(f"No stimuli in {category.slug}.", 409)
+        permutation = counterbalanced_order(
+            len(items), blocks=SESSION_BLOCKS, row=session.latin_row, seed=session.seed
+        )
+        Trial.objects.bulk_create(
+            [
+                Trial(
+                    session=session,
+                    position=position,
+                    role=role,
+                    stimulus=item if role == "trial" else None,
+                    anchor=item if role != "trial" else None,
+                    audio=item.clip.audio if role == "trial" else item.audio,
+                )
+                for position, (role, item) in enumerate(items[i] for i in permutation)
+            ]
+        )
+        pool = _familiarization_pool(rater.challenge, category)
+        FamiliarizationClip.objects.bulk_create(
+            [
+                FamiliarizationClip(session=session, position=n, audio=clip.audio)
+                for n, clip in enumerate(
+                    Clip.objects.filter(pk__in=pool).select_related("audio").order_by("id")
+                )
+            ]
+        )
+    return session
+
+
+def complete_familiarization(session: CategorySession, *, require_heard: bool = True) -> None:
+    """Open the trials once every familiarization clip was fetched by the rater's browser."""
+    if session.familiarized_at:
+        return
+    if require_heard and session.familiarization.filter(served_at__isnull=True).exists():
+        raise ListeningError("Please listen to every example before the trials begin.", 409)
+    CategorySession.objects.filter(pk=session.pk, familiarized_at__isnull=True).update(
+        familiarized_at=timezone.now()
+    )
+    session.refresh_from_db()
+
+
+def next_trial(session: CategorySession) -> Trial | None:
+    """Where a rater resumes: the first trial without an answer."""
+    return session.trials.filter(rating__isnull=True).order_by("position").first()
+
+
+def _check_value(name: str, value) -> int:
+    if isinstance(value, bool):
+        raise ListeningError(f"{name} must be an integer from 0 to 10.")
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise ListeningError(f"{name} must be an integer from 0 to 10.") from None
+    if str(number) != str(value).strip() or not 0 <= number <= 10:
+        raise ListeningError(f"{name} must be an integer from 0 to 10; got {value!r}.")
+    return number
+
+
+def _check_key(key) -> str:
+    if not isinstance(key, str) or not KEY_PATTERN.match(key):
+        raise ListeningError("A request key of 8 to 64 letters, digits, '-' or '_' is required.")
+    return key
+
+
+def save_rating(rater: Rater, token: str, *, quality, fit, key: str) -> tuple[Rating, bool]:
+    """Store the answer to one trial exactly once; returns the rating and whether it is new.
+
+    The same key again (a double click, a retry, a resubmitted page) returns the stored rating
+    unchanged. Bad values, another rater's trial, a closed session or a closed test are refused
+    with nothing changed.
+    """
+    quality = _check_value("Quality", quality)
+    fit = _check_value("Fit", fit)
+    key = _check_key(key)
+    with transaction.atomic():
+        # The trial row lock serializes concurrent answers to the same trial.
+        trial = (
+            Trial.objects.select_for_update(of=("self",))
+            .select_related("session__rater")
+            .filter(token=token)
+            .first()
+        )
+        if trial is None:
+            raise ListeningError("No such trial.", 404)
+        if trial.session.rater_id != rater.pk:
+            raise ListeningError("This trial belongs to another rater.", 403)
+        previous = Rating.objects.filter(idempotency_key=key).select_related("trial").first()
+        if previous is not None:
+            if previous.trial_id != trial.pk:
+                raise ListeningError("This request key was already used for another trial.", 409)
+            return previous, False
+        if Rating.objects.filter(trial=trial).exists():
+            raise ListeningError("This trial is already answered.", 409)
+        if trial.session.state != CategorySession.State.OPEN:
+            raise ListeningError("This session is closed.", 409)
+        if not listening_test(rater.challenge).is_open:
+            raise ListeningError("The listening test is closed.", 409)
+        if trial.session.familiarized_at is None:
+            raise ListeningError("The examples of this category come first.", 409)
+        rating = Rating.objects.create(trial=trial, quality=quality, fit=fit, idempotency_key=key)
+        if not trial.session.trials.filter(rating__isnull=True).exists():
+            CategorySession.objects.filter(pk=trial.session_id).update(
+                state=CategorySession.State.CLOSED, closed_at=timezone.now()
+            )
+    return rating, True
+
+
+def finish(rater: Rater) -> None:
+    if rater.finished_at is None:
+        Rater.objects.filter(pk=rater.pk, finished_at__isnull=True).update(
+            finished_at=timezone.now()
+        )
+        rater.refresh_from_db()
+
+
+# --- Diversity -----------------------------------------------------------------------------------
+
+
+def diversity_trials(rater: Rater) -> list[DiversityTrial]:
+    """The rater's diversity trials, created on first use in a counterbalanced order."""
+    if not rater.diversity_role:
+        raise ListeningError("Only raters with the diversity role rate diversity.", 403)
+    existing = list(rater.diversity_trials.order_by("position"))
+    if existing:
+        return existing
+    items = list(
+        DiversityItem.objects.filter(challenge=rater.challenge, audio__isnull=False).order_by(
+            "category__position", "system__public_id"
+        )
+    )
+    if not items:
+        return []
+    with transaction.atomic():
+        ListeningTest.objects.select_for_update().get(pk=listening_test(rater.challenge).pk)
+        if rater.diversity_trials.exists():
+            return list(rater.diversity_trials.order_by("position"))
+        row = (
+            Rater.objects.filter(
+                challenge=rater.challenge, diversity_role=True, diversity_trials__isnull=False
+            )
+            .distinct()
+            .count()
+        )
+        square = williams(len(items))
+        order = square[row % len(square)]
+        DiversityTrial.objects.bulk_create(
+            [DiversityTrial(rater=rater, item=items[i], position=p) for p, i in enumerate(order)]
+        )
+    return list(rater.diversity_trials.order_by("position"))
+
+
+def save_diversity_rating(
+    rater: Rater, token: str, *, diversity, key: str
+) -> tuple[DiversityRating, bool]:
+    """Like `save_rating`, for one diversity file."""
+    value = _check_value("Diversity", diversity)
+    key = _check_key(key)
+    with transaction.atomic():
+        trial = DiversityTrial.objects.select_for_update().filter(token=token).first()
+        if trial is None:
+            raise ListeningError("No such item.", 404)
+        if trial.rater_id != rater.pk:
+            raise ListeningError("This item belongs to another rater.", 403)
+        previous = DiversityRating.objects.filter(idempotency_key=key).first()
+        if previous is not None:
+            if previous.trial_id != trial.pk:
+                raise ListeningError("This request key was already used for another item.", 409)
+            return previous, False
+        if DiversityRating.objects.filter(trial=trial).exists():
+            raise ListeningError("This item is already answered.", 409)
+        if not listening_test(rater.challenge).is_open:
+            raise ListeningError("The listening test is closed.", 409)
+        rating = DiversityRating.objects.create(trial=trial, diversity=value, idempotency_key=key)
+    return rating, True
+
+
+def next_diversity_trial(rater: Rater) -> DiversityTrial | None:
+    return rater.diversity_trials.filter(rating__isnull=True).order_by("position").first()
+
+
+# --- Audio by token ------------------------------------------------------------------------------
+
+
+def audio_for_token(rater: Rater, token: str):
+    """The delivered audio behind one of the rater's tokens; marks it as served."""
+    now = timezone.now()
+    for model, owner in (
+        (Trial, Q(session__rater=rater)),
+        (FamiliarizationClip, Q(session__rater=rater)),
+        (DiversityTrial, Q(rater=rater)),
+    ):
+        row = model.objects.filter(owner, token=token).first()
+        if row is None:
+            continue
+        if row.served_at is None:
+            model.objects.filter(pk=row.pk).update(served_at=now)
+        if model is DiversityTrial:
+            return row.item.audio  # rendered from delivered audio already
+        return delivery.delivered_audio(row.audio, listening_test(rater.challenge))
+    raise ListeningError("No such audio.", 404)
+
+
+def team_for_name(challenge: Challenge, name: str) -> Team | None:
+    if not name:
+        return None
+    team = Team.objects.filter(challenge=challenge, name=name).first()
+    if team is None:
+        raise ValidationError(f"No team named {name!r}.")
+    return team
+
+
+def pick_stimuli(challenge: Challenge, *, per_category: int = 20, systems=None) -> int:
+    """A stimulus set chosen without medoids: the first clips of each system and category (all
+    finalists, or every system when none is marked). Existing stimuli are kept."""
+    from stimuli.models import System
+
+    if systems is None:
+        systems = System.objects.filter(challenge=challenge, is_finalist=True)
+        if not systems.exists():
+            systems = System.objects.filter(challenge=challenge)
+    made = 0
+    with transaction.atomic():
+        for system in systems:
+            for category in Category.objects.filter(challenge=challenge):
+                clips = Clip.objects.filter(system=system, category=category).order_by("id")
+                for position, clip in enumerate(clips[:per_category]):
+                    _, created = Stimulus.objects.get_or_create(
+                        challenge=challenge,
+                        clip=clip,
+                        defaults={"category": category, "system": system, "position": position},
+                    )
+                    made += created
+    return made

@@ -1,0 +1,10 @@
+"""Celery tasks of the raters app. Thin: each takes a job id and calls a service."""
+
+from celery import shared_task
+
+from . import services
+
+
+@shared_task
+def prepare_listening_test(job_id: int) -> None:
+    services.run_prepare_job(job_id)

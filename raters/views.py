@@ -1,0 +1,324 @@
+"""Raters' pages: consent, instructions, familiarization, trials, breaks, the end, and diversity.
+
+Thin: every action is a service call. A rater is found from the browser session (invitation and
+crowd links) or the logged-in account; pages show only that rater's own sessions.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import wraps
+
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_POST
+
+from stimuli.models import Challenge
+from stimuli.permissions import is_organizer
+
+from . import delivery, services
+from .models import CategorySession, Rater
+
+SESSION_KEY = "listening-rater-{}"
+
+
+def _session_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
+    rater_id = request.session.get(SESSION_KEY.format(challenge.pk))
+    if rater_id:
+        rater = Rater.objects.filter(pk=rater_id, challenge=challenge).first()
+        if rater:
+            return rater
+    if request.user.is_authenticated:
+        rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
+        if rater is None:
+            kind = Rater.Kind.ORGANIZER if is_organizer(request.user) else Rater.Kind.PARTICIPANT
+            rater = services.enrol_user(challenge, request.user, kind=kind)
+        return rater
+    return None
+
+
+def _remember(request: HttpRequest, rater: Rater) -> None:
+    request.session.cycle_key()
+    request.session[SESSION_KEY.format(rater.challenge_id)] = rater.pk
+
+
+def _refuse(request: HttpRequest, challenge: Challenge, message: str, status: int) -> HttpResponse:
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"detail": message}, status=status)
+    return render(
+        request, "raters/refused.html", {"challenge": challenge, "message": message}, status=status
+    )
+
+
+def rater_view(view):
+    """Resolve the challenge and the rater; anyone else gets a page that says how to join."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, slug: str, *args, **kwargs):
+        challenge = get_object_or_404(Challenge, slug=slug)
+        rater = _session_rater(request, challenge)
+        if rater is None:
+            return _refuse(
+                request,
+                challenge,
+                "To take part, open your invitation link or log in with your participant account.",
+                403,
+            )
+        try:
+            response = view(request, challenge, rater, *args, **kwargs)
+        except services.ListeningError as exc:
+            response = _refuse(request, challenge, exc.message, exc.status)
+        if not response.has_header("Cache-Control"):
+            # Pages are per rater and per moment; only audio sets its own caching.
+            add_never_cache_headers(response)
+        return response
+
+    return wrapper
+
+
+def join(request: HttpRequest, slug: str, key: str) -> HttpResponse:
+    """An invitation link: the browser becomes this rater."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    rater = Rater.objects.filter(challenge=challenge, access_key=key).first()
+    if rater is None:
+        raise Http404("This invitation link is not valid.")
+    _remember(request, rater)
+    return redirect("raters:home", slug=slug)
+
+
+def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
+    """A crowd-sourcing link, e.g. `...?PROLIFIC_PID=..&STUDY_ID=..&SESSION_ID=..`."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        rater = services.enrol_crowd(
+            challenge,
+            key,
+            participant_id=request.GET.get("PROLIFIC_PID", request.GET.get("participant", "")),
+            study_id=request.GET.get("STUDY_ID", ""),
+            session_id=request.GET.get("SESSION_ID", ""),
+        )
+    except services.ListeningError as exc:
+        return _refuse(request, challenge, exc.message, exc.status)
+    _remember(request, rater)
+    return redirect("raters:home", slug=slug)
+
+
+@rater_view
+def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    """Where a rater always comes back to: the next thing to do, resumed where it was left."""
+    if rater.consented_at is None:
+        return redirect("raters:consent", slug=challenge.slug)
+    if rater.instructed_at is None:
+        return redirect("raters:instructions", slug=challenge.slug)
+    if rater.diversity_role:
+        return redirect("raters:diversity", slug=challenge.slug)
+    if rater.finished_at is not None:
+        return _end(request, challenge, rater)
+    session = rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
+    if session is None:
+        return _break(request, challenge, rater)
+    if session.familiarized_at is None:
+        return render(
+            request,
+            "raters/familiarization.html",
+            {
+                "challenge": challenge,
+                "session": session,
+                "clips": session.familiarization.order_by("position"),
+                **_progress(rater, session),
+            },
+        )
+    trial = services.next_trial(session)
+    trials = list(session.trials.order_by("position").values_list("position", "token"))
+    following = next((t for p, t in trials if p > trial.position), None)
+    return render(
+        request,
+        "raters/trial.html",
+        {
+            "challenge": challenge,
+            "session": session,
+            "trial": trial,
+            "key": secrets.token_urlsafe(16),
+            "next_token": following,
+            "number": trial.position + 1,
+            "total": len(trials),
+            "percent": round(100 * trial.position / len(trials)),
+            **_progress(rater, session),
+        },
+    )
+
+
+def _progress(rater: Rater, session: CategorySession | None = None) -> dict:
+    test = services.listening_test(rater.challenge)
+    closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
+    return {
+        "categories_done": closed,
+        "category_number": closed + 1,
+        "categories_min": test.categories_min,
+        "categories_max": test.categories_max,
+    }
+
+
+def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    test = services.listening_test(challenge)
+    last = rater.sessions.order_by("-order").select_related("category").first()
+    return render(
+        request,
+        "raters/break.html",
+        {
+            "challenge": challenge,
+            "last": last,
+            "done": services.rater_done(rater),
+            "can_continue": services.can_continue(rater),
+            "is_open": test.is_open,
+            **_progress(rater),
+        },
+    )
+
+
+def _end(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    test = services.listening_test(challenge)
+    completion = test.completion_url if rater.kind == Rater.Kind.CROWD else ""
+    return render(
+        request,
+        "raters/end.html",
+        {"challenge": challenge, "rater": rater, "completion_url": completion},
+    )
+
+
+@rater_view
+def consent(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    error = ""
+    if request.method == "POST":
+        if request.POST.get("agree") == "yes":
+            services.record_consent(rater)
+            return redirect("raters:instructions", slug=challenge.slug)
+        error = "Please tick the box to agree, or close this page to leave."
+    return render(
+        request,
+        "raters/consent.html",
+        {"challenge": challenge, "test": services.listening_test(challenge), "error": error},
+        status=400 if error else 200,
+    )
+
+
+@rater_view
+def instructions(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    if rater.consented_at is None:
+        return redirect("raters:consent", slug=challenge.slug)
+    if request.method == "POST":
+        services.record_instructions(rater)
+        if not rater.diversity_role and not rater.sessions.exists():
+            services.next_session(rater)
+        return redirect("raters:home", slug=challenge.slug)
+    return render(
+        request,
+        "raters/instructions.html",
+        {
+            "challenge": challenge,
+            "rater": rater,
+            "test": services.listening_test(challenge),
+        },
+    )
+
+
+@rater_view
+@require_POST
+def start_trials(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    session = get_object_or_404(CategorySession, pk=request.POST.get("session"), rater=rater)
+    services.complete_familiarization(session)
+    return redirect("raters:home", slug=challenge.slug)
+
+
+@rater_view
+@require_POST
+def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    """Store one answer, then show the next step (post/redirect/get: a reload never resubmits)."""
+    rating, created = services.save_rating(
+        rater,
+        request.POST.get("token", ""),
+        quality=request.POST.get("quality", ""),
+        fit=request.POST.get("fit", ""),
+        key=request.POST.get("key", ""),
+    )
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"created": created, "quality": rating.quality, "fit": rating.fit})
+    return HttpResponseRedirect(reverse("raters:home", args=[challenge.slug]), status=303)
+
+
+@rater_view
+@require_POST
+def next_category(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    step = services.next_session(rater)
+    if step.session is None and step.reason in ("done", "max", "full"):
+        services.finish(rater)
+    return redirect("raters:home", slug=challenge.slug)
+
+
+@rater_view
+@require_POST
+def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    if not rater.diversity_role and not services.rater_done(rater) and services.can_continue(rater):
+        minimum = services.listening_test(challenge).categories_min
+        raise services.ListeningError(
+            f"Please rate at least {minimum} categories before finishing.", 409
+        )
+    services.finish(rater)
+    test = services.listening_test(challenge)
+    if rater.kind == Rater.Kind.CROWD and test.completion_url:
+        return HttpResponseRedirect(test.completion_url)
+    return redirect("raters:home", slug=challenge.slug)
+
+
+@rater_view
+def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
+    return delivery.audio_response(services.audio_for_token(rater, token))
+
+
+@rater_view
+def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    if not rater.diversity_role:
+        raise services.ListeningError(
+            "Diversity is rated by organizers with the diversity role.", 403
+        )
+    if rater.consented_at is None or rater.instructed_at is None:
+        return redirect("raters:consent", slug=challenge.slug)
+    trials = services.diversity_trials(rater)
+    trial = services.next_diversity_trial(rater)
+    if trial is None:
+        return render(
+            request,
+            "raters/diversity_done.html",
+            {"challenge": challenge, "count": len(trials)},
+        )
+    following = next((t.token for t in trials if t.position > trial.position), None)
+    return render(
+        request,
+        "raters/diversity.html",
+        {
+            "challenge": challenge,
+            "trial": trial,
+            "item": trial.item,
+            "key": secrets.token_urlsafe(16),
+            "next_token": following,
+            "number": trial.position + 1,
+            "total": len(trials),
+            "percent": round(100 * trial.position / len(trials)),
+        },
+    )
+
+
+@rater_view
+@require_POST
+def rate_diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    rating, created = services.save_diversity_rating(
+        rater,
+        request.POST.get("token", ""),
+        diversity=request.POST.get("diversity", ""),
+        key=request.POST.get("key", ""),
+    )
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"created": created, "diversity": rating.diversity})
+    return HttpResponseRedirect(reverse("raters:diversity", args=[challenge.slug]), status=303)

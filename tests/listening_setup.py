@@ -1,0 +1,79 @@
+"""A small listening test built directly in the database: short noise clips, two categories'
+worth of development clips, and finalist systems whose clips form the stimulus set."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from raters import services
+from raters.delivery import store_samples
+from stimuli.models import Challenge, Clip
+from stimuli.services import create_challenge, create_system, create_team
+
+
+def _clip(challenge: Challenge, category, role: str, seed: int, system=None, gain: float = 0.1):
+    rng = np.random.default_rng(seed)
+    samples = gain * rng.standard_normal((challenge.clip_frames, 1))
+    audio = store_samples(samples, challenge.sample_rate)
+    return Clip.objects.create(
+        challenge=challenge, category=category, role=role, system=system, audio=audio
+    )
+
+
+def build_listening_challenge(
+    *,
+    slug: str = "listen-test",
+    categories: int = 3,
+    systems_per_track: int = 1,
+    clips_per_system: int = 2,
+    dev_per_category: int = 9,
+    duration: float = 0.5,
+    sample_rate: int = 8000,
+    **settings,
+) -> Challenge:
+    """A challenge with stimuli, anchors, rendered audio and diversity files, not yet open."""
+    names = [(f"cat{n}", f"Category {n}") for n in range(categories)]
+    challenge = create_challenge(
+        name=slug,
+        slug=slug,
+        categories=names,
+        clip_duration_s=duration,
+        sample_rate=sample_rate,
+    )
+    seed = 0
+    for category in challenge.categories.all():
+        for _ in range(dev_per_category):
+            seed += 1
+            _clip(challenge, category, Clip.Role.DEVELOPMENT, seed)
+    for track in challenge.tracks.all():
+        for n in range(systems_per_track):
+            team = create_team(challenge, name=f"Team {track.code}{n}")
+            system = create_system(team=team, track=track, name=f"{track.code}{n}")
+            system.is_finalist = True
+            system.save()
+            for category in challenge.categories.all():
+                for _ in range(clips_per_system):
+                    seed += 1
+                    # Systems differ in level, so loudness alignment has something to do.
+                    _clip(challenge, category, Clip.Role.SYSTEM, seed, system, 0.02 + 0.1 * n)
+    test = services.listening_test(challenge)
+    for name, value in settings.items():
+        setattr(test, name, value)
+    test.save()
+    services.pick_stimuli(challenge)
+    services.prepare(challenge)
+    return challenge
+
+
+def answer_session(rater, session, quality: int = 7, fit: int = 7) -> None:
+    """Answer every open trial of a session through the service, as a browser would."""
+    services.complete_familiarization(session, require_heard=False)
+    while (trial := services.next_trial(session)) is not None:
+        q, f = quality, fit
+        if trial.role == "anchor_hq_goodfit":
+            q, f = 9, 9
+        elif trial.role == "anchor_hq_poorfit":
+            q, f = 9, 1
+        elif trial.role == "anchor_lq_poorfit":
+            q, f = 1, 1
+        services.save_rating(rater, trial.token, quality=q, fit=f, key=f"k-{trial.token}")

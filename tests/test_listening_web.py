@@ -1,0 +1,359 @@
+"""Listening test over HTTP: enrolment links, the rater's pages, blind audio delivery, refused
+requests, the organizers' monitoring page, and the CSV export from the pages and the API."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import numpy as np
+import pytest
+import soundfile as sf
+from django.test import Client
+
+from raters import services
+from raters.models import CategorySession, ListeningTest, Rater, Rating, Trial
+from stimuli.audio import integrated_loudness
+from tests.listening_setup import answer_session, build_listening_challenge
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def listening(db):
+    challenge = build_listening_challenge(completion_url="https://example.org/done?cc=ABC")
+    services.set_open(challenge, True)
+    return challenge
+
+
+def _join(listening, client: Client | None = None) -> tuple[Client, Rater]:
+    client = client or Client()
+    rater = services.invite(listening, label="web")
+    response = client.get(f"/listen/{listening.slug}/join/{rater.access_key}/")
+    assert response.status_code == 302
+    return client, rater
+
+
+def _through_consent(client: Client, slug: str) -> None:
+    assert client.get(f"/listen/{slug}/").url.endswith("/consent/")
+    assert client.post(f"/listen/{slug}/consent/", {}).status_code == 400
+    assert client.post(f"/listen/{slug}/consent/", {"agree": "yes"}).status_code == 302
+    assert client.post(f"/listen/{slug}/instructions/").status_code == 302
+
+
+def _trial_form(page: str) -> dict:
+    token = re.search(r'name="token" value="([^"]+)"', page).group(1)
+    key = re.search(r'name="key" value="([^"]+)"', page).group(1)
+    return {"token": token, "key": key}
+
+
+def test_a_rater_goes_from_invitation_to_the_end(listening):
+    client, rater = _join(listening)
+    _through_consent(client, listening.slug)
+    page = client.get(f"/listen/{listening.slug}/").content.decode()
+    assert "Examples of" in page
+    session = rater.sessions.get()
+    # Trials stay shut until every example was fetched.
+    response = client.post(f"/listen/{listening.slug}/start/", {"session": session.pk})
+    assert response.status_code == 409
+    for clip in session.familiarization.all():
+        assert client.get(f"/listen/{listening.slug}/audio/{clip.token}/").status_code == 200
+    client.post(f"/listen/{listening.slug}/start/", {"session": session.pk})
+
+    answered = 0
+    for categories in range(4):
+        session = rater.sessions.get(state="open")
+        if session.familiarized_at is None:
+            for clip in session.familiarization.all():
+                client.get(f"/listen/{listening.slug}/audio/{clip.token}/")
+            client.post(f"/listen/{listening.slug}/start/", {"session": session.pk})
+        while True:
+            page = client.get(f"/listen/{listening.slug}/").content.decode()
+            if 'name="token"' not in page:
+                break
+            form = _trial_form(page)
+            # A reload shows the same trial under a fresh key: nothing was answered yet.
+            again = _trial_form(client.get(f"/listen/{listening.slug}/").content.decode())
+            assert again["token"] == form["token"] and again["key"] != form["key"]
+            response = client.post(
+                f"/listen/{listening.slug}/rate/", {**form, "quality": "7", "fit": "6"}
+            )
+            assert response.status_code == 303
+            # The same request again (a double click or a retry) changes nothing.
+            client.post(f"/listen/{listening.slug}/rate/", {**form, "quality": "1", "fit": "1"})
+            answered += 1
+        assert "Category done" in page
+        if categories < 2:
+            assert "Finish" not in page  # fewer than the minimum of categories so far
+            client.post(f"/listen/{listening.slug}/next/")
+        else:
+            break
+    assert answered == 3 * 16
+    assert Rating.objects.filter(trial__session__rater=rater).count() == 48
+    assert set(Rating.objects.values_list("quality", "fit")) == {(7, 6)}
+    # Three categories exist and the rater rated all of them: finishing ends the test.
+    assert "Finish" in page
+    response = client.post(f"/listen/{listening.slug}/finish/")
+    assert response.status_code == 302
+    page = client.get(f"/listen/{listening.slug}/").content.decode()
+    assert "Your answers are saved" in page and "example.org" not in page  # not a crowd rater
+
+
+def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
+    test = services.listening_test(listening)
+    client = Client()
+    url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/"
+    assert client.get(url).status_code == 400  # no participant id
+    assert (
+        client.get(f"/listen/{listening.slug}/crowd/wrong-key/?PROLIFIC_PID=p1").status_code == 404
+    )
+    query = "?PROLIFIC_PID=5f1a2b&STUDY_ID=st1&SESSION_ID=se1"
+    assert client.get(url + query).status_code == 302
+    assert Client().get(url + query).status_code == 302  # the same participant, another browser
+    rater = Rater.objects.get(challenge=listening, kind="crowd")
+    assert (rater.participant_id, rater.study_id, rater.crowd_session_id) == (
+        "5f1a2b",
+        "st1",
+        "se1",
+    )
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    ListeningTest.objects.filter(challenge=listening).update(categories_min=1)
+    answer_session(rater, services.next_session(rater).session)
+    response = client.post(f"/listen/{listening.slug}/finish/")
+    assert response.status_code == 302 and response.url == "https://example.org/done?cc=ABC"
+    assert (
+        "https://example.org/done?cc=ABC"
+        in client.get(f"/listen/{listening.slug}/").content.decode()
+    )
+
+
+def test_strangers_see_nothing(listening):
+    client = Client()
+    response = client.get(f"/listen/{listening.slug}/")
+    assert response.status_code == 403 and b"invitation link" in response.content
+    trial_token = Trial.objects.values_list("token", flat=True).first()
+    assert trial_token is None  # no sessions yet; build one for someone else
+    _, rater = _join(listening)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    token = session.trials.first().token
+    assert client.get(f"/listen/{listening.slug}/audio/{token}/").status_code == 403
+    other, _ = _join(listening)
+    assert other.get(f"/listen/{listening.slug}/audio/{token}/").status_code == 404
+    assert Client().get(f"/listen/{listening.slug}/join/nonsense/").status_code == 404
+
+
+def test_bad_answers_get_a_clear_4xx_and_store_nothing(listening):
+    client, rater = _join(listening)
+    _through_consent(client, listening.slug)
+    session = rater.sessions.get()
+    services.complete_familiarization(session, require_heard=False)
+    form = _trial_form(client.get(f"/listen/{listening.slug}/").content.decode())
+    cases = [
+        ({**form, "quality": "11", "fit": "5"}, 400, "Quality must be an integer from 0 to 10"),
+        ({**form, "quality": "5", "fit": "-1"}, 400, "Fit must be an integer"),
+        ({**form, "quality": "", "fit": "5"}, 400, "Quality"),
+        ({**form, "quality": "5.5", "fit": "5"}, 400, "Quality"),
+        ({**form, "key": "", "quality": "5", "fit": "5"}, 400, "request key"),
+        ({**form, "token": "nope", "quality": "5", "fit": "5"}, 404, "No such trial"),
+    ]
+    for data, status, message in cases:
+        response = client.post(f"/listen/{listening.slug}/rate/", data)
+        assert response.status_code == status, data
+        assert message in response.content.decode()
+    other, _other_rater = _join(listening)
+    response = other.post(
+        f"/listen/{listening.slug}/rate/",
+        {**form, "quality": "5", "fit": "5"},
+        HTTP_ACCEPT="application/json",
+    )
+    assert response.status_code == 403
+    assert response.json() == {"detail": "This trial belongs to another rater."}
+    CategorySession.objects.filter(pk=session.pk).update(state="closed")
+    response = client.post(f"/listen/{listening.slug}/rate/", {**form, "quality": "5", "fit": "5"})
+    assert response.status_code == 409 and "closed" in response.content.decode()
+    assert client.get(f"/listen/{listening.slug}/rate/").status_code == 405
+    assert not Rating.objects.exists()
+
+
+def test_audio_reveals_nothing_about_what_it_is(listening):
+    client, rater = _join(listening)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    responses = {}
+    for trial in session.trials.all():
+        response = client.get(f"/listen/{listening.slug}/audio/{trial.token}/")
+        assert response.status_code == 200
+        responses[trial.role + str(trial.pk)] = response
+    header_sets = {
+        tuple(sorted((k, v) for k, v in r.headers.items() if k != "Content-Length"))
+        for r in responses.values()
+    }
+    assert len(header_sets) == 1  # the same headers for stimuli and anchors of every type
+    headers = dict(next(iter(header_sets)))
+    assert headers["Content-Type"] == "audio/wav"
+    assert "Content-Disposition" not in headers and "ETag" not in headers
+    assert "Last-Modified" not in headers
+    assert {len(r.content) for r in responses.values()} == {44 + 2 * listening.clip_frames}
+    loudness = []
+    for response in responses.values():
+        data = response.content
+        assert data[:4] == b"RIFF" and b"LIST" not in data[:64]
+        info = sf.info(io.BytesIO(data))
+        assert (info.samplerate, info.channels, info.subtype) == (8000, 1, "PCM_16")
+        samples, rate = sf.read(io.BytesIO(data), always_2d=True)
+        loudness.append(integrated_loudness(samples, rate))
+    # Loudness-aligned to the target (the systems' raw levels differ by about 14 dB).
+    assert np.allclose(loudness, services.listening_test(listening).target_lufs, atol=0.5)
+    # The token is random per rater: another rater hears the same sound under another name.
+    _other, other_rater = _join(listening)
+    services.record_consent(other_rater)
+    services.record_instructions(other_rater)
+    other_session = services.next_session(other_rater).session
+    assert not set(other_session.trials.values_list("token", flat=True)) & set(
+        session.trials.values_list("token", flat=True)
+    )
+
+
+def test_loudness_alignment_can_be_turned_off(listening):
+    test = services.listening_test(listening)
+    test.loudness_alignment = False
+    test.save()
+    client, rater = _join(listening)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    trial = session.trials.filter(role="trial").select_related("audio").first()
+    data = client.get(f"/listen/{listening.slug}/audio/{trial.token}/").content
+    samples, rate = sf.read(io.BytesIO(data), always_2d=True)
+    assert abs(integrated_loudness(samples, rate) - trial.audio.loudness_lufs) < 0.1
+
+
+def test_organizer_monitors_and_exports(listening, organizer_client, api_client, rater_user):
+    team = listening.teams.first()
+    member = services.create_participant_account(
+        listening, username="member", password="member-pass-1", team=team
+    )
+    for rater in (member, services.invite(listening)):
+        services.record_consent(rater)
+        services.record_instructions(rater)
+        answer_session(rater, services.next_session(rater).session)
+    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    assert member.code in page and "Ratings (CSV)" in page
+    assert (
+        organizer_client.get(f"/organize/listening/{listening.slug}/progress/").status_code == 200
+    )
+
+    text = organizer_client.get(
+        f"/organize/listening/{listening.slug}/ratings.csv"
+    ).content.decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert (
+        text.splitlines()[0]
+        == "rater,rater_team,session,category,system,track,stimulus,role,quality,fit"
+    )
+    assert len(rows) == 32
+    assert {r["rater_team"] for r in rows} == {team.name, ""}
+    api = api_client.get(f"/api/listening/challenges/{listening.slug}/ratings/?format=csv")
+    assert api.status_code == 200 and api.content.decode() == text
+    json_rows = api_client.get(f"/api/listening/challenges/{listening.slug}/ratings/").json()
+    assert len(json_rows) == 32 and set(json_rows[0]) == set(rows[0])
+    div = organizer_client.get(
+        f"/organize/listening/{listening.slug}/diversity.csv"
+    ).content.decode()
+    assert div.splitlines() == ["rater,rater_team,category,system,track,diversity"]
+    progress = api_client.get(f"/api/listening/challenges/{listening.slug}/progress/").json()
+    assert sum(c["sessions"] for c in progress["categories"]) == 2
+
+    stranger = Client()
+    stranger.force_login(rater_user)
+    assert stranger.get(f"/organize/listening/{listening.slug}/ratings.csv").status_code == 302
+    assert stranger.get(f"/api/listening/challenges/{listening.slug}/ratings/").status_code == 403
+
+
+def test_organizer_settings_invitations_and_accounts(listening, organizer_client):
+    url = f"/organize/listening/{listening.slug}/"
+    data = {
+        "categories_min": 5, "categories_max": 4, "target_ratings": 10, "anchors_per_session": 12,
+        "familiarization_clips": 6, "loudness_alignment": "on", "target_lufs": -27,
+        "diversity_gap_s": 0.5, "completion_url": "", "consent_text": "", "instructions_text": "",
+    }  # fmt: skip
+    assert organizer_client.post(url, data).status_code == 400  # min above max
+    assert (
+        organizer_client.post(
+            url, {**data, "categories_min": 3, "anchors_per_session": 10}
+        ).status_code
+        == 400
+    )
+    assert organizer_client.post(url, {**data, "categories_min": 3}).status_code == 302
+    assert services.listening_test(listening).categories_min == 3
+    response = organizer_client.post(f"{url}invite/", {"label": "friend"}, follow=True)
+    rater = Rater.objects.get(label="friend")
+    assert rater.access_key in response.content.decode()
+    team = listening.teams.first()
+    organizer_client.post(
+        f"{url}accounts/", {"username": "p1", "password": "long-password-1", "team": team.pk}
+    )
+    assert Rater.objects.get(user__username="p1").team == team
+    assert (
+        organizer_client.post(
+            f"{url}accounts/", {"username": "p1", "password": "long-password-1"}
+        ).status_code
+        == 400
+    )
+    organizer_client.post(f"{url}open/", {"open": "0"})
+    assert not services.listening_test(listening).is_open
+
+
+def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
+    listening, organizer_client, organizer
+):
+    response = organizer_client.post(f"/organize/listening/{listening.slug}/diversity/")
+    assert response.status_code == 302
+    rater = Rater.objects.get(user=organizer)
+    assert rater.diversity_role
+    _through_consent(organizer_client, listening.slug)
+    assert organizer_client.get(f"/listen/{listening.slug}/").url.endswith("/diversity/")
+    page = organizer_client.get(f"/listen/{listening.slug}/diversity/").content.decode()
+    form = _trial_form(page)
+    trial = rater.diversity_trials.get(token=form["token"])
+    assert trial.item.system.public_id in page and trial.item.system.name not in page
+    audio = organizer_client.get(f"/listen/{listening.slug}/audio/{form['token']}/")
+    frames = sf.info(io.BytesIO(audio.content)).frames
+    assert frames == 2 * listening.clip_frames + round(0.5 * 8000)  # two sounds, one gap
+    for value, status in (("11", 400), ("x", 400)):
+        assert (
+            organizer_client.post(
+                f"/listen/{listening.slug}/diversity/rate/", {**form, "diversity": value}
+            ).status_code
+            == status
+        )
+    for _ in range(2):
+        response = organizer_client.post(
+            f"/listen/{listening.slug}/diversity/rate/", {**form, "diversity": "4"}
+        )
+        assert response.status_code == 303
+    assert (
+        trial.rating.diversity == 4
+        and rater.diversity_trials.filter(rating__isnull=False).count() == 1
+    )
+    # Counterbalanced: a second diversity rater starts elsewhere in the order.
+    from django.contrib.auth import get_user_model
+
+    other = services.enrol_organizer_for_diversity(
+        listening, get_user_model().objects.create_user("org2")
+    )
+    first_items = [t.item_id for t in services.diversity_trials(rater)]
+    second_items = [t.item_id for t in services.diversity_trials(other)]
+    assert sorted(first_items) == sorted(second_items) and first_items != second_items
+    # Someone who rated quality and fit cannot take the diversity role; raters cannot rate it.
+    member = services.invite(listening)
+    services.record_consent(member)
+    services.record_instructions(member)
+    services.next_session(member)
+    with pytest.raises(services.ListeningError):
+        services.diversity_trials(member)
