@@ -522,3 +522,17 @@ def create_baseline_systems(
         set_generator(system, module=BASELINE_MODULE, config=config)
         systems.append(system)
     return systems
+
+
+def generate_baseline_systems(
+    challenge: Challenge,
+    n_per_category: int = 100,
+    seed: int = 0,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[Job]:
+    """Create the baseline and its variants and generate their clips now (the demo's step)."""
+    return [
+        generate_now(system, n_per_category, seed, progress=progress)
+        for system in create_baseline_systems(challenge)
+    ]

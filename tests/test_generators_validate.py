@@ -243,3 +243,12 @@ def test_ignoring_the_seed_is_a_warning():
     assert report.ok  # valid output; a GPU model may not be bit-exact either
     assert [w.code for w in report.warnings] == ["not_deterministic"]
     assert "resumed job" in report.warnings[0].message
+
+
+def test_standalone_entry_point_for_authors(capsys):
+    from stimuli.generators.validate import main
+
+    assert main(["stimuli.generators.baseline", "--sample-rate", "16000", "--clips", "1"]) == 0
+    assert "Valid generator" in capsys.readouterr().out
+    assert main([f"{FIXTURES}.wrong_rate", "--clips", "1"]) == 1
+    assert "[wrong_sample_rate]" in capsys.readouterr().out
