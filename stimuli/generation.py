@@ -371,7 +371,13 @@ def generate_clips(
     audio_spec = clip_spec(challenge)
     started = time.perf_counter()
     generated = 0
-    with prepared_source(generator) as source:
+    try:
+        prepared = prepared_source(generator)
+        source = prepared.__enter__()
+    except SandboxError as exc:  # the module is not installed here, or the archive is broken
+        log(f"[{exc.code}] {exc.message}")
+        return {"clips": done, "_failed": True, "_error": f"[{exc.code}] {exc.message}"}
+    with prepared:
         sandbox = Sandbox(source, spec, Limits.from_settings(), use_gpu=use_gpu)
         log(f"device: {'cuda' if use_gpu else 'cpu'}")
         for rule, what in enforcement(use_gpu).items():

@@ -143,3 +143,21 @@ def test_baseline_systems_for_the_demo(small_challenge):
     assert [job.state for job in jobs] == [Job.State.SUCCEEDED] * 3
     sounds = [set(audio_by_name(s).values()) for s in systems]
     assert not sounds[0] & sounds[1] and not sounds[1] & sounds[2]
+
+
+def test_identical_clips_fail_validation_and_generation(small_challenge):
+    system = make_system(small_challenge, "Constant", module="tests.generator_fixtures.constant")
+    report = Generator.objects.get(system=system).report
+    assert [p["code"] for p in report["problems"]] == ["identical_clips"]
+    Generator.objects.filter(system=system).update(state=Generator.State.PENDING)
+    job = generate_now(system, 4, seed=0, batch_size=2)
+    assert job.state == Job.State.FAILED
+    assert "is identical to generated/rain/0000.wav" in job.error
+    assert system.clips.count() == 0  # the batch is stored whole or not at all
+
+
+def test_module_missing_on_the_worker_fails_the_job(small_challenge):
+    system = make_system(small_challenge, "Gone")
+    Generator.objects.filter(system=system).update(module="no_such_package.generator")
+    job = generate_now(system, 2)
+    assert job.state == Job.State.FAILED and "[import]" in job.error
