@@ -19,6 +19,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from django.conf import settings
@@ -371,13 +372,12 @@ def generate_clips(
     audio_spec = clip_spec(challenge)
     started = time.perf_counter()
     generated = 0
-    try:
-        prepared = prepared_source(generator)
-        source = prepared.__enter__()
-    except SandboxError as exc:  # the module is not installed here, or the archive is broken
-        log(f"[{exc.code}] {exc.message}")
-        return {"clips": done, "_failed": True, "_error": f"[{exc.code}] {exc.message}"}
-    with prepared:
+    with ExitStack() as stack:
+        try:
+            source = stack.enter_context(prepared_source(generator))
+        except SandboxError as exc:  # the module is not installed here, or the archive is broken
+            log(f"[{exc.code}] {exc.message}")
+            return {"clips": done, "_failed": True, "_error": f"[{exc.code}] {exc.message}"}
         sandbox = Sandbox(source, spec, Limits.from_settings(), use_gpu=use_gpu)
         log(f"device: {'cuda' if use_gpu else 'cpu'}")
         for rule, what in enforcement(use_gpu).items():
