@@ -4,6 +4,8 @@ CSV with `?format=csv`) and progress."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -45,6 +47,13 @@ class _RowsView(APIView):
         return response
 
 
+def _row_schema(name: str, columns: tuple[str, ...]):
+    return inline_serializer(
+        name=name, many=True, fields={c: serializers.CharField() for c in columns}
+    )
+
+
+@extend_schema(responses=_row_schema("RatingRow", selectors.RATING_COLUMNS))
 class RatingsView(_RowsView):
     """One row per quality/fit rating: rater, rater_team, session, category, system, track,
     stimulus, role, quality, fit."""
@@ -56,6 +65,7 @@ class RatingsView(_RowsView):
         return selectors.rating_rows(challenge)
 
 
+@extend_schema(responses=_row_schema("DiversityRow", selectors.DIVERSITY_COLUMNS))
 class DiversityView(_RowsView):
     """One row per diversity rating: rater, rater_team, category, system, track, diversity."""
 
@@ -66,6 +76,16 @@ class DiversityView(_RowsView):
         return selectors.diversity_rows(challenge)
 
 
+@extend_schema(
+    responses=inline_serializer(
+        name="ListeningProgress",
+        fields={
+            "is_open": serializers.BooleanField(),
+            "target_ratings": serializers.IntegerField(allow_null=True),
+            "categories": serializers.ListField(child=serializers.DictField()),
+        },
+    )
+)
 class ProgressView(APIView):
     """Per category: stimuli, fewest and most ratings so far, and sessions; plus the target."""
 
