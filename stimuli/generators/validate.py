@@ -175,7 +175,7 @@ def validate_source(
                 if len(failed[(exc.code, message)]) == 1:
                     report.add(exc.code, f"{category}: {message}", exc.detail)
                 continue
-            problems = check_output(array, clips_per_category, spec)
+            problems = check_output(array, clips_per_category, spec, report.sample_rate)
             for code, message in problems:
                 if (code, message) not in failed:
                     report.add(code, f"{category}: {message}")
