@@ -252,3 +252,18 @@ def test_standalone_entry_point_for_authors(capsys):
     assert "Valid generator" in capsys.readouterr().out
     assert main([f"{FIXTURES}.wrong_rate", "--clips", "1"]) == 1
     assert "[wrong_sample_rate]" in capsys.readouterr().out
+
+
+def test_c_level_connection_to_local_services_is_cut(probe):
+    """Below the audit hook: a raw connect() to the machine's PostgreSQL or Redis port fails."""
+    import socket
+
+    for port in (5432, 6379):
+        with socket.socket() as outside:
+            outside.settimeout(1)
+            if outside.connect_ex(("127.0.0.1", port)) != 0:
+                continue  # nothing listens here; nothing to prove with this port
+        if not (network_namespace_command() or landlock_abi() >= 4):
+            pytest.skip("neither network namespaces nor Landlock TCP rules here")
+        with pytest.raises(SandboxError, match="connect refused"):
+            probe.generate(f"cconnect:127.0.0.1:{port}", 1, 0)
