@@ -267,3 +267,29 @@ def test_c_level_connection_to_local_services_is_cut(probe):
             pytest.skip("neither network namespaces nor Landlock TCP rules here")
         with pytest.raises(SandboxError, match="connect refused"):
             probe.generate(f"cconnect:127.0.0.1:{port}", 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("module", "category", "code"),
+    [
+        ("network", "rain", "network"),
+        ("writes_outside", "rain", "write_outside"),
+        ("probe", "spawn", "process"),
+    ],
+)
+def test_without_kernel_rules_the_audit_hook_still_refuses(module, category, code, tmp_path):
+    """What a worker without Landlock or network namespaces still enforces, and reports."""
+    source = GeneratorSource.from_module(f"{FIXTURES}.{module}")
+    with Sandbox(source, limits=LIMITS, kernel_rules=False) as sandbox:
+        assert sandbox.info["enforced"]["filesystem"] is False
+        with pytest.raises(SandboxError) as caught:
+            sandbox.generate(category, 1, 0)
+    assert caught.value.code == code
+    assert sandbox.proc.returncode is not None  # stopped
+
+
+def test_with_kernel_rules_other_programs_may_run(probe):
+    if not (landlock_abi() >= 1 and network_namespace_command()):
+        pytest.skip("needs Landlock and network namespaces")
+    # Children inherit the namespace and the Landlock rules, so starting one is allowed.
+    assert probe.generate("spawn", 1, 0).shape == (1, 88200)

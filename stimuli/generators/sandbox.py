@@ -311,11 +311,14 @@ class Sandbox:
         *,
         use_gpu: bool | None = None,
         workdir: Path | str | None = None,
+        kernel_rules: bool = True,
     ):
         self.source = source
         self.spec = spec or OutputSpec()
         self.limits = limits or Limits()
         self.use_gpu = cuda_visible() if use_gpu is None else use_gpu
+        # Off, only the audit hook applies: what a kernel without Landlock or namespaces gives.
+        self.kernel_rules = kernel_rules
         self._own_root = workdir is None
         self.root = Path(workdir or tempfile.mkdtemp(prefix="foley-sandbox-"))
         self.scratch = self.root / "scratch"
@@ -380,7 +383,7 @@ class Sandbox:
             link = imports / name
             if not link.is_symlink():
                 link.symlink_to(target)
-        netns = network_namespace_command()
+        netns = network_namespace_command() if self.kernel_rules else ()
         devices = [str(p) for p in Path("/dev").glob("nvidia*")] if self.use_gpu else []
         config = {
             "scratch": str(self.scratch),
@@ -395,7 +398,7 @@ class Sandbox:
                 str(RUNNER),
             ],
             "devices": [*devices, "/dev/null", "/dev/urandom", "/dev/zero"],
-            "landlock": True,
+            "landlock": self.kernel_rules,
             "network_namespace": bool(netns),
         }
         config_path = self.root / "config.json"

@@ -34,6 +34,10 @@ def generate(model, category, n, seed):
         libc.close(fd)
         if result != 0:
             raise PermissionError(f"connect refused: errno {ctypes.get_errno()}")
+    elif category == "spawn":
+        import subprocess
+
+        subprocess.run(["true"], check=True)
     elif category == "env":
         raise RuntimeError("ENV " + " ".join(sorted(os.environ)) + " CWD " + os.getcwd())
     return tones(model, category, n, seed)
