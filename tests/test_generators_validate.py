@@ -277,7 +277,7 @@ def test_c_level_connection_to_local_services_is_cut(probe):
         ("probe", "spawn", "process"),
     ],
 )
-def test_without_kernel_rules_the_audit_hook_still_refuses(module, category, code, tmp_path):
+def test_without_kernel_rules_the_audit_hook_still_refuses(module, category, code):
     """What a worker without Landlock or network namespaces still enforces, and reports."""
     source = GeneratorSource.from_module(f"{FIXTURES}.{module}")
     with Sandbox(source, limits=LIMITS, kernel_rules=False) as sandbox:
@@ -293,3 +293,15 @@ def test_with_kernel_rules_other_programs_may_run(probe):
         pytest.skip("needs Landlock and network namespaces")
     # Children inherit the namespace and the Landlock rules, so starting one is allowed.
     assert probe.generate("spawn", 1, 0).shape == (1, 88200)
+
+
+def test_moving_a_file_out_of_the_folder_is_refused(tmp_path):
+    target = tmp_path / "moved.txt"
+    source = GeneratorSource.from_module(f"{FIXTURES}.probe")
+    with (
+        Sandbox(source, limits=LIMITS, kernel_rules=False) as sandbox,
+        pytest.raises(SandboxError) as caught,
+    ):
+        sandbox.generate(f"move:{target}", 1, 0)
+    assert caught.value.code == "write_outside" and str(target) in caught.value.message
+    assert not target.exists()

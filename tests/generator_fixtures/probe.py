@@ -34,6 +34,10 @@ def generate(model, category, n, seed):
         libc.close(fd)
         if result != 0:
             raise PermissionError(f"connect refused: errno {ctypes.get_errno()}")
+    elif category.startswith("move:"):
+        with open("inside.txt", "w") as handle:
+            handle.write("made inside, moved out")
+        os.rename("inside.txt", category[5:])
     elif category == "spawn":
         import subprocess
 
