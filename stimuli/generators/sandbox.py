@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.util import find_spec
@@ -312,6 +313,7 @@ class Sandbox:
         use_gpu: bool | None = None,
         workdir: Path | str | None = None,
         kernel_rules: bool = True,
+        on_wait: Callable[[], None] | None = None,
     ):
         self.source = source
         self.spec = spec or OutputSpec()
@@ -319,6 +321,8 @@ class Sandbox:
         self.use_gpu = cuda_visible() if use_gpu is None else use_gpu
         # Off, only the audit hook applies: what a kernel without Landlock or namespaces gives.
         self.kernel_rules = kernel_rules
+        # Called about every half second while waiting on the generator (a job's heartbeat).
+        self.on_wait = on_wait
         self._own_root = workdir is None
         self.root = Path(workdir or tempfile.mkdtemp(prefix="foley-sandbox-"))
         self.scratch = self.root / "scratch"
@@ -474,6 +478,8 @@ class Sandbox:
                     f"stopped after {timeout:g} s {doing} (the time limit)",
                     self.log_tail(),
                 )
+            if self.on_wait is not None:
+                self.on_wait()
             if not self._selector.select(min(left, 0.5)):
                 if self.proc.poll() is not None:
                     self._died(doing)
