@@ -24,6 +24,7 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
         jobs.setdefault((job.params.get("system_id"), job.kind), job)
     for found in jobs.values():
         found.log_tail = log_tail(found)
+        found.stale = generation.is_stale(found)  # its worker was lost: offer a retry
     rows = [
         {
             "system": system,
