@@ -455,8 +455,8 @@ def generate_clips(
                     )
                     progress(done, total, f"{category.slug}: {len(have)}/{n}")
         except (SandboxError, GenerationError) as exc:
-            detail = getattr(exc, "detail", "") or sandbox.log_tail()
-            if detail:
+            detail = getattr(exc, "detail", "")
+            if detail.strip():
                 log("generator output:\n" + detail.rstrip())
             message = exc.message if isinstance(exc, SandboxError) else str(exc)
             code = exc.code if isinstance(exc, SandboxError) else "clip_spec"
