@@ -4,7 +4,8 @@ CSV with `?format=csv`) and progress."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
@@ -29,6 +30,33 @@ class CSVRenderer(BaseRenderer):
         return selectors.to_csv(data, columns)
 
 
+class RatingRowSerializer(serializers.Serializer):
+    rater = serializers.CharField()
+    rater_team = serializers.CharField(allow_blank=True)
+    session = serializers.CharField()
+    category = serializers.CharField()
+    system = serializers.CharField(allow_blank=True)
+    track = serializers.CharField(allow_blank=True)
+    stimulus = serializers.CharField()
+    role = serializers.ChoiceField(
+        choices=["trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit"]
+    )
+    quality = serializers.IntegerField(min_value=0, max_value=10)
+    fit = serializers.IntegerField(min_value=0, max_value=10)
+
+
+class DiversityRowSerializer(serializers.Serializer):
+    rater = serializers.CharField()
+    rater_team = serializers.CharField(allow_blank=True)
+    category = serializers.CharField()
+    system = serializers.CharField()
+    track = serializers.CharField()
+    diversity = serializers.IntegerField(min_value=0, max_value=10)
+
+
+FORMAT = OpenApiParameter("format", str, enum=["json", "csv"], description="csv for a download")
+
+
 class _RowsView(APIView):
     permission_classes = [IsOrganizer]
     renderer_classes = [JSONRenderer, CSVRenderer]
@@ -47,13 +75,6 @@ class _RowsView(APIView):
         return response
 
 
-def _row_schema(name: str, columns: tuple[str, ...]):
-    return inline_serializer(
-        name=name, many=True, fields={c: serializers.CharField() for c in columns}
-    )
-
-
-@extend_schema(responses=_row_schema("RatingRow", selectors.RATING_COLUMNS))
 class RatingsView(_RowsView):
     """One row per quality/fit rating: rater, rater_team, session, category, system, track,
     stimulus, role, quality, fit."""
@@ -64,8 +85,11 @@ class RatingsView(_RowsView):
     def rows(self, challenge):
         return selectors.rating_rows(challenge)
 
+    @extend_schema(responses=RatingRowSerializer(many=True), parameters=[FORMAT])
+    def get(self, request, challenge_slug: str, format=None):
+        return super().get(request, challenge_slug, format)
 
-@extend_schema(responses=_row_schema("DiversityRow", selectors.DIVERSITY_COLUMNS))
+
 class DiversityView(_RowsView):
     """One row per diversity rating: rater, rater_team, category, system, track, diversity."""
 
@@ -75,22 +99,17 @@ class DiversityView(_RowsView):
     def rows(self, challenge):
         return selectors.diversity_rows(challenge)
 
+    @extend_schema(responses=DiversityRowSerializer(many=True), parameters=[FORMAT])
+    def get(self, request, challenge_slug: str, format=None):
+        return super().get(request, challenge_slug, format)
 
-@extend_schema(
-    responses=inline_serializer(
-        name="ListeningProgress",
-        fields={
-            "is_open": serializers.BooleanField(),
-            "target_ratings": serializers.IntegerField(allow_null=True),
-            "categories": serializers.ListField(child=serializers.DictField()),
-        },
-    )
-)
+
 class ProgressView(APIView):
     """Per category: stimuli, fewest and most ratings so far, and sessions; plus the target."""
 
     permission_classes = [IsOrganizer]
 
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, challenge_slug: str):
         challenge = get_object_or_404(Challenge, slug=challenge_slug)
         test = getattr(challenge, "listening_test", None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 
 import numpy as np
 from django.db import IntegrityError, transaction
@@ -30,10 +31,11 @@ def store_samples(samples: np.ndarray, sample_rate: int) -> AudioFile:
         samples = samples[:, None]
     data = encode_wav(samples, sample_rate, 16)
     sha = hashlib.sha256(data).hexdigest()
+    # Written even when the row exists: a storage that lost the file gets it back.
+    name = storage.put_audio(sha, data)
     existing = AudioFile.objects.filter(sha256=sha).first()
     if existing:
         return existing
-    name = storage.put_audio(sha, data)
     stored = np.clip(np.round(samples * 32768), -32768, 32767) / 32768.0
     peak = float(np.max(np.abs(stored))) if stored.size else 0.0
     try:
@@ -112,13 +114,32 @@ def delivered_audio(source: AudioFile, test: ListeningTest) -> AudioFile:
     return audio
 
 
-def audio_response(audio: AudioFile) -> HttpResponse:
+def audio_response(audio: AudioFile, range_header: str = "") -> HttpResponse:
     """The one way stimuli leave the server: same type, caching and (for equal durations) size;
-    no file name, date or content tag that could tell two stimuli apart."""
+    no file name, date or content tag that could tell two stimuli apart.
+
+    Byte ranges are served (Safari on phones plays only from servers that support them).
+    """
     data = storage.read_audio(audio.file)
-    response = HttpResponse(data, content_type="audio/wav")
+    size = len(data)
+    match = re.fullmatch(r"bytes=(\d*)-(\d*)", range_header.strip())
+    if match and (match.group(1) or match.group(2)):
+        first, last = match.groups()
+        if first:
+            start, end = int(first), min(int(last), size - 1) if last else size - 1
+        else:  # the last N bytes
+            start, end = max(0, size - int(last)), size - 1
+        if start > end or start >= size:
+            response = HttpResponse(status=416)
+            response["Content-Range"] = f"bytes */{size}"
+            return response
+        response = HttpResponse(data[start : end + 1], content_type="audio/wav", status=206)
+        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+    else:
+        response = HttpResponse(data, content_type="audio/wav")
+    response["Accept-Ranges"] = "bytes"
     response["Cache-Control"] = "private, max-age=86400"
-    response["Content-Length"] = str(len(data))
+    response["Content-Length"] = str(len(response.content))
     return response
 
 

@@ -75,6 +75,7 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
     )
     careless = set(range(max(0, n_raters - 2), n_raters)) if n_raters >= 4 else set()
     counts = {"raters": 0, "sessions": 0, "ratings": 0, "diversity_ratings": 0}
+    raters: list[tuple[int, Rater]] = []
     for n in range(n_raters):
         if n == 0:
             name = f"{challenge.slug[:20]}-member-{seed}"
@@ -89,22 +90,25 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
         counts["raters"] += 1
         services.record_consent(rater)
         services.record_instructions(rater)
-        while True:
-            step = services.next_session(rater)
-            if step.session is None:
-                break
-            session = step.session
+        raters.append((n, rater))
+    # Raters take turns, one category each, as people working at the same time would.
+    while raters:
+        still: list[tuple[int, Rater]] = []
+        for n, rater in raters:
+            session = services.next_session(rater).session
+            if session is None:
+                services.finish(rater)
+                continue
             services.complete_familiarization(session, require_heard=False)
             counts["sessions"] += 1
-            trial = services.next_trial(session)
-            while trial is not None:
+            while (trial := services.next_trial(session)) is not None:
                 system = trial.stimulus.system.name if trial.stimulus_id else ""
                 quality, fit = _answer(rng, trial.role, system, n in careless)
                 key = f"sim-{trial.token}"
                 services.save_rating(rater, trial.token, quality=quality, fit=fit, key=key)
                 counts["ratings"] += 1
-                trial = services.next_trial(session)
-        services.finish(rater)
+            still.append((n, rater))
+        raters = still
     organizers = Group.objects.get_or_create(name=ORGANIZERS_GROUP)[0]
     for k in range(2):
         name = f"{challenge.slug[:20]}-diversity-{k}"

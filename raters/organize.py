@@ -40,6 +40,16 @@ class SettingsForm(forms.ModelForm):
             "consent_text",
             "instructions_text",
         ]
+        labels = {
+            "categories_min": "Categories per rater, at least",
+            "categories_max": "Categories per rater, at most",
+            "target_ratings": "Ratings wanted per stimulus",
+            "anchors_per_session": "Hidden anchors per session",
+            "familiarization_clips": "Familiarization examples",
+            "target_lufs": "Target loudness (LUFS)",
+            "diversity_gap_s": "Silence in diversity files (s)",
+            "completion_url": "Completion URL",
+        }
         widgets = {
             "consent_text": forms.Textarea(attrs={"rows": 3}),
             "instructions_text": forms.Textarea(attrs={"rows": 3}),
@@ -65,9 +75,18 @@ class InviteForm(forms.Form):
         self.fields["team"].queryset = Team.objects.filter(challenge=challenge)
 
 
-class AccountForm(InviteForm):
+class AccountForm(forms.Form):
     username = forms.CharField(max_length=150)
     password = forms.CharField(min_length=8, widget=forms.PasswordInput)
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(),
+        required=False,
+        help_text="The team's own systems are left out of this rater's scores.",
+    )
+
+    def __init__(self, *args, challenge: Challenge, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = Team.objects.filter(challenge=challenge)
 
 
 def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:

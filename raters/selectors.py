@@ -129,14 +129,20 @@ def session_checks(challenge: Challenge) -> dict[int, dict]:
 
 
 def stimulus_progress(challenge: Challenge) -> list[dict]:
-    """Per stimulus: ratings so far against the target."""
+    """Per stimulus: ratings so far, those from sessions passing the quality checks (the ones
+    scoring will use) against the target, and trials assigned."""
     test = ListeningTest.objects.filter(challenge=challenge).first()
     target = test.target_ratings if test else 0
+    failing = [pk for pk, c in session_checks(challenge).items() if c["failing"]]
     rows = (
         Stimulus.objects.filter(challenge=challenge)
         .select_related("system__track", "category")
         .annotate(
             n_ratings=Count("trials", filter=Q(trials__rating__isnull=False)),
+            n_usable=Count(
+                "trials",
+                filter=Q(trials__rating__isnull=False) & ~Q(trials__session_id__in=failing),
+            ),
             n_planned=Count("trials"),
         )
         .order_by("category__position", "system__name", "position")
@@ -145,9 +151,10 @@ def stimulus_progress(challenge: Challenge) -> list[dict]:
         {
             "stimulus": s,
             "ratings": s.n_ratings,
+            "usable": s.n_usable,
             "planned": s.n_planned,
             "target": target,
-            "reached": s.n_ratings >= target,
+            "reached": s.n_usable >= target,
         }
         for s in rows
     ]
@@ -163,8 +170,9 @@ def category_progress(challenge: Challenge) -> list[dict]:
             {"category": category, "stimuli": 0, "min": None, "max": 0, "reached": 0},
         )
         entry["stimuli"] += 1
-        entry["min"] = row["ratings"] if entry["min"] is None else min(entry["min"], row["ratings"])
-        entry["max"] = max(entry["max"], row["ratings"])
+        usable = row["usable"]
+        entry["min"] = usable if entry["min"] is None else min(entry["min"], usable)
+        entry["max"] = max(entry["max"], usable)
         entry["reached"] += row["reached"]
     sessions = dict(
         CategorySession.objects.filter(rater__challenge=challenge)

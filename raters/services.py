@@ -9,11 +9,13 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Max, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from stimuli.jobs import JobProgress, enqueue, run_job
@@ -39,6 +41,8 @@ from .models import (
 ANCHOR_POOL = 8
 # Blocks of the balanced Latin square over a session.
 SESSION_BLOCKS = 8
+# An open session without an answer for this long no longer holds its place in the assignment.
+ABANDONED_AFTER = timedelta(hours=2)
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
@@ -130,12 +134,16 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
 
 
 def _familiarization_pool(challenge: Challenge, category: Category) -> set[int]:
+    """The category's examples: development clips spread evenly over the set (uploads are often
+    ordered by name, so the first few could all be alike), the same for every rater."""
     test = listening_test(challenge)
-    return set(
+    ids = list(
         Clip.objects.filter(category=category, role=Clip.Role.DEVELOPMENT)
         .order_by("id")
-        .values_list("pk", flat=True)[: test.familiarization_clips]
+        .values_list("pk", flat=True)
     )
+    n = min(test.familiarization_clips, len(ids))
+    return {ids[int((k + 0.5) * len(ids) / n)] for k in range(n)}
 
 
 def build_diversity_items(challenge: Challenge, *, progress=None) -> int:
@@ -356,20 +364,33 @@ class NextStep:
 
 
 def category_need(challenge: Challenge) -> dict[int, int]:
-    """Sessions of each category still needed for every stimulus to reach the target."""
+    """Sessions of each category still needed for every stimulus to reach the target.
+
+    A session counts while it is closed and passing the quality checks, or open and active in the
+    last `ABANDONED_AFTER`: an abandoned session or one that fails the checks (its ratings will
+    be excluded at scoring) leaves its place to another rater.
+    """
+    from .selectors import session_checks
+
     test = listening_test(challenge)
     with_stimuli = (
         Stimulus.objects.filter(challenge=challenge)
         .values_list("category_id", flat=True)
         .distinct()
     )
-    sessions = dict(
+    failing = {pk for pk, checks in session_checks(challenge).items() if checks["failing"]}
+    cutoff = timezone.now() - ABANDONED_AFTER
+    sessions = (
         CategorySession.objects.filter(rater__challenge=challenge)
-        .values("category_id")
-        .annotate(n=Count("id"))
-        .values_list("category_id", "n")
+        .annotate(active=Coalesce(Max("trials__rating__created_at"), "created_at"))
+        .values_list("pk", "category_id", "state", "active")
     )
-    return {c: max(0, test.target_ratings - sessions.get(c, 0)) for c in with_stimuli}
+    counts: dict[int, int] = {}
+    for pk, category_id, state, active in sessions:
+        if pk in failing or (state != CategorySession.State.CLOSED and active < cutoff):
+            continue
+        counts[category_id] = counts.get(category_id, 0) + 1
+    return {c: max(0, test.target_ratings - counts.get(c, 0)) for c in with_stimuli}
 
 
 def next_session(rater: Rater) -> NextStep:
@@ -543,12 +564,15 @@ def _check_key(key) -> str:
     return key
 
 
-def save_rating(rater: Rater, token: str, *, quality, fit, key: str) -> tuple[Rating, bool]:
+def save_rating(
+    rater: Rater, token: str, *, quality, fit, key: str, require_heard: bool = False
+) -> tuple[Rating, bool]:
     """Store the answer to one trial exactly once; returns the rating and whether it is new.
 
     The same key again (a double click, a retry, a resubmitted page) returns the stored rating
     unchanged. Bad values, another rater's trial, a closed session or a closed test are refused
-    with nothing changed.
+    with nothing changed. With `require_heard` (the pages), the trial's sound must have been
+    fetched by the rater's browser.
     """
     quality = _check_value("Quality", quality)
     fit = _check_value("Fit", fit)
@@ -578,6 +602,8 @@ def save_rating(rater: Rater, token: str, *, quality, fit, key: str) -> tuple[Ra
             raise ListeningError("The listening test is closed.", 409)
         if trial.session.familiarized_at is None:
             raise ListeningError("The examples of this category come first.", 409)
+        if require_heard and trial.served_at is None:
+            raise ListeningError("Please listen to the sound before rating it.", 409)
         rating = Rating.objects.create(trial=trial, quality=quality, fit=fit, idempotency_key=key)
         if not trial.session.trials.filter(rating__isnull=True).exists():
             CategorySession.objects.filter(pk=trial.session_id).update(
@@ -631,7 +657,7 @@ def diversity_trials(rater: Rater) -> list[DiversityTrial]:
 
 
 def save_diversity_rating(
-    rater: Rater, token: str, *, diversity, key: str
+    rater: Rater, token: str, *, diversity, key: str, require_heard: bool = False
 ) -> tuple[DiversityRating, bool]:
     """Like `save_rating`, for one diversity file."""
     value = _check_value("Diversity", diversity)
@@ -651,6 +677,8 @@ def save_diversity_rating(
             raise ListeningError("This item is already answered.", 409)
         if not listening_test(rater.challenge).is_open:
             raise ListeningError("The listening test is closed.", 409)
+        if require_heard and trial.served_at is None:
+            raise ListeningError("Please listen to the sounds before rating them.", 409)
         rating = DiversityRating.objects.create(trial=trial, diversity=value, idempotency_key=key)
     return rating, True
 

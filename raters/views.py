@@ -131,6 +131,9 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             },
         )
     trial = services.next_trial(session)
+    if trial is None:  # every trial answered: the session closes on its last answer
+        CategorySession.objects.filter(pk=session.pk).update(state=CategorySession.State.CLOSED)
+        return redirect("raters:home", slug=challenge.slug)
     trials = list(session.trials.order_by("position").values_list("position", "token"))
     following = next((t for p, t in trials if p > trial.position), None)
     return render(
@@ -156,7 +159,7 @@ def _progress(rater: Rater, session: CategorySession | None = None) -> dict:
     return {
         "categories_done": closed,
         "category_number": closed + 1,
-        "categories_min": test.categories_min,
+        "categories_min": min(test.categories_min, len(services.category_need(rater.challenge))),
         "categories_max": test.categories_max,
     }
 
@@ -242,6 +245,7 @@ def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         quality=request.POST.get("quality", ""),
         fit=request.POST.get("fit", ""),
         key=request.POST.get("key", ""),
+        require_heard=True,
     )
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"created": created, "quality": rating.quality, "fit": rating.fit})
@@ -274,7 +278,8 @@ def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 
 @rater_view
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
-    return delivery.audio_response(services.audio_for_token(rater, token))
+    audio_file = services.audio_for_token(rater, token)
+    return delivery.audio_response(audio_file, request.headers.get("Range", ""))
 
 
 @rater_view
@@ -318,6 +323,7 @@ def rate_diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> 
         request.POST.get("token", ""),
         diversity=request.POST.get("diversity", ""),
         key=request.POST.get("key", ""),
+        require_heard=True,
     )
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"created": created, "diversity": rating.diversity})

@@ -180,6 +180,37 @@ def test_assignment_takes_least_rated_categories_and_stops_at_the_target(db):
     assert last.session is None and last.reason in ("full", "done")
 
 
+def test_failing_and_abandoned_sessions_leave_their_place_to_others(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    challenge = build_listening_challenge(slug="need", categories=1 + 1, target_ratings=1)
+    services.set_open(challenge, True)
+    need = services.category_need
+    careless = _rater(challenge, 1)
+    session = services.next_session(careless).session
+    category = session.category_id
+    assert need(challenge)[category] == 0
+    services.complete_familiarization(session, require_heard=False)
+    for trial in session.trials.exclude(role="trial"):
+        # Every check answered against its type: the session fails.
+        q, f = {"anchor_hq_goodfit": (0, 0)}.get(trial.role, (10, 10))
+        services.save_rating(careless, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
+    assert need(challenge)[category] == 1
+    attentive = _rater(challenge, 2)
+    taken = services.next_session(attentive).session
+    other = next(c for c in need(challenge) if c != category)
+    assert taken.category_id in (category, other)
+    # An open session without answers for hours no longer holds its place.
+    stale = taken
+    assert need(challenge)[stale.category_id] == 0
+    CategorySession.objects.filter(pk=stale.pk).update(
+        created_at=timezone.now() - services.ABANDONED_AFTER - timedelta(minutes=1)
+    )
+    assert need(challenge)[stale.category_id] == 1
+
+
 def test_a_rater_rates_at_most_the_maximum_of_categories(db):
     challenge = build_listening_challenge(slug="max", categories=3, target_ratings=50)
     services.set_open(challenge, True)

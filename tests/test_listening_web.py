@@ -13,8 +13,9 @@ import soundfile as sf
 from django.test import Client
 
 from raters import services
-from raters.models import CategorySession, ListeningTest, Rater, Rating, Trial
+from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulus, Trial
 from stimuli.audio import integrated_loudness
+from stimuli.models import Clip, Job
 from tests.listening_setup import answer_session, build_listening_challenge
 
 pytestmark = pytest.mark.django_db
@@ -76,6 +77,13 @@ def test_a_rater_goes_from_invitation_to_the_end(listening):
             # A reload shows the same trial under a fresh key: nothing was answered yet.
             again = _trial_form(client.get(f"/listen/{listening.slug}/").content.decode())
             assert again["token"] == form["token"] and again["key"] != form["key"]
+            if answered == 0:
+                # The page refuses an answer to a sound the browser never fetched.
+                response = client.post(
+                    f"/listen/{listening.slug}/rate/", {**form, "quality": "7", "fit": "6"}
+                )
+                assert response.status_code == 409 and b"listen to the sound" in response.content
+            client.get(f"/listen/{listening.slug}/audio/{form['token']}/")
             response = client.post(
                 f"/listen/{listening.slug}/rate/", {**form, "quality": "7", "fit": "6"}
             )
@@ -131,6 +139,7 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
 
 def test_strangers_see_nothing(listening):
     client = Client()
+    assert f"/listen/{listening.slug}/" in client.get("/").content.decode()  # the open test
     response = client.get(f"/listen/{listening.slug}/")
     assert response.status_code == 403 and b"invitation link" in response.content
     trial_token = Trial.objects.values_list("token", flat=True).first()
@@ -217,6 +226,24 @@ def test_audio_reveals_nothing_about_what_it_is(listening):
     assert not set(other_session.trials.values_list("token", flat=True)) & set(
         session.trials.values_list("token", flat=True)
     )
+
+
+def test_audio_is_served_in_byte_ranges(listening):
+    client, rater = _join(listening)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    trial = services.next_session(rater).session.trials.first()
+    url = f"/listen/{listening.slug}/audio/{trial.token}/"
+    whole = client.get(url).content
+    size = len(whole)
+    part = client.get(url, HTTP_RANGE="bytes=0-1")
+    assert part.status_code == 206 and part.content == whole[:2]
+    assert part["Content-Range"] == f"bytes 0-1/{size}" and part["Accept-Ranges"] == "bytes"
+    tail = client.get(url, HTTP_RANGE="bytes=100-")
+    assert tail.status_code == 206 and tail.content == whole[100:]
+    suffix = client.get(url, HTTP_RANGE="bytes=-10")
+    assert suffix.content == whole[-10:]
+    assert client.get(url, HTTP_RANGE=f"bytes={size}-").status_code == 416
 
 
 def test_loudness_alignment_can_be_turned_off(listening):
@@ -307,6 +334,13 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
     )
     organizer_client.post(f"{url}open/", {"open": "0"})
     assert not services.listening_test(listening).is_open
+    # Prepare runs as a job (in-process here, without a broker) and changes nothing twice.
+    anchors = listening.anchors.count()
+    organizer_client.post(f"{url}prepare/")
+    job = Job.objects.get(challenge=listening, kind=Job.Kind.PREPARE_LISTENING)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert job.result["anchors_added"] == 0 and listening.anchors.count() == anchors
+    assert f"Preparation #{job.pk}" in organizer_client.get(url).content.decode()
 
 
 def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
@@ -357,3 +391,22 @@ def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
     services.next_session(member)
     with pytest.raises(services.ListeningError):
         services.diversity_trials(member)
+
+
+def test_organizers_pick_stimuli_by_hand_in_the_admin(admin_client):
+    challenge = build_listening_challenge(slug="by-hand")
+    clip = Clip.objects.filter(challenge=challenge, role="system").exclude(stimuli__isnull=False)
+    clip = clip.first() or Clip.objects.filter(challenge=challenge, role="system").first()
+    Stimulus.objects.filter(clip=clip).delete()
+    response = admin_client.post("/admin/raters/stimulus/add/", {"clip": clip.pk, "position": 3})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    stimulus = Stimulus.objects.get(clip=clip)
+    assert (stimulus.challenge, stimulus.category, stimulus.system) == (
+        challenge,
+        clip.category,
+        clip.system,
+    )
+    # A development clip is not a system's sound: the form refuses it.
+    dev = Clip.objects.filter(challenge=challenge, role="development").first()
+    response = admin_client.post("/admin/raters/stimulus/add/", {"clip": dev.pk, "position": 0})
+    assert response.status_code == 200 and not Stimulus.objects.filter(clip=dev).exists()

@@ -1,0 +1,128 @@
+"""Listening-test costs at DCASE 2023 Task 7 size (7 categories, 8 finalists, 20 sounds each: 172
+trials per session): building a counterbalanced session, storing one answer, serving one sound.
+Each is printed beside its floor measured in the same run (the bare inserts or file read it
+cannot avoid).
+
+    python benchmarks/bench_listening.py [--systems-per-track 4] [--sounds 20] [--sessions 20]
+
+Runs on a throw-away SQLite database and media folder unless DATABASE_URL is set.
+Figures are medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def ms(values: list[float]) -> str:
+    return f"{1000 * statistics.median(values):8.2f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems-per-track", type=int, default=4)
+    parser.add_argument("--sounds", type=int, default=20)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--answers", type=int, default=400)
+    args = parser.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="foley-bench-"))
+    os.environ.setdefault("FOLEY_DATA_DIR", str(scratch))
+    os.environ.setdefault("MEDIA_ROOT", str(scratch / "media"))
+    os.environ.setdefault("SECRET_KEY", "benchmark-only-key-0123456789-abcdefghijklmnopqrstuvwxyz")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection, transaction
+
+    from raters import delivery, services
+    from raters.models import Rating, Trial
+    from stimuli import storage
+    from tests.listening_setup import build_listening_challenge
+
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    challenge = build_listening_challenge(
+        slug=f"bench-{uuid.uuid4().hex[:8]}",
+        categories=7,
+        systems_per_track=args.systems_per_track,
+        clips_per_system=args.sounds,
+        dev_per_category=30,
+        duration=4.0,
+        sample_rate=22_050,
+        target_ratings=1000,
+    )
+    setup_s = time.perf_counter() - started
+    services.set_open(challenge, True)
+    category = challenge.categories.first()
+
+    build, floor_build, sessions = [], [], []
+    for n in range(args.sessions):
+        rater = services.invite(challenge, label=f"bench {n}")
+        t = time.perf_counter()
+        session = services.build_session(rater, category, order=0)
+        build.append(time.perf_counter() - t)
+        sessions.append((rater, session))
+        rows = [
+            Trial(session=session, position=1000 + p, role=t.role, stimulus_id=t.stimulus_id,
+                  anchor_id=t.anchor_id, audio_id=t.audio_id)
+            for p, t in enumerate(session.trials.all())
+        ]  # fmt: skip
+        t = time.perf_counter()
+        with transaction.atomic():
+            Trial.objects.bulk_create(rows)
+        floor_build.append(time.perf_counter() - t)
+        Trial.objects.filter(session=session, position__gte=1000).delete()
+    n_trials = sessions[0][1].trials.count()
+
+    save, floor_save, serve, floor_serve = [], [], [], []
+    answered = 0
+    for rater, session in sessions:
+        services.complete_familiarization(session, require_heard=False)
+        for trial in session.trials.order_by("position"):
+            if answered >= args.answers:
+                break
+            t = time.perf_counter()
+            audio = services.audio_for_token(rater, trial.token)
+            delivery.audio_response(audio)
+            serve.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            storage.read_audio(audio.file)
+            floor_serve.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            services.save_rating(rater, trial.token, quality=5, fit=5, key=f"bench-{trial.pk}")
+            save.append(time.perf_counter() - t)
+            answered += 1
+    # Floor: the bare insert of the same number of rows, each in its own transaction.
+    spare = list(Trial.objects.filter(rating__isnull=True)[: len(save)])
+    for trial in spare:
+        t = time.perf_counter()
+        with transaction.atomic():
+            Rating.objects.create(
+                trial=trial, quality=5, fit=5, idempotency_key=f"floor-{trial.pk}"
+            )
+        floor_save.append(time.perf_counter() - t)
+
+    print(f"database: {connection.vendor}; setup of {challenge.stimuli.count()} stimuli "
+          f"(clips, anchors, loudness alignment, diversity files): {setup_s:.1f} s")  # fmt: skip
+    print(
+        f"build one session of {n_trials} trials   ours {ms(build)}   bare inserts {ms(floor_build)}"
+    )
+    print(f"store one answer (save_rating)      ours {ms(save)}   bare insert  {ms(floor_save)}")
+    print(f"serve one sound by its token        ours {ms(serve)}   file read    {ms(floor_serve)}")
+
+
+if __name__ == "__main__":
+    main()

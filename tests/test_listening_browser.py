@@ -1,0 +1,126 @@
+"""The listening test in a real headless Chromium: a rater completes a category session with a
+reload and a double click in the middle, and an organizer rates diversity."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from raters import services
+from raters.models import DiversityRating, Rater, Rating
+from tests.browser import chromium_page, log_in
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _listen_to_the_end(page) -> None:
+    """Press Play (keyboard) and wait for the scales to open, which needs the clip's end."""
+    page.focus("button.play")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("input[data-scale]:not([disabled])")
+
+
+def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_path):
+    challenge = build_listening_challenge(
+        slug="browser-listen",
+        categories=2,
+        clips_per_system=1,
+        anchors_per_session=3,
+        familiarization_clips=2,
+    )
+    services.set_open(challenge, True)
+    rater = services.invite(challenge, label="browser")
+    slug = challenge.slug
+    with chromium_page(chromium_path, viewport={"width": 390, "height": 844}) as page:
+        page.goto(f"{live_server.url}/listen/{slug}/join/{rater.access_key}/")
+        assert page.url.endswith("/consent/")
+        page.check("#agree")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        with page.expect_navigation():
+            page.click("button[type=submit]")  # instructions: Start
+
+        # Familiarization: Start opens only once every example has played to its end.
+        assert page.is_disabled("#start")
+        page.eval_on_selector_all("ol.examples audio", "els => els.forEach(a => a.play())")
+        page.wait_for_selector("#start:not([disabled])")
+        with page.expect_navigation():
+            page.click("#start")
+
+        total = 2 + 3  # one sound of each track's system, one anchor of each type
+        seen = []
+        for n in range(total):
+            page.wait_for_selector("form[data-listening]")
+            text = page.inner_text("#progress-text")
+            assert text.startswith(f"Sound {n + 1} of {total}")
+            assert page.is_disabled("#quality-scale") and page.is_disabled("#next")
+            token = page.get_attribute("input[name=token]", "value")
+            if n == 2:
+                # A reload in the middle resumes at the same, still unanswered trial.
+                page.reload()
+                assert page.get_attribute("input[name=token]", "value") == token
+                assert page.inner_text("#progress-text").startswith(f"Sound {n + 1} of")
+            seen.append(token)
+            _listen_to_the_end(page)
+            assert page.is_disabled("#next")  # no answer yet on either scale
+            # Keyboard only: the arrow keys set a scale.
+            page.focus("#quality-scale")
+            page.keyboard.press("ArrowRight")
+            assert page.is_disabled("#next")
+            page.fill("#fit-scale", str(n % 11))
+            assert page.input_value("input[name=quality]") == "6"
+            with page.expect_navigation():
+                if n == 3:
+                    page.dblclick("#next")  # a double click stores one answer
+                else:
+                    page.focus("#next")
+                    page.keyboard.press("Enter")
+        page.wait_for_selector("#break")
+        assert "Category done" in page.inner_text("h1")
+        page.screenshot(path=str(tmp_path / "break.png"), full_page=True)
+
+    # Database work stays outside the browser's event loop.
+    session = Rater.objects.get(pk=rater.pk).sessions.get()
+    assert session.trials.count() == total
+    ratings = Rating.objects.filter(trial__session=session)
+    assert ratings.count() == total
+    assert sorted(ratings.values_list("trial__token", flat=True)) == sorted(seen)
+    assert set(ratings.values_list("quality", flat=True)) == {6}
+    assert sorted(ratings.values_list("fit", flat=True)) == list(range(total))
+    session.refresh_from_db()
+    assert session.state == "closed"
+
+
+def test_an_organizer_rates_diversity(live_server, chromium_path, organizer, tmp_path):
+    challenge = build_listening_challenge(
+        slug="browser-diversity", categories=2, clips_per_system=2
+    )
+    services.set_open(challenge, True)
+    with chromium_page(chromium_path) as page:
+        log_in(page, live_server.url, "olivia", "organizer-pass-1")
+        page.goto(f"{live_server.url}/organize/listening/{challenge.slug}/")
+        with page.expect_navigation():
+            page.click("text=Rate diversity myself")
+        page.check("#agree")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        with page.expect_navigation():
+            page.click("button[type=submit]")  # instructions: Start
+        items = 0
+        while page.query_selector("form[data-listening]"):
+            # Labelled by the public id and the category only.
+            assert re.fullmatch(
+                r"Diversity: system S[0-9A-F]{8} · Category \d", page.inner_text("h1")
+            )
+            _listen_to_the_end(page)
+            page.fill("#diversity-scale", str(3 + items))
+            with page.expect_navigation():
+                page.click("#next")
+            items += 1
+        assert "You rated all 4 diversity files" in page.inner_text("#done")
+    rater = Rater.objects.get(user=organizer)
+    assert items == 4
+    assert DiversityRating.objects.filter(trial__rater=rater).count() == 4
+    assert sorted(DiversityRating.objects.values_list("diversity", flat=True)) == [3, 4, 5, 6]

@@ -1,0 +1,92 @@
+"""Answers racing each other on PostgreSQL: the same request twice at once stores one rating;
+two different answers to one trial at once store one and refuse the other. And the preparation
+job on a real worker."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from raters import services
+from raters.models import Rating
+from stimuli.models import Job
+from tests.conftest import wait_for_job
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _race(calls):
+    barrier = threading.Barrier(len(calls))
+    results, errors = [], []
+
+    def run(call):
+        try:
+            barrier.wait()
+            results.append(call())
+        except services.ListeningError as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results, errors
+
+
+@pytest.fixture
+def trial_of_rater():
+    challenge = build_listening_challenge(slug="race")
+    services.set_open(challenge, True)
+    rater = services.invite(challenge)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    services.complete_familiarization(session, require_heard=False)
+    return rater, services.next_trial(session)
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_the_same_request_twice_at_once_stores_one_rating(trial_of_rater, round_):
+    rater, trial = trial_of_rater
+
+    def submit():
+        return services.save_rating(rater, trial.token, quality=4, fit=6, key="same-key-1")
+
+    results, errors = _race([submit] * 4)
+    assert not errors, errors
+    assert sorted(created for _, created in results) == [False, False, False, True]
+    assert len({rating.pk for rating, _ in results}) == 1
+    assert Rating.objects.count() == 1
+
+
+def test_two_answers_to_one_trial_at_once_store_one(trial_of_rater):
+    rater, trial = trial_of_rater
+    calls = [
+        lambda k=k: services.save_rating(rater, trial.token, quality=k, fit=k, key=f"key-{k:06d}")
+        for k in range(3)
+    ]
+    results, errors = _race(calls)
+    assert len(results) == 1 and len(errors) == 2
+    assert {e.status for e in errors} == {409}
+    assert Rating.objects.get().quality == results[0][0].quality
+
+
+def test_a_worker_prepares_the_listening_test(celery_worker, organizer):
+    challenge = build_listening_challenge(slug="worker-prep")
+    services.listening_test(challenge)
+    # Start from nothing rendered: the worker builds the anchors and diversity files again.
+    challenge.anchors.all().delete()
+    challenge.diversity_items.all().delete()
+    job = wait_for_job(services.request_preparation(challenge, organizer).pk)
+    assert job.kind == Job.Kind.PREPARE_LISTENING
+    assert job.state == Job.State.SUCCEEDED, (job.error, celery_worker.log())
+    assert job.result["stimuli"] == 12
+    # Per category: 3 own clips (9 less 6 examples) and pools of 8 from the other categories.
+    assert challenge.anchors.count() == 3 * (3 + 8 + 8)
+    assert challenge.diversity_items.filter(audio__isnull=False).count() == 6

@@ -1,0 +1,50 @@
+"""The demo's listening test: opened, rated by simulated raters through the real services, and
+scored from the rows the listening test exports."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from raters import selectors
+from raters.demo import open_listening_test, simulate_raters
+from raters.models import CategorySession, Rating
+from scoring.compute import Rules, score
+from scoring.services import collect_inputs
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = pytest.mark.django_db
+
+
+def test_simulated_raters_give_scoring_real_results():
+    # One category at least per rater, so nobody is given a category beyond its target to reach
+    # a minimum.
+    challenge = build_listening_challenge(slug="demo-sim", target_ratings=4, categories_min=1)
+    open_listening_test(challenge)
+    challenge.refresh_from_db()
+    assert challenge.phase == "listening"
+    counts = simulate_raters(challenge, n_raters=6, seed=3)
+    assert counts["raters"] == 6 and counts["diversity_ratings"] == 2 * 6
+    # Every stimulus reached the target in sessions that pass the checks; a failing session was
+    # made up by another rater, and no category got more sessions than that.
+    failing = {pk for pk, c in selectors.session_checks(challenge).items() if c["failing"]}
+    assert failing
+    sessions = CategorySession.objects.filter(rater__challenge=challenge)
+    passing = Counter(sessions.exclude(pk__in=failing).values_list("category_id", flat=True))
+    assert sorted(passing.values()) == [4, 4, 4]
+    assert sessions.count() == 12 + len(failing)
+    progress = selectors.stimulus_progress(challenge)
+    assert {row["usable"] for row in progress} == {4} and all(row["reached"] for row in progress)
+    assert Rating.objects.count() == counts["ratings"] == sessions.count() * 16
+
+    result = score(collect_inputs(challenge), Rules(bootstrap=20))
+    assert result["counts"]["sessions_excluded"] >= 1  # the careless raters
+    assert result["counts"]["self_ratings_removed"] > 0  # the team member's own system
+    assert result["counts"]["diversity_ratings_used"] == 12
+    systems = {row["system"] for rows in result["tracks"].values() for row in rows}
+    assert systems == {"A0", "B0"}
+    assert all(row["final"] is not None for rows in result["tracks"].values() for row in rows)
+    # A second call adds raters; the test stays open and consistent.
+    again = simulate_raters(challenge, n_raters=2, seed=4)
+    assert again["sessions"] == 0  # everything reached the target already
