@@ -1,6 +1,7 @@
 # One image for the web process and both workers; the compose file picks the command.
 #   docker build -t foley .                                   (CPU torch)
 #   docker build -t foley-gpu --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 .
+# (choose the CUDA build of torch that matches the GPU hosts' driver)
 FROM python:3.11-slim-bookworm
 
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
@@ -24,9 +25,11 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY scripts/requirements.py scripts/requirements.py
 RUN python -m pip install "torch==2.13.0" --index-url "$TORCH_INDEX_URL" \
-    && python -m pip install $(python scripts/requirements.py "$EXTRAS") \
-    && nodeps="$(python scripts/requirements.py --no-deps)" \
-    && if [ -n "$nodeps" ]; then python -m pip install --no-deps $nodeps; fi
+    && python scripts/requirements.py "$EXTRAS" > /tmp/requirements.txt \
+    && python -m pip install -r /tmp/requirements.txt \
+    && python scripts/requirements.py --no-deps > /tmp/no-deps.txt \
+    && if [ -s /tmp/no-deps.txt ]; then python -m pip install --no-deps -r /tmp/no-deps.txt; fi \
+    && rm /tmp/requirements.txt /tmp/no-deps.txt
 
 COPY . .
 RUN SECRET_KEY=collectstatic-only DEBUG=0 python manage.py collectstatic --no-input -v0 \

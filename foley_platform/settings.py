@@ -151,6 +151,9 @@ FOLEY_SANDBOX_LIMITS = {
     "address_space_mb": env.int("FOLEY_SANDBOX_ADDRESS_SPACE_MB", default=32768),
 }
 FOLEY_GENERATOR_MAX_BYTES = env.int("FOLEY_GENERATOR_MAX_BYTES", default=2 * 1024**3)
+# A running generation job whose heartbeat is older than this has lost its worker: a second
+# delivery of its task resumes it (a fresh heartbeat means a live worker: the delivery is dropped).
+FOLEY_JOB_STALE_S = env.float("FOLEY_JOB_STALE_S", default=300.0)
 
 # --- Security: production values unless DEBUG is on ---
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -6,6 +6,7 @@ from .models import (
     Challenge,
     Clip,
     FadResult,
+    Generator,
     Job,
     Medoid,
     System,
@@ -110,3 +111,10 @@ class MedoidAdmin(admin.ModelAdmin):
     list_display = ["system", "category", "position", "clip"]
     list_filter = ["challenge", "category__slug"]
     raw_id_fields = ["clip"]
+
+
+@admin.register(Generator)
+class GeneratorAdmin(admin.ModelAdmin):
+    list_display = ["system", "module", "archive_name", "state", "validated_at"]
+    list_filter = ["state", "system__challenge"]
+    readonly_fields = ["archive", "archive_sha256", "report", "validated_at", "created_at"]

@@ -19,6 +19,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from django.conf import settings
@@ -212,6 +213,9 @@ def retry(job: Job) -> Job:
 
     if job.kind not in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
         raise GenerationError(f"a {job.kind} job is not a generation job")
+    if is_stale(job):  # its worker died and no delivery of its task is left
+        Job.objects.filter(pk=job.pk).update(state=Job.State.FAILED, error="the worker was lost")
+        job.refresh_from_db()
     if job.state != Job.State.FAILED:
         raise GenerationError(f"only a failed job can be retried; this one is {job.state}")
     job = reset_for_retry(job)
@@ -311,8 +315,43 @@ def generate_now(
     return run_generation(job.pk, echo=progress)
 
 
+def stale_after_s() -> float:
+    """A running generation job whose row has not moved for this long has lost its worker."""
+    return float(getattr(settings, "FOLEY_JOB_STALE_S", 300))
+
+
+def is_stale(job: Job) -> bool:
+    age = (timezone.now() - job.updated_at).total_seconds()
+    return job.state == Job.State.RUNNING and age > stale_after_s()
+
+
+class Heartbeat:
+    """Touches the job row every few seconds while a worker is on it, even inside a long call."""
+
+    def __init__(self, job: Job):
+        self.job_id = job.pk
+        self.every = min(30.0, stale_after_s() / 3)
+        self._last = time.monotonic()
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.every:
+            self._last = now
+            Job.objects.filter(pk=self.job_id).update(updated_at=timezone.now())
+
+
 def run_generation(job_id: int, *, echo: Callable[[int, int, str], None] | None = None) -> Job:
-    """The body of the `generate_clips` task: generate what the job has not stored yet."""
+    """The body of the `generate_clips` task: generate what the job has not stored yet.
+
+    A second delivery of the task while a live worker is still on the job (the broker redelivers
+    a message held longer than its visibility timeout) is dropped: the job's heartbeat is fresh.
+    A job whose worker died has a stale heartbeat and is resumed.
+    """
+    current = Job.objects.get(pk=job_id)
+    if current.state == Job.State.RUNNING and not is_stale(current):
+        JobProgress(current).log("a second delivery of this job found it running; dropped it")
+        current.refresh_from_db()
+        return current
 
     def work(job: Job, progress: JobProgress) -> dict:
         def report(done: int, total: int, message: str) -> None:
@@ -371,8 +410,15 @@ def generate_clips(
     audio_spec = clip_spec(challenge)
     started = time.perf_counter()
     generated = 0
-    with prepared_source(generator) as source:
-        sandbox = Sandbox(source, spec, Limits.from_settings(), use_gpu=use_gpu)
+    with ExitStack() as stack:
+        try:
+            source = stack.enter_context(prepared_source(generator))
+        except SandboxError as exc:  # the module is not installed here, or the archive is broken
+            log(f"[{exc.code}] {exc.message}")
+            return {"clips": done, "_failed": True, "_error": f"[{exc.code}] {exc.message}"}
+        sandbox = Sandbox(
+            source, spec, Limits.from_settings(), use_gpu=use_gpu, on_wait=Heartbeat(job)
+        )
         log(f"device: {'cuda' if use_gpu else 'cpu'}")
         for rule, what in enforcement(use_gpu).items():
             log(f"sandbox {rule}: {what}")
@@ -409,8 +455,8 @@ def generate_clips(
                     )
                     progress(done, total, f"{category.slug}: {len(have)}/{n}")
         except (SandboxError, GenerationError) as exc:
-            detail = getattr(exc, "detail", "") or sandbox.log_tail()
-            if detail:
+            detail = getattr(exc, "detail", "")
+            if detail.strip():
                 log("generator output:\n" + detail.rstrip())
             message = exc.message if isinstance(exc, SandboxError) else str(exc)
             code = exc.code if isinstance(exc, SandboxError) else "clip_spec"
@@ -522,3 +568,17 @@ def create_baseline_systems(
         set_generator(system, module=BASELINE_MODULE, config=config)
         systems.append(system)
     return systems
+
+
+def generate_baseline_systems(
+    challenge: Challenge,
+    n_per_category: int = 100,
+    seed: int = 0,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[Job]:
+    """Create the baseline and its variants and generate their clips now (the demo's step)."""
+    return [
+        generate_now(system, n_per_category, seed, progress=progress)
+        for system in create_baseline_systems(challenge)
+    ]

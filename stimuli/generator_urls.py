@@ -9,5 +9,6 @@ urlpatterns = [
     path(
         "<slug:slug>/systems/<int:system_id>/generate/", generator_views.generate, name="generate"
     ),
+    path("<slug:slug>/jobs/<int:job_id>/", generator_views.job, name="job"),
     path("<slug:slug>/jobs/<int:job_id>/retry/", generator_views.retry, name="retry"),
 ]

@@ -22,6 +22,9 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
         challenge=challenge, kind__in=[Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR]
     ).order_by("-created_at"):
         jobs.setdefault((job.params.get("system_id"), job.kind), job)
+    for found in jobs.values():
+        found.log_tail = log_tail(found)
+        found.stale = generation.is_stale(found)  # its worker was lost: offer a retry
     rows = [
         {
             "system": system,
@@ -37,6 +40,32 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
         {"challenge": challenge, "rows": rows, "errors": errors or {}},
         status=status,
     )
+
+
+@organizer_required
+def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    """A generation or validation job with its latest log lines, polled while it runs."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    job = get_object_or_404(
+        Job,
+        pk=job_id,
+        challenge=challenge,
+        kind__in=[Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR],
+    )
+    response = render(
+        request,
+        "stimuli/generation_job.html",
+        {"challenge": challenge, "job": job, "log_tail": log_tail(job)},
+    )
+    if job.is_finished:
+        response["HX-Trigger"] = "job-finished"  # the panel and the page's lists refresh
+    return response
+
+
+def log_tail(job: Job, lines: int = 8) -> str:
+    # Only the stamped progress lines: a traceback stays in the full log.
+    stamped = [line for line in job.log.splitlines() if line[:2].isdigit() and line[2:3] == ":"]
+    return "\n".join(stamped[-lines:])
 
 
 @organizer_required

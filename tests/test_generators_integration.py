@@ -79,7 +79,13 @@ def test_killed_worker_job_resumes_on_another_with_the_same_audio(celery_worker,
     assert Job.objects.get(pk=job.pk).state == Job.State.RUNNING
 
     # This worker looks for abandoned messages every second, not every 100.
-    env = {**celery_worker.env, "CELERY_RESTORE_INTERVAL": "1", "CELERY_RESTORE_THROTTLE": "1"}
+    # and treats a heartbeat older than a second as a lost worker (300 s in production).
+    env = {
+        **celery_worker.env,
+        "CELERY_RESTORE_INTERVAL": "1",
+        "CELERY_RESTORE_THROTTLE": "1",
+        "FOLEY_JOB_STALE_S": "1",
+    }
     second = WorkerProcess(env, tmp_path / "second-worker.log")
     second.start()
     try:

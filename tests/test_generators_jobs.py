@@ -52,7 +52,8 @@ def test_generation_stores_clips_with_the_spec(small_challenge):
     assert "sandbox network:" in job.log
 
 
-def test_interrupted_job_resumes_at_61_with_identical_audio(small_challenge):
+def test_interrupted_job_resumes_at_61_with_identical_audio(small_challenge, settings):
+    settings.FOLEY_JOB_STALE_S = 0  # the interrupted run's heartbeat counts as lost at once
     system = make_system(small_challenge, "Interrupted")
     job = start_generation(system, n_per_category=100, seed=7, batch_size=10, enqueue_task=False)
 
@@ -139,7 +140,44 @@ def test_baseline_systems_for_the_demo(small_challenge):
     assert all(s.generator.state == Generator.State.VALID for s in systems)
     again = generation.create_baseline_systems(small_challenge)  # idempotent
     assert [s.pk for s in again] == [s.pk for s in systems]
-    jobs = [generate_now(system, 2, seed=0) for system in systems]
-    assert all(job.state == Job.State.SUCCEEDED for job in jobs)
+    jobs = generation.generate_baseline_systems(small_challenge, 2, seed=0)
+    assert [job.state for job in jobs] == [Job.State.SUCCEEDED] * 3
     sounds = [set(audio_by_name(s).values()) for s in systems]
     assert not sounds[0] & sounds[1] and not sounds[1] & sounds[2]
+
+
+def test_identical_clips_fail_validation_and_generation(small_challenge):
+    system = make_system(small_challenge, "Constant", module="tests.generator_fixtures.constant")
+    report = Generator.objects.get(system=system).report
+    assert [p["code"] for p in report["problems"]] == ["identical_clips"]
+    Generator.objects.filter(system=system).update(state=Generator.State.PENDING)
+    job = generate_now(system, 4, seed=0, batch_size=2)
+    assert job.state == Job.State.FAILED
+    assert "is identical to generated/rain/0000.wav" in job.error
+    assert system.clips.count() == 0  # the batch is stored whole or not at all
+
+
+def test_module_missing_on_the_worker_fails_the_job(small_challenge):
+    system = make_system(small_challenge, "Gone")
+    Generator.objects.filter(system=system).update(module="no_such_package.generator")
+    job = generate_now(system, 2)
+    assert job.state == Job.State.FAILED and "[import]" in job.error
+
+
+def test_a_second_delivery_leaves_a_live_job_alone_and_a_stale_one_is_resumed(
+    small_challenge, settings
+):
+    system = make_system(small_challenge, "Delivered twice")
+    job = start_generation(system, n_per_category=4, batch_size=2, enqueue_task=False)
+    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, attempts=1)
+    again = run_generation(job.pk)  # a redelivery while the first worker's heartbeat is fresh
+    assert again.state == Job.State.RUNNING and again.attempts == 1
+    assert "second delivery" in again.log and system.clips.count() == 0
+    with pytest.raises(GenerationError, match="only a failed job"):
+        generation.retry(again)
+
+    settings.FOLEY_JOB_STALE_S = 0  # now the heartbeat is older than the limit: worker lost
+    assert generation.is_stale(Job.objects.get(pk=job.pk))
+    job = generation.retry(Job.objects.get(pk=job.pk))  # organizers can restart it
+    job.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED and system.clips.count() == 8

@@ -70,7 +70,12 @@ def test_upload_validate_generate_on_the_page(organizer_client, small):
     job = Job.objects.get(kind=Job.Kind.GENERATE)
     assert job.state == Job.State.SUCCEEDED, job.error
     assert system.clips.count() == 3
-    assert f'id="job-{job.pk}"' in response.content.decode()
+    assert f'id="generation-job-{job.pk}"' in response.content.decode()
+    assert "rain: clips 3-3 stored" in response.content.decode()  # the latest log lines, shown
+
+    polled = organizer_client.get(reverse("generators:job", args=[small.slug, job.pk]))
+    assert polled["HX-Trigger"] == "job-finished"
+    assert 'data-state="succeeded"' in polled.content.decode()
 
 
 def test_broken_archive_report_is_shown(organizer_client, small):
@@ -101,6 +106,8 @@ def test_failed_generation_is_retried_from_the_page(organizer_client, small):
     assert job.state == Job.State.FAILED and "KeyError" in job.error
     html = organizer_client.get(reverse("generators:panel", args=[small.slug])).content.decode()
     assert "Retry" in html and "raises.py" in html  # the log with the traceback
+    tail = html.split('class="log-tail"')[1].split("</pre>")[0]
+    assert "Traceback" not in tail  # the tail shows progress lines; the traceback is in the log
     organizer_client.post(reverse("generators:retry", args=[small.slug, job.pk]))
     job.refresh_from_db()
     assert job.attempts == 2 and job.state == Job.State.FAILED

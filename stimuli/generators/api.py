@@ -117,8 +117,13 @@ class OutputSpec:
         }
 
 
-def check_output(array: np.ndarray, n: int, spec: OutputSpec) -> list[tuple[str, str]]:
-    """Every way `array` breaks the output contract, as (code, message) pairs."""
+def check_output(
+    array: np.ndarray, n: int, spec: OutputSpec, model_rate: int | None = None
+) -> list[tuple[str, str]]:
+    """Every way `array` breaks the output contract, as (code, message) pairs.
+
+    `model_rate`, the model's own sample rate, only makes the length message clearer.
+    """
     problems: list[tuple[str, str]] = []
     expected = spec.shape(n)
     if array.dtype == np.int16:
@@ -131,8 +136,10 @@ def check_output(array: np.ndarray, n: int, spec: OutputSpec) -> list[tuple[str,
     if array.shape != expected:
         hint = ""
         if array.ndim == len(expected) and array.shape[:-1] == expected[:-1]:
-            seconds = array.shape[-1] / spec.sample_rate
-            hint = f" ({seconds:.3f} s at {spec.sample_rate:,} Hz; expected {spec.duration_s:g} s)"
+            rate = model_rate or spec.sample_rate
+            seconds = array.shape[-1] / rate
+            hint = f" ({seconds:.3f} s at {rate:,} Hz; expected {spec.duration_s:g} s"
+            hint += f" at {spec.sample_rate:,} Hz)" if rate != spec.sample_rate else ")"
         problems.append(
             ("wrong_shape", f"output shape is {list(array.shape)}; expected {list(expected)}{hint}")
         )

@@ -156,11 +156,15 @@ def _hook(event: str, args: tuple) -> None:
         ):
             _refuse("write_outside", f"opened {path} for writing outside its folder")
     elif event in _PATH_EVENTS:
-        path = args[0]
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        if isinstance(path, str) and not _inside(path):
-            _refuse("write_outside", f"tried to {_PATH_EVENTS[event]} {path} outside its folder")
+        # Both ends of a rename or a link count: moving a file out is writing outside.
+        paths = args[:2] if event in ("os.rename", "os.link", "os.symlink") else args[:1]
+        for path in paths:
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
+            if isinstance(path, str) and not _inside(path):
+                _refuse(
+                    "write_outside", f"tried to {_PATH_EVENTS[event]} {path} outside its folder"
+                )
     elif event in _NETWORK_EVENTS:
         target = (
             args[1] if event.startswith("socket.") and event != "socket.getaddrinfo" else args[0]

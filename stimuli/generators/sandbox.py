@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.util import find_spec
@@ -234,11 +235,11 @@ def enforcement(use_gpu: bool | None = None) -> dict[str, str]:
         + ("" if gpu else ", RLIMIT_AS on the address space"),
         "network": "; ".join(network),
         "filesystem": (
-            f"Landlock ABI {abi}: reads limited to system, Python and the generator's code, "
-            "writes to its scratch folder; audit hook reports Python writes outside it"
+            f"Landlock ABI {abi}: reads system, Python and own code only, writes scratch only; "
+            "audit hook reports writes outside"
             if abi >= 1
-            else "audit hook refuses Python writes outside the scratch folder (not enforced "
-            "for C code: no Landlock on this kernel)"
+            else "audit hook refuses Python writes outside scratch (C code not covered: "
+            "no Landlock here)"
         ),
         "environment": "stripped: no database, broker, settings or secrets",
     }
@@ -311,11 +312,17 @@ class Sandbox:
         *,
         use_gpu: bool | None = None,
         workdir: Path | str | None = None,
+        kernel_rules: bool = True,
+        on_wait: Callable[[], None] | None = None,
     ):
         self.source = source
         self.spec = spec or OutputSpec()
         self.limits = limits or Limits()
         self.use_gpu = cuda_visible() if use_gpu is None else use_gpu
+        # Off, only the audit hook applies: what a kernel without Landlock or namespaces gives.
+        self.kernel_rules = kernel_rules
+        # Called about every half second while waiting on the generator (a job's heartbeat).
+        self.on_wait = on_wait
         self._own_root = workdir is None
         self.root = Path(workdir or tempfile.mkdtemp(prefix="foley-sandbox-"))
         self.scratch = self.root / "scratch"
@@ -380,7 +387,7 @@ class Sandbox:
             link = imports / name
             if not link.is_symlink():
                 link.symlink_to(target)
-        netns = network_namespace_command()
+        netns = network_namespace_command() if self.kernel_rules else ()
         devices = [str(p) for p in Path("/dev").glob("nvidia*")] if self.use_gpu else []
         config = {
             "scratch": str(self.scratch),
@@ -395,7 +402,7 @@ class Sandbox:
                 str(RUNNER),
             ],
             "devices": [*devices, "/dev/null", "/dev/urandom", "/dev/zero"],
-            "landlock": True,
+            "landlock": self.kernel_rules,
             "network_namespace": bool(netns),
         }
         config_path = self.root / "config.json"
@@ -471,6 +478,8 @@ class Sandbox:
                     f"stopped after {timeout:g} s {doing} (the time limit)",
                     self.log_tail(),
                 )
+            if self.on_wait is not None:
+                self.on_wait()
             if not self._selector.select(min(left, 0.5)):
                 if self.proc.poll() is not None:
                     self._died(doing)

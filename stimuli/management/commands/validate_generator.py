@@ -59,6 +59,8 @@ class Command(BaseCommand):
         else:
             for check in report.checks:
                 self.stdout.write(f"OK     {check}")
+            for warning in report.warnings:
+                self.stdout.write(f"WARN   [{warning.code}] {warning.message}")
             for problem in report.problems:
                 self.stdout.write(f"ERROR  [{problem.code}] {problem.message}")
                 if problem.detail:
