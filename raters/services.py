@@ -106,7 +106,7 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
         rng.shuffle(own)
         others = [clip for c in categories if c.pk != category.pk for clip in dev[c.pk]]
         rng.shuffle(others)
-        # Familiarization uses the first development clips; good-fit anchors come from the rest.
+        # Good-fit anchors are never one of the familiarization examples, when there are others.
         familiar = _familiarization_pool(challenge, category)
         own = [c for c in own if c.pk not in familiar] or own
         plan = [
@@ -494,7 +494,9 @@ def build_session(rater: Rater, category: Category, *, order: int) -> CategorySe
     """Create the session with its familiarization clips and counterbalanced trials."""
     test = listening_test(rater.challenge)
     with transaction.atomic():
-        ordinal = CategorySession.objects.filter(category=category).count()
+        # Max, not count: a deleted rater's sessions must not make two sessions share a row.
+        last = CategorySession.objects.filter(category=category).aggregate(n=Max("ordinal"))["n"]
+        ordinal = 0 if last is None else last + 1
         session = CategorySession.objects.create(
             rater=rater, category=category, order=order, ordinal=ordinal, latin_row=ordinal
         )

@@ -211,6 +211,18 @@ def test_failing_and_abandoned_sessions_leave_their_place_to_others(db):
     assert need(challenge)[stale.category_id] == 1
 
 
+def test_a_deleted_rater_leaves_no_gap_that_breaks_the_next_session(db):
+    challenge = build_listening_challenge(slug="gap", categories=2, target_ratings=10)
+    services.set_open(challenge, True)
+    category = challenge.categories.first()
+    first, second = _rater(challenge, 1), _rater(challenge, 2)
+    services.build_session(first, category, order=0)
+    services.build_session(second, category, order=0)
+    first.delete()
+    third = services.build_session(_rater(challenge, 3), category, order=0)
+    assert third.ordinal == 2 and third.latin_row == 2
+
+
 def test_a_rater_rates_at_most_the_maximum_of_categories(db):
     challenge = build_listening_challenge(slug="max", categories=3, target_ratings=50)
     services.set_open(challenge, True)
