@@ -11,6 +11,19 @@
     audio.addEventListener("pause", function () { button.textContent = "Play again"; });
   });
 
+  // "P" plays or pauses the sound from anywhere on the page (not while typing in a field).
+  document.addEventListener("keydown", function (event) {
+    if ((event.key !== "p" && event.key !== "P") || event.ctrlKey || event.metaKey || event.altKey) { return; }
+    var button = document.querySelector("[data-play]");
+    var target = event.target;
+    var typing = /^(TEXTAREA|SELECT)$/.test(target.tagName) ||
+      (target.tagName === "INPUT" && target.type !== "range");
+    if (button && !typing) {
+      event.preventDefault();
+      button.click();
+    }
+  });
+
   var form = document.querySelector("form[data-listening]");
   if (form) {
     var audio = document.getElementById("stimulus");
