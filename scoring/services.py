@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from raters.selectors import diversity_rows, rating_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
@@ -16,20 +17,9 @@ from .compute import Inputs, Rules, ScoringInputError, score
 from .models import ScoringSettings, Snapshot
 
 
-class InputsUnavailable(RuntimeError):
-    """The listening test's ratings cannot be read (e.g. the listening test is not installed)."""
-
-
 def collect_inputs(challenge: Challenge) -> Inputs:
     """The four input tables of a challenge: ratings and diversity from the listening test, FAD
     results and teams from the objective evaluation."""
-    try:
-        # Imported here: scoring reads the listening test through its selectors only.
-        from raters.selectors import diversity_rows, rating_rows
-    except ImportError as exc:
-        raise InputsUnavailable(
-            "The listening test's ratings cannot be read: raters.selectors is missing."
-        ) from exc
     return inputs_from_rows(
         ratings=rating_rows(challenge),
         diversity=diversity_rows(challenge),
@@ -126,7 +116,7 @@ def run_publish_job(job_id: int) -> Job:
         if done is None:
             try:
                 done = publish(job.challenge, job.created_by, job=job, progress=progress)
-            except (InputsUnavailable, ScoringInputError, PermissionDenied) as exc:
+            except (ScoringInputError, PermissionDenied) as exc:
                 return {"_failed": True, "_error": str(exc)}
         progress(1, 1, f"Published results #{done.number}")
         return {"snapshot": done.number}

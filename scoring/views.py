@@ -73,7 +73,7 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     try:
         result = services.preview(challenge, request.user)
-    except (services.InputsUnavailable, ScoringInputError) as exc:
+    except ScoringInputError as exc:
         messages.error(request, f"Nothing to preview: {exc}")
         return redirect("scoring:challenge", slug=slug)
     all_tables = selectors.tables(result)
