@@ -154,6 +154,11 @@ FOLEY_GENERATOR_MAX_BYTES = env.int("FOLEY_GENERATOR_MAX_BYTES", default=2 * 102
 # A running generation job whose heartbeat is older than this has lost its worker: a second
 # delivery of its task resumes it (a fresh heartbeat means a live worker: the delivery is dropped).
 FOLEY_JOB_STALE_S = env.float("FOLEY_JOB_STALE_S", default=300.0)
+# Weights of the built-in embedding models (OpenL3 .h5 or .pth, VGGish .pth), looked up by the
+# file names the models' own packages use; they are never downloaded by the platform.
+FOLEY_MODEL_DIR = Path(env("FOLEY_MODEL_DIR", default=str(DATA_DIR / "models")))
+# Clips per batch through an embedding model: bounds worker memory, whatever the set's size.
+FOLEY_EMBED_BATCH = env.int("FOLEY_EMBED_BATCH", default=32)
 
 # --- Security: production values unless DEBUG is on ---
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -247,6 +247,9 @@ class Job(models.Model):
         GENERATE = "generate", "Clip generation"
         VALIDATE_GENERATOR = "validate_generator", "Generator validation"
         PREPARE_LISTENING = "prepare_listening", "Prepare the listening test"
+        EMBED = "embed", "Embeddings"
+        FAD = "fad", "FAD and finalists"
+        SELECT_MEDOIDS = "select_medoids", "Medoid selection"
 
     challenge = models.ForeignKey(
         Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="jobs"
@@ -404,3 +407,116 @@ class Generator(models.Model):
     @property
     def label(self) -> str:
         return self.archive_name or self.module
+
+
+class ObjectiveSettings(models.Model):
+    """How a challenge's objective stage runs: embedding models, finalists and medoids.
+
+    Defaults are DCASE 2023 Task 7's: FAD on VGGish, the top 4 per track as finalists, 20 medoids
+    per finalist and category from k-means on OpenL3 embeddings.
+    """
+
+    challenge = models.OneToOneField(
+        Challenge, on_delete=models.CASCADE, related_name="objective_settings"
+    )
+    fad_model = models.CharField(
+        max_length=200,
+        default="vggish",
+        help_text="Built-in (vggish, openl3, logmel) or the import path of a HEAR module.",
+    )
+    fad_model_options = models.JSONField(default=dict, blank=True)
+    fad_weights = models.CharField(
+        max_length=500, blank=True, help_text="Weights file; empty: the model's default file."
+    )
+    fad_development = models.BooleanField(
+        default=True, help_text="Also compute FAD against the development set (FAD-Dev)."
+    )
+    medoid_model = models.CharField(max_length=200, default="openl3")
+    medoid_model_options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='e.g. {"input_repr": "mel256", "content_type": "env", "embedding_size": 512}',
+    )
+    medoid_weights = models.CharField(max_length=500, blank=True)
+    finalists_per_track = models.PositiveSmallIntegerField(default=4)
+    medoids_per_category = models.PositiveSmallIntegerField(default=20)
+    kmeans_seed = models.PositiveIntegerField(default=0)
+    kmeans_n_init = models.PositiveSmallIntegerField(default=10)
+
+    class Meta:
+        verbose_name_plural = "objective settings"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(finalists_per_track__gte=1), name="objective_finalists_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(medoids_per_category__gte=1), name="objective_medoids_positive"
+            ),
+            models.CheckConstraint(condition=Q(kmeans_n_init__gte=1), name="objective_n_init"),
+        ]
+
+    def __str__(self) -> str:
+        return f"objective settings of {self.challenge}"
+
+
+class Embedding(models.Model):
+    """One clip's frame embeddings under one model, computed once and kept as a .npy file.
+
+    Keyed on the audio (so on its sha256) and the model id, which holds the model's name, its
+    options and its weights' hash: a change of any of them is a different embedding.
+    """
+
+    audio = models.ForeignKey(AudioFile, on_delete=models.CASCADE, related_name="embeddings")
+    model_id = models.CharField(max_length=200)
+    file = models.CharField(
+        max_length=300, help_text="Storage name of the float32 .npy [frames, d]."
+    )
+    frames = models.PositiveIntegerField()
+    dim = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audio", "model_id"], name="embedding_unique"),
+            models.CheckConstraint(
+                condition=Q(frames__gte=1) & Q(dim__gte=1), name="embedding_shape"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_id} of {self.audio_id}"
+
+
+class ReferenceStats(models.Model):
+    """Published statistics (mean and covariance) of a reference set, used in place of its audio.
+
+    `model` is the embedding model's name (e.g. vggish): published statistics name a model, not
+    the platform's id of one set of weights.
+    """
+
+    challenge = models.ForeignKey(
+        Challenge, on_delete=models.CASCADE, related_name="reference_stats"
+    )
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="reference_stats")
+    reference = models.CharField(max_length=16, choices=FadResult.Reference.choices)
+    model = models.CharField(max_length=200)
+    dim = models.PositiveIntegerField()
+    count = models.PositiveIntegerField(default=0, help_text="Embeddings behind the statistics.")
+    data = models.BinaryField(help_text="An .npz with mu and sigma (float64).")
+    source = models.CharField(max_length=255, blank=True)
+    sha256 = models.CharField(max_length=64)
+    imported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["category", "reference", "model"], name="reference_stats_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(reference__in=["evaluation", "development"]),
+                name="reference_stats_reference_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} statistics of {self.category} ({self.reference})"

@@ -1,0 +1,656 @@
+"""The objective stage: embeddings, FAD per system and category, finalists, and medoids.
+
+Two pipelines of jobs, each started by an organizer (page, API or command):
+
+    evaluation:  embed (gpu queue, FAD model)    ->  fad (cpu queue): FAD-Eval, FAD-Dev, finalists
+    medoids:     embed (gpu queue, medoid model) ->  select_medoids (cpu queue): k-means per
+                                                     finalist system and category
+
+An embed job that succeeds queues the job after it, once (guarded by a lock on its own row), so a
+redelivered task never makes two. Every step is idempotent: embeddings are cached per clip and
+model, FAD rows are upserted on their unique key, medoids are replaced in one transaction. The
+same functions run synchronously for the demo and the command line (`run_evaluation`,
+`run_medoid_selection`).
+
+torch and scikit-learn are imported inside the worker-side functions only.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Q
+
+from .fad import GaussianStats, frechet_distance
+from .jobs import JobProgress, enqueue, reset_for_retry, run_job
+from .models import (
+    AudioFile,
+    Category,
+    Challenge,
+    Clip,
+    FadResult,
+    Job,
+    Medoid,
+    ObjectiveSettings,
+    ReferenceStats,
+    System,
+)
+
+Progress = Callable[[int, int, str], None]
+PURPOSES = ("fad", "medoids")
+
+
+class EvaluationError(Exception):
+    """An objective-stage request that cannot work; the message says why and what to do."""
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def objective_settings(challenge: Challenge) -> ObjectiveSettings:
+    obj, _ = ObjectiveSettings.objects.get_or_create(challenge=challenge)
+    return obj
+
+
+def set_models(challenge: Challenge, **values) -> ObjectiveSettings:
+    """Change objective settings by field name (e.g. fad_model="logmel")."""
+    obj = objective_settings(challenge)
+    fields = {f.name for f in ObjectiveSettings._meta.get_fields()} - {"id", "challenge"}
+    unknown = set(values) - fields
+    if unknown:
+        raise EvaluationError(f"unknown objective settings: {', '.join(sorted(unknown))}")
+    for key, value in values.items():
+        setattr(obj, key, value)
+    obj.full_clean()
+    obj.save()
+    return obj
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    name: str
+    options: dict
+    weights: str
+
+    def as_params(self) -> dict:
+        return {"name": self.name, "options": self.options, "weights": self.weights}
+
+
+def model_choice(challenge: Challenge, purpose: str) -> ModelChoice:
+    obj = objective_settings(challenge)
+    if purpose == "fad":
+        return ModelChoice(obj.fad_model, dict(obj.fad_model_options or {}), obj.fad_weights)
+    return ModelChoice(obj.medoid_model, dict(obj.medoid_model_options or {}), obj.medoid_weights)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(name: str, options_json: str, weights: str):
+    import json
+
+    from .embeddings import load_embedding_model
+
+    return load_embedding_model(name, json.loads(options_json), weights)
+
+
+def load_model(choice: ModelChoice | dict):
+    """The embedding model, loaded once per worker process and kept for the next job."""
+    import json
+
+    if isinstance(choice, dict):
+        choice = ModelChoice(choice["name"], choice.get("options") or {}, choice.get("weights", ""))
+    return _load_cached(choice.name, json.dumps(choice.options, sort_keys=True), choice.weights)
+
+
+# --- what each step works on ----------------------------------------------------------------
+
+
+def _published_stats(challenge: Challenge, model_name: str, reference: str):
+    return {
+        s.category_id: s
+        for s in ReferenceStats.objects.filter(
+            challenge=challenge, model=model_name, reference=reference
+        )
+    }
+
+
+def audio_to_embed(challenge: Challenge, purpose: str) -> list[AudioFile]:
+    """The distinct audio of the clips a step needs embeddings of."""
+    clips = Clip.objects.filter(challenge=challenge)
+    if purpose == "fad":
+        choice = model_choice(challenge, "fad")
+        refs = [FadResult.Reference.EVALUATION]
+        if objective_settings(challenge).fad_development:
+            refs.append(FadResult.Reference.DEVELOPMENT)
+        wanted = Q(role=Clip.Role.SYSTEM)
+        for ref in refs:
+            published = _published_stats(challenge, choice.name, ref)
+            role = Clip.Role.EVALUATION if ref == "evaluation" else Clip.Role.DEVELOPMENT
+            wanted |= Q(role=role) & ~Q(category_id__in=list(published))
+        clips = clips.filter(wanted)
+    else:
+        clips = clips.filter(role=Clip.Role.SYSTEM, system__is_finalist=True)
+    ids = clips.values_list("audio_id", flat=True).distinct()
+    return list(AudioFile.objects.filter(pk__in=ids).order_by("pk"))
+
+
+# --- starting jobs ----------------------------------------------------------------------------
+
+
+def _check_can_start(challenge: Challenge, purpose: str) -> None:
+    if challenge.phase == Challenge.Phase.PUBLISHED:
+        raise EvaluationError("the results of this challenge are published; nothing can change")
+    if not System.objects.filter(challenge=challenge).exists():
+        raise EvaluationError("the challenge has no systems yet")
+    if not Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).exists():
+        raise EvaluationError("no system has clips yet: upload or generate them first")
+    if purpose == "medoids":
+        if challenge.phase == Challenge.Phase.LISTENING:
+            raise EvaluationError(
+                "the listening test is open: its stimuli are fixed, so medoids cannot change"
+            )
+        if not System.objects.filter(challenge=challenge, is_finalist=True).exists():
+            raise EvaluationError("no finalists yet: run the objective evaluation first")
+
+
+def _active(challenge: Challenge, purpose: str) -> Job | None:
+    kinds = [Job.Kind.EMBED, Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS]
+    return (
+        Job.objects.filter(
+            challenge=challenge,
+            kind__in=kinds,
+            params__purpose=purpose,
+            state__in=[Job.State.QUEUED, Job.State.RUNNING],
+        )
+        .order_by("-pk")
+        .first()
+    )
+
+
+def _start(
+    challenge: Challenge, purpose: str, user: AbstractBaseUser | None, enqueue_task: bool
+) -> Job:
+    from . import tasks
+
+    _check_can_start(challenge, purpose)
+    choice = model_choice(challenge, purpose)
+    with transaction.atomic():
+        Challenge.objects.select_for_update().get(pk=challenge.pk)  # one start at a time
+        running = _active(challenge, purpose)
+        if running is not None:
+            return running
+        if purpose == "fad" and challenge.phase == Challenge.Phase.SETUP:
+            Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.OBJECTIVE)
+            challenge.phase = Challenge.Phase.OBJECTIVE
+        job = Job.objects.create(
+            challenge=challenge,
+            kind=Job.Kind.EMBED,
+            params={"challenge_id": challenge.pk, "purpose": purpose, "model": choice.as_params()},
+            message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
+            created_by=user if user and user.is_authenticated else None,
+        )
+        if enqueue_task:
+            enqueue(job, tasks.embed_clips)
+    return job
+
+
+def start_evaluation(
+    challenge: Challenge, *, user: AbstractBaseUser | None = None, enqueue_task: bool = True
+) -> Job:
+    """Queue the FAD pipeline (the running one, if one is under way); returns its embed job."""
+    return _start(challenge, "fad", user, enqueue_task)
+
+
+def start_medoid_selection(
+    challenge: Challenge, *, user: AbstractBaseUser | None = None, enqueue_task: bool = True
+) -> Job:
+    """Queue the medoid pipeline for the finalists; returns its embed job."""
+    return _start(challenge, "medoids", user, enqueue_task)
+
+
+def retry(job: Job) -> Job:
+    """Queue a failed objective-stage job again; cached embeddings are not recomputed."""
+    from . import tasks
+
+    task = {
+        Job.Kind.EMBED: tasks.embed_clips,
+        Job.Kind.FAD: tasks.compute_fad,
+        Job.Kind.SELECT_MEDOIDS: tasks.select_medoids,
+    }.get(job.kind)
+    if task is None:
+        raise EvaluationError(f"a {job.kind} job is not an objective-stage job")
+    if job.state != Job.State.FAILED:
+        raise EvaluationError(f"only a failed job can be retried; this one is {job.state}")
+    job = reset_for_retry(job)
+    enqueue(job, task)
+    return job
+
+
+# --- running jobs (the bodies of the Celery tasks) ----------------------------------------------
+
+
+def _next_kind(purpose: str) -> str:
+    return Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS
+
+
+def run_embed(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
+    """Embed what the step needs, then queue the step's next job (once)."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        challenge = Challenge.objects.get(pk=job.params["challenge_id"])
+        purpose = job.params["purpose"]
+        report = _reporter(progress, echo)
+        report(0, 0, "loading the embedding model")
+        model = load_model(job.params["model"])
+        progress.log(f"model {model.model_id} on {model.device}")
+        audio = audio_to_embed(challenge, purpose)
+        counts = embed_audio(model, audio, report)
+        progress.log(
+            f"{counts['computed']} embeddings computed, {counts['cached']} taken from the cache"
+        )
+        return {**counts, "model_id": model.model_id, "device": model.device}
+
+    job = run_job(job_id, work)
+    if chain and job.state == Job.State.SUCCEEDED:
+        _queue_next(job)
+    return job
+
+
+def embed_audio(model, audio: list[AudioFile], report: Progress) -> dict:
+    from .embeddings.store import embed_audio as store_embed
+
+    return store_embed(model, audio, batch_size=settings.FOLEY_EMBED_BATCH, progress=report)
+
+
+def _queue_next(embed_job: Job) -> Job:
+    from . import tasks
+
+    purpose = embed_job.params["purpose"]
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=embed_job.pk)
+        existing = job.result.get("next_job")
+        if existing and Job.objects.filter(pk=existing).exists():
+            return Job.objects.get(pk=existing)
+        nxt = Job.objects.create(
+            challenge_id=job.challenge_id,
+            kind=_next_kind(purpose),
+            params={**job.params, "model_id": job.result["model_id"], "embed_job": job.pk},
+            message="queued",
+            created_by=job.created_by,
+        )
+        job.result = {**job.result, "next_job": nxt.pk}
+        job.save(update_fields=["result", "updated_at"])
+        enqueue(nxt, tasks.compute_fad if purpose == "fad" else tasks.select_medoids)
+    return nxt
+
+
+def _reporter(progress: JobProgress, echo: Progress | None) -> Progress:
+    def report(done: int, total: int, message: str) -> None:
+        progress(done, total, message)
+        if echo:
+            echo(done, total, message)
+
+    return report
+
+
+def run_fad(job_id: int, *, echo: Progress | None = None) -> Job:
+    def work(job: Job, progress: JobProgress) -> dict:
+        challenge = Challenge.objects.get(pk=job.params["challenge_id"])
+        return compute_fad_results(
+            challenge,
+            model_id=job.params["model_id"],
+            model_name=job.params["model"]["name"],
+            progress=_reporter(progress, echo),
+            log=progress.log,
+        )
+
+    return run_job(job_id, work)
+
+
+def run_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
+    def work(job: Job, progress: JobProgress) -> dict:
+        challenge = Challenge.objects.get(pk=job.params["challenge_id"])
+        return compute_medoids(
+            challenge, model_id=job.params["model_id"], progress=_reporter(progress, echo)
+        )
+
+    return run_job(job_id, work)
+
+
+# --- synchronous runs (demo and command line) ------------------------------------------------
+
+
+def run_evaluation(challenge: Challenge, *, progress: Progress | None = None) -> Job:
+    """The FAD pipeline in this process; returns the FAD job (or a failed embed job)."""
+    embed = start_evaluation(challenge, enqueue_task=False)
+    return _run_pipeline(embed, run_fad, progress)
+
+
+def run_medoid_selection(challenge: Challenge, *, progress: Progress | None = None) -> Job:
+    embed = start_medoid_selection(challenge, enqueue_task=False)
+    return _run_pipeline(embed, run_medoids, progress)
+
+
+def _run_pipeline(embed: Job, second: Callable, progress: Progress | None) -> Job:
+    if embed.kind != Job.Kind.EMBED:  # a pipeline already past its embed step
+        return second(embed.pk, echo=progress) if not embed.is_finished else embed
+    embed = run_embed(embed.pk, echo=progress, chain=False)
+    if embed.state != Job.State.SUCCEEDED:
+        return embed
+    # In-process tasks (no broker) run the next job at once; with a broker it would be queued,
+    # so the next job is created without enqueueing and run here.
+    nxt = _create_next_without_queue(embed)
+    return second(nxt.pk, echo=progress)
+
+
+def _create_next_without_queue(embed_job: Job) -> Job:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=embed_job.pk)
+        existing = job.result.get("next_job")
+        if existing and Job.objects.filter(pk=existing).exists():
+            return Job.objects.get(pk=existing)
+        nxt = Job.objects.create(
+            challenge_id=job.challenge_id,
+            kind=_next_kind(job.params["purpose"]),
+            params={**job.params, "model_id": job.result["model_id"], "embed_job": job.pk},
+            message="running in this process",
+        )
+        job.result = {**job.result, "next_job": nxt.pk}
+        job.save(update_fields=["result", "updated_at"])
+    return nxt
+
+
+# --- FAD and finalists --------------------------------------------------------------------------
+
+
+def _clip_audio(challenge: Challenge, **filters) -> dict[int, list[int]]:
+    """Audio ids per category id for the clips matching `filters`."""
+    out: dict[int, list[int]] = {}
+    rows = Clip.objects.filter(challenge=challenge, **filters).values_list(
+        "category_id", "audio_id"
+    )
+    for category_id, audio_id in rows.order_by("category_id", "original_name", "pk"):
+        out.setdefault(category_id, []).append(audio_id)
+    return out
+
+
+def _stats_of(model_id: str, audio_ids: list[int]) -> GaussianStats:
+    from .embeddings.store import load_many
+
+    embeddings = load_many(model_id, audio_ids)
+    return GaussianStats.from_embeddings([embeddings[a] for a in audio_ids])
+
+
+def reference_stats(
+    challenge: Challenge, model_id: str, model_name: str, reference: str
+) -> dict[int, tuple[GaussianStats, int, str]]:
+    """Per category: the reference's statistics, its size, and where they come from."""
+    out: dict[int, tuple[GaussianStats, int, str]] = {}
+    published = _published_stats(challenge, model_name, reference)
+    for category_id, row in published.items():
+        import io
+
+        stats = GaussianStats.from_npz(io.BytesIO(bytes(row.data)))
+        out[category_id] = (stats, row.count, f"published statistics ({row.source})")
+    role = Clip.Role.EVALUATION if reference == "evaluation" else Clip.Role.DEVELOPMENT
+    for category_id, audio_ids in _clip_audio(challenge, role=role).items():
+        if category_id not in out and len(audio_ids) >= 1:
+            out[category_id] = (_stats_of(model_id, audio_ids), len(audio_ids), "audio")
+    return out
+
+
+def compute_fad_results(
+    challenge: Challenge,
+    *,
+    model_id: str,
+    model_name: str,
+    progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """FAD-Eval and FAD-Dev of every system and category; then finalists per track."""
+    obj = objective_settings(challenge)
+    references = [FadResult.Reference.EVALUATION]
+    if obj.fad_development:
+        references.append(FadResult.Reference.DEVELOPMENT)
+    refs = {r: reference_stats(challenge, model_id, model_name, r) for r in references}
+    if not refs[FadResult.Reference.EVALUATION] and log:
+        log("no evaluation set (audio or statistics): finalists follow FAD-Dev")
+    categories = {c.pk: c for c in Category.objects.filter(challenge=challenge)}
+    systems = list(System.objects.filter(challenge=challenge).order_by("pk"))
+    outputs = {s.pk: _clip_audio(challenge, role=Clip.Role.SYSTEM, system=s) for s in systems}
+    total = sum(len(v) for v in outputs.values())
+    done = 0
+    kept: set[tuple[int, int, str]] = set()
+    for system in systems:
+        for category_id, audio_ids in outputs[system.pk].items():
+            done += 1
+            if len(audio_ids) < 2:
+                if log:
+                    log(
+                        f"{system.name} / {categories[category_id].slug}: fewer than 2 clips, no FAD"
+                    )
+                continue
+            stats = _stats_of(model_id, audio_ids)
+            for reference in references:
+                ref = refs[reference].get(category_id)
+                if ref is None:
+                    continue
+                ref_stats, n_reference, source = ref
+                value = frechet_distance(stats, ref_stats)
+                FadResult.objects.update_or_create(
+                    system=system,
+                    category_id=category_id,
+                    reference=reference,
+                    model_id=model_id,
+                    defaults={
+                        "challenge": challenge,
+                        "value": value,
+                        "n_clips": len(audio_ids),
+                        "n_reference": n_reference,
+                        "details": {"frames": stats.count, "reference_source": source},
+                    },
+                )
+                kept.add((system.pk, category_id, reference))
+            if progress:
+                progress(done, total, f"FAD of {system.name}, {categories[category_id].name}")
+    # Rows of this model for clips that no longer exist (a regenerated system) are stale.
+    stale = [
+        r.pk
+        for r in FadResult.objects.filter(challenge=challenge, model_id=model_id)
+        if (r.system_id, r.category_id, r.reference) not in kept
+    ]
+    FadResult.objects.filter(pk__in=stale).delete()
+    finalists = select_finalists(challenge, model_id)
+    return {
+        "model_id": model_id,
+        "results": len(kept),
+        "finalists": {track: [s.name for s in systems] for track, systems in finalists.items()},
+    }
+
+
+def ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, list[dict]]:
+    """Systems per track ordered by mean FAD-Eval over categories (FAD-Dev where no Eval).
+
+    A system is ranked only when it has a FAD for every category of the challenge.
+    """
+    results = FadResult.objects.filter(challenge=challenge)
+    if model_id is None:
+        model_id = results.order_by("-computed_at").values_list("model_id", flat=True).first()
+    categories = list(Category.objects.filter(challenge=challenge).values_list("pk", flat=True))
+    per: dict[int, dict[str, dict[int, float]]] = {}
+    for row in results.filter(model_id=model_id):
+        per.setdefault(row.system_id, {}).setdefault(row.reference, {})[row.category_id] = row.value
+    has_eval = any("evaluation" in v for v in per.values())
+    key = "evaluation" if has_eval else "development"
+    tracks: dict[str, list[dict]] = {}
+    systems = System.objects.filter(challenge=challenge).select_related("track", "team")
+    for system in systems.order_by("track__code", "name"):
+        values = per.get(system.pk, {})
+        complete = all(c in values.get(key, {}) for c in categories) and categories
+        row = {
+            "system": system,
+            "fad_eval": _mean(values.get("evaluation", {}), categories),
+            "fad_dev": _mean(values.get("development", {}), categories),
+            "ranked": bool(complete),
+        }
+        row["score"] = row["fad_eval"] if key == "evaluation" else row["fad_dev"]
+        tracks.setdefault(system.track.code, []).append(row)
+    for rows in tracks.values():
+        rows.sort(
+            key=lambda r: (
+                not r["ranked"],
+                r["score"] if r["score"] is not None else float("inf"),
+                r["fad_dev"] if r["fad_dev"] is not None else float("inf"),
+                r["system"].name,
+            )
+        )
+        for position, row in enumerate(rows, start=1):
+            row["rank"] = position if row["ranked"] else None
+    return tracks
+
+
+def _mean(values: dict[int, float], categories: list[int]) -> float | None:
+    if not categories or any(c not in values for c in categories):
+        return None
+    return statistics.fmean(values[c] for c in categories)
+
+
+def select_finalists(challenge: Challenge, model_id: str) -> dict[str, list[System]]:
+    """Mark the top K ranked systems of each track as finalists, and no others."""
+    k = objective_settings(challenge).finalists_per_track
+    chosen: dict[str, list[System]] = {}
+    for track, rows in ranking(challenge, model_id).items():
+        chosen[track] = [r["system"] for r in rows if r["ranked"]][:k]
+    ids = [s.pk for systems in chosen.values() for s in systems]
+    with transaction.atomic():
+        System.objects.filter(challenge=challenge).exclude(pk__in=ids).update(is_finalist=False)
+        System.objects.filter(pk__in=ids).update(is_finalist=True)
+    return chosen
+
+
+# --- medoids -------------------------------------------------------------------------------------
+
+
+def compute_medoids(
+    challenge: Challenge, *, model_id: str, progress: Progress | None = None
+) -> dict:
+    """k-means medoids of every finalist system and category, replacing earlier ones at once."""
+    from .embeddings.store import load_many
+    from .medoids import select_medoids
+
+    obj = objective_settings(challenge)
+    finalists = list(System.objects.filter(challenge=challenge, is_finalist=True).order_by("pk"))
+    chosen: list[Medoid] = []
+    short: list[str] = []
+    pairs = [
+        (system, category_id, clip_ids)
+        for system in finalists
+        for category_id, clip_ids in _clip_ids(challenge, system).items()
+    ]
+    for done, (system, category_id, clip_ids) in enumerate(pairs, start=1):
+        clips = list(Clip.objects.filter(pk__in=clip_ids).order_by("original_name", "pk"))
+        k = obj.medoids_per_category
+        if len(clips) < k:
+            short.append(f"{system.name}/{category_id}: {len(clips)} clips < {k}")
+            k = len(clips)
+        embeddings = load_many(model_id, [c.audio_id for c in clips])
+        scene = np.stack([embeddings[c.audio_id].mean(axis=0) for c in clips])
+        # Two clips with the same audio would be the same medoid twice: cluster distinct audio.
+        distinct = list({c.audio_id: i for i, c in reversed(list(enumerate(clips)))}.values())
+        distinct.sort()
+        k = min(k, len(distinct))
+        picks = select_medoids(scene[distinct], k, seed=obj.kmeans_seed, n_init=obj.kmeans_n_init)
+        for position, index in enumerate(picks):
+            clip = clips[distinct[index]]
+            chosen.append(
+                Medoid(
+                    challenge=challenge,
+                    system=system,
+                    category_id=category_id,
+                    clip=clip,
+                    position=position,
+                )
+            )
+        if progress:
+            progress(done, len(pairs), f"medoids of {system.name}")
+    with transaction.atomic():
+        Medoid.objects.filter(challenge=challenge).delete()
+        Medoid.objects.bulk_create(chosen)
+    return {"model_id": model_id, "medoids": len(chosen), "short": short}
+
+
+def _clip_ids(challenge: Challenge, system: System) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    rows = Clip.objects.filter(challenge=challenge, system=system, role=Clip.Role.SYSTEM)
+    for category_id, pk in rows.values_list("category_id", "pk").order_by("category_id", "pk"):
+        out.setdefault(category_id, []).append(pk)
+    return out
+
+
+# --- published reference statistics ----------------------------------------------------------
+
+
+def import_reference_stats(
+    challenge: Challenge,
+    files: dict[str, object],
+    *,
+    model: str = "vggish",
+    reference: str = FadResult.Reference.EVALUATION,
+    source: str = "",
+) -> list[ReferenceStats]:
+    """Store published statistics per category, all or nothing.
+
+    `files` maps a category (slug or name, any case, as for uploads) to an `.npz` path or file
+    holding `mu` and `sigma` (and optionally `embedding_count`).
+    """
+    import hashlib
+
+    from .archives import normalise_folder
+    from .imports import _category_lookup
+
+    if reference not in FadResult.Reference.values:
+        raise EvaluationError(f"reference must be one of {', '.join(FadResult.Reference.values)}")
+    lookup = _category_lookup(challenge)
+    parsed = []
+    errors = []
+    for label, source_file in sorted(files.items()):
+        category = lookup.get(normalise_folder(label))
+        if category is None:
+            errors.append(f"{label}: no category of this challenge matches")
+            continue
+        try:
+            stats = GaussianStats.from_npz(source_file)
+        except (ValueError, OSError, KeyError) as exc:
+            errors.append(f"{label}: {exc}")
+            continue
+        parsed.append((category, stats))
+    dims = {s.dim for _, s in parsed}
+    if len(dims) > 1:
+        errors.append(f"the statistics disagree on the embedding size: {sorted(dims)}")
+    if errors:
+        raise EvaluationError("; ".join(errors))
+    rows = []
+    with transaction.atomic():
+        for category, stats in parsed:
+            data = stats.to_npz_bytes()
+            row, _ = ReferenceStats.objects.update_or_create(
+                category=category,
+                reference=reference,
+                model=model,
+                defaults={
+                    "challenge": challenge,
+                    "dim": stats.dim,
+                    "count": stats.count,
+                    "data": data,
+                    "source": source[:255],
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                },
+            )
+            rows.append(row)
+    return rows

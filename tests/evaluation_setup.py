@@ -1,0 +1,77 @@
+"""A small challenge with structured audio for objective-evaluation tests.
+
+Reference sets and systems are synthesized like the demo's: a system's spectral `tilt` moves it
+away from the references (tilt 0), so FAD has a known order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stimuli import evaluation
+from stimuli.audio import encode_wav
+from stimuli.demo import _synthesize
+from stimuli.imports import import_clips
+from stimuli.models import Challenge, System
+from stimuli.services import create_challenge, create_system, create_team
+
+SYSTEMS = [("Close", "A", 0.0), ("Far", "A", 1.5), ("Middle", "B", 0.7), ("Farther", "B", 2.0)]
+
+
+def write_set(root: Path, challenge: Challenge, n: int, seed: int, tilt: float) -> Path:
+    for index, category in enumerate(challenge.categories.all()):
+        folder = root / category.slug
+        folder.mkdir(parents=True)
+        for k in range(n):
+            samples = _synthesize(
+                category.slug,
+                seed * 100_000 + index * 1000 + k,
+                sample_rate=challenge.sample_rate,
+                frames=challenge.clip_frames,
+                tilt=tilt,
+            )
+            (folder / f"{k:03d}.wav").write_bytes(
+                encode_wav(samples[:, None], challenge.sample_rate)
+            )
+    return root
+
+
+def small_challenge(
+    tmp_path: Path,
+    *,
+    slug: str = "objective",
+    system_clips: int = 12,
+    reference_clips: int = 8,
+    systems=SYSTEMS,
+    finalists: int = 1,
+    medoids: int = 5,
+) -> Challenge:
+    challenge = create_challenge(
+        name="Objective",
+        slug=slug,
+        # 4 s: the synthesized events fall anywhere in the first 3.6 s.
+        categories=[("dog_bark", "Dog bark"), ("rain", "Rain")],
+    )
+    for role, seed in (("development", 1), ("evaluation", 2)):
+        root = write_set(tmp_path / role, challenge, reference_clips, seed, 0.0)
+        assert import_clips(challenge, root, role=role).created_clips == 2 * reference_clips
+    team = create_team(challenge, name="Team")
+    for n, (name, track, tilt) in enumerate(systems):
+        system = create_system(team=team, track=challenge.tracks.get(code=track), name=name)
+        root = write_set(tmp_path / name, challenge, system_clips, 10 + n, tilt)
+        report = import_clips(challenge, root, role="system", system=system)
+        assert report.created_clips == 2 * system_clips
+    evaluation.set_models(
+        challenge,
+        fad_model="logmel",
+        medoid_model="logmel",
+        medoid_model_options={"hop_s": 0.5},
+        finalists_per_track=finalists,
+        medoids_per_category=medoids,
+        kmeans_n_init=3,
+    )
+    return challenge
+
+
+def system(challenge: Challenge, name: str) -> System:
+    return challenge.systems.get(name=name)

@@ -1,0 +1,181 @@
+"""The objective stage in-process: embeddings cache, FAD per system and category, finalists,
+medoids, and published reference statistics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stimuli import evaluation
+from stimuli.embeddings import load_embedding_model
+from stimuli.medoids import select_medoids
+from stimuli.models import Embedding, FadResult, Job, Medoid, ReferenceStats
+from stimuli.services import create_challenge
+from tests.evaluation_setup import small_challenge, system
+from tests.test_fad import DCASE_STATS
+
+
+@pytest.fixture
+def objective(db, tmp_path):
+    return small_challenge(tmp_path)
+
+
+def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
+    job = evaluation.run_evaluation(objective)
+    assert job.kind == Job.Kind.FAD and job.state == Job.State.SUCCEEDED, job.error
+    # 4 systems x 2 categories x (Eval, Dev)
+    assert FadResult.objects.filter(challenge=objective).count() == 16
+    row = FadResult.objects.filter(
+        system=system(objective, "Close"), reference="evaluation"
+    ).first()
+    assert row.n_clips == 12 and row.n_reference == 8 and row.model_id.startswith("logmel:")
+    assert row.details["reference_source"] == "audio"
+    ranking = evaluation.ranking(objective)
+    assert [r["system"].name for r in ranking["A"]] == ["Close", "Far"]
+    assert [r["system"].name for r in ranking["B"]] == ["Middle", "Farther"]
+    assert ranking["A"][0]["fad_eval"] < ranking["A"][1]["fad_eval"]
+    finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
+    assert finalists == {"Close", "Middle"}  # one per track
+    assert job.result["finalists"] == {"A": ["Close"], "B": ["Middle"]}
+    objective.refresh_from_db()
+    assert objective.phase == "objective"
+
+
+def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objective):
+    evaluation.run_evaluation(objective)
+    values = dict(FadResult.objects.values_list("pk", "value"))
+    files = Embedding.objects.count()
+    assert files == 4 * 2 * 12 + 2 * 2 * 8
+    job = evaluation.run_evaluation(objective)
+    embed = Job.objects.get(pk=job.params["embed_job"])
+    assert embed.result["computed"] == 0 and embed.result["cached"] == files
+    assert Embedding.objects.count() == files
+    assert dict(FadResult.objects.values_list("pk", "value")) == values
+
+
+def test_cache_is_keyed_on_model_options(objective):
+    a = load_embedding_model("logmel")
+    b = load_embedding_model("logmel", {"hop_s": 0.5})
+    assert a.model_id != b.model_id
+    assert a.model_id == load_embedding_model("logmel").model_id
+
+
+def test_medoids_are_distinct_deterministic_and_replace_earlier_ones(objective):
+    evaluation.run_evaluation(objective)
+    job = evaluation.run_medoid_selection(objective)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    medoids = Medoid.objects.filter(challenge=objective)
+    assert medoids.count() == 2 * 2 * 5  # 2 finalists x 2 categories x 5
+    first = list(
+        medoids.order_by("system", "category", "position").values_list("clip_id", flat=True)
+    )
+    for (system_id, category_id), count in _groups(medoids).items():
+        assert count == 5
+        clips = medoids.filter(system_id=system_id, category_id=category_id)
+        assert clips.values("clip").distinct().count() == 5
+        assert all(m.clip.system_id == system_id for m in clips)
+    assert not medoids.filter(system__is_finalist=False).exists()
+    evaluation.run_medoid_selection(objective)
+    again = list(
+        medoids.order_by("system", "category", "position").values_list("clip_id", flat=True)
+    )
+    assert again == first
+
+
+def _groups(medoids) -> dict:
+    out: dict = {}
+    for m in medoids:
+        out[(m.system_id, m.category_id)] = out.get((m.system_id, m.category_id), 0) + 1
+    return out
+
+
+def test_medoids_of_synthetic_clusters_pick_one_clip_per_cluster():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=50.0, size=(20, 8))
+    points = np.concatenate([c + rng.normal(scale=0.5, size=(6, 8)) for c in centres])
+    order = rng.permutation(len(points))
+    points = points[order]
+    cluster_of = np.repeat(np.arange(20), 6)[order]
+    picks = select_medoids(points, 20, seed=0, n_init=4)
+    assert len(set(picks)) == 20
+    assert sorted(cluster_of[picks]) == list(range(20))
+    for index in picks:  # each pick is the member nearest its cluster's mean
+        members = np.flatnonzero(cluster_of == cluster_of[index])
+        mean = points[members].mean(axis=0)
+        nearest = members[np.argmin(((points[members] - mean) ** 2).sum(axis=1))]
+        assert index == nearest
+    assert picks == select_medoids(points, 20, seed=0, n_init=4)
+
+
+def test_medoids_need_k_clips():
+    with pytest.raises(ValueError, match="at least 20 clips"):
+        select_medoids(np.zeros((5, 3)), 20)
+
+
+def test_published_statistics_become_the_evaluation_reference(db, tmp_path):
+    challenge = create_challenge(name="Stats", slug="stats")
+    files = {path.stem: path for path in sorted(DCASE_STATS.glob("*.npz"))}
+    rows = evaluation.import_reference_stats(challenge, files, source="DCASE 2023 Task 7")
+    assert len(rows) == 7
+    assert {r.category.slug for r in rows} == set(
+        challenge.categories.values_list("slug", flat=True)
+    )
+    assert all(r.dim == 128 and r.count > 0 and r.model == "vggish" for r in rows)
+    # Importing again replaces, never duplicates.
+    evaluation.import_reference_stats(challenge, files)
+    assert ReferenceStats.objects.filter(challenge=challenge).count() == 7
+
+
+def test_bad_statistics_store_nothing(db, tmp_path):
+    challenge = create_challenge(name="Stats", slug="stats")
+    good = sorted(DCASE_STATS.glob("*.npz"))[0]
+    bad = tmp_path / "rain.npz"
+    np.savez(bad, mu=np.zeros(128))
+    with pytest.raises(evaluation.EvaluationError, match="rain: statistics file lacks sigma"):
+        evaluation.import_reference_stats(challenge, {good.stem: good, "rain": bad})
+    with pytest.raises(evaluation.EvaluationError, match="helicopter: no category"):
+        evaluation.import_reference_stats(challenge, {"helicopter": good})
+    assert not ReferenceStats.objects.exists()
+
+
+def test_fad_uses_published_statistics_instead_of_audio(objective, tmp_path: Path):
+    # Statistics of a different model name are ignored; those of the FAD model take the place
+    # of the evaluation audio of their category.
+    model = load_embedding_model("logmel")
+    rng = np.random.default_rng(0)
+    path = tmp_path / "rain.npz"
+    np.savez(path, mu=rng.normal(size=128), sigma=np.eye(128), embedding_count=1000)
+    evaluation.import_reference_stats(objective, {"rain": path}, model="logmel", source="paper")
+    evaluation.run_evaluation(objective)
+    rain = FadResult.objects.get(
+        system=system(objective, "Close"), category__slug="rain", reference="evaluation"
+    )
+    assert rain.details["reference_source"] == "published statistics (paper)"
+    assert rain.n_reference == 1000
+    assert rain.model_id == model.model_id
+    dog = FadResult.objects.get(
+        system=system(objective, "Close"), category__slug="dog_bark", reference="evaluation"
+    )
+    assert dog.details["reference_source"] == "audio"
+
+
+def test_clear_errors_before_anything_runs(db, tmp_path):
+    challenge = create_challenge(name="Empty", slug="empty")
+    with pytest.raises(evaluation.EvaluationError, match="no systems"):
+        evaluation.start_evaluation(challenge)
+    objective = small_challenge(tmp_path, slug="objective-2")
+    with pytest.raises(evaluation.EvaluationError, match="no finalists"):
+        evaluation.start_medoid_selection(objective)
+    with pytest.raises(evaluation.EvaluationError, match="unknown objective settings: colour"):
+        evaluation.set_models(objective, colour="red")
+    assert not Job.objects.exists()
+
+
+def test_unknown_model_fails_the_job_with_the_reason(objective):
+    evaluation.set_models(objective, fad_model="no_such_package.model")
+    job = evaluation.run_evaluation(objective)
+    assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
+    assert "cannot import 'no_such_package.model'" in job.error
+    assert not FadResult.objects.exists()

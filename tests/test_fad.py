@@ -1,0 +1,143 @@
+"""FAD against closed forms, the reference sqrtm formula and the published DCASE statistics."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stimuli.fad import (
+    GaussianStats,
+    fad,
+    fad_bootstrap_interval,
+    fad_infinity,
+    frechet_distance,
+    frechet_distance_sqrtm,
+)
+
+DCASE_STATS = Path(
+    os.environ.get(
+        "FOLEY_DCASE_STATS",
+        Path(__file__).resolve().parents[2] / "shared/data/dcase2023_task7_eval_vggish_stats",
+    )
+)
+
+
+def random_psd(d: int, rank: int, rng: np.random.Generator) -> np.ndarray:
+    a = rng.normal(size=(d, rank))
+    return a @ a.T / rank
+
+
+def test_identical_sets_give_zero():
+    x = np.random.default_rng(0).normal(size=(500, 16))
+    assert fad(x, x) == pytest.approx(0.0, abs=1e-9)
+    stats = GaussianStats.from_embeddings(x)
+    assert frechet_distance(stats, stats) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_statistics_are_those_of_numpy_cov():
+    clips = [np.random.default_rng(i).normal(size=(4, 8)) for i in range(10)]
+    stats = GaussianStats.from_embeddings(clips)
+    stacked = np.concatenate(clips)
+    assert stats.count == 40
+    np.testing.assert_allclose(stats.mu, stacked.mean(axis=0))
+    np.testing.assert_allclose(stats.sigma, np.cov(stacked, rowvar=False))
+
+
+def test_diagonal_gaussians_closed_form():
+    # For commuting covariances the trace term is sum(sqrt(a_i b_i)): FAD is
+    # |mu_a - mu_b|^2 + sum((sqrt(a_i) - sqrt(b_i))^2).
+    mu_a, mu_b = np.array([0.0, 1.0, 2.0]), np.array([1.0, 1.0, 0.0])
+    var_a, var_b = np.array([1.0, 4.0, 9.0]), np.array([4.0, 1.0, 0.25])
+    a = GaussianStats(mu_a, np.diag(var_a), 0)
+    b = GaussianStats(mu_b, np.diag(var_b), 0)
+    expected = 5.0 + ((np.sqrt(var_a) - np.sqrt(var_b)) ** 2).sum()
+    assert frechet_distance(a, b) == pytest.approx(expected, rel=1e-12)
+
+
+def test_full_covariances_closed_form():
+    # With S_a = c^2 I the trace term is c * tr(S_b^1/2), known from S_b's eigenvalues.
+    rng = np.random.default_rng(1)
+    q, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    eig_b = np.array([0.5, 1.0, 2.0, 3.0, 5.0, 8.0])
+    sigma_b = (q * eig_b) @ q.T
+    a = GaussianStats(np.zeros(6), 4.0 * np.eye(6), 0)
+    b = GaussianStats(np.ones(6), sigma_b, 0)
+    expected = 6.0 + 24.0 + eig_b.sum() - 2 * 2.0 * np.sqrt(eig_b).sum()
+    assert frechet_distance(a, b) == pytest.approx(expected, rel=1e-10)
+
+
+def test_symmetric():
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(300, 10)), rng.normal(1.0, 2.0, size=(200, 10))
+    assert fad(x, y) == pytest.approx(fad(y, x), rel=1e-10)
+
+
+def test_singular_covariances_are_exact():
+    # Rank 1 against rank 2 in 3 dimensions: sqrtm struggles, the closed form is known.
+    a = GaussianStats(np.zeros(3), np.diag([1.0, 0.0, 0.0]), 0)
+    b = GaussianStats(np.zeros(3), np.diag([4.0, 9.0, 0.0]), 0)
+    assert frechet_distance(a, b) == pytest.approx(1.0 + 9.0, abs=1e-12)
+    # Fewer clips than dimensions: a real, finite, non-negative value that matches sqrtm's.
+    rng = np.random.default_rng(3)
+    few, many = rng.normal(size=(20, 64)), rng.normal(size=(30, 64))
+    value = fad(few, many)
+    assert np.isfinite(value) and value > 0 and isinstance(value, float)
+    reference = frechet_distance_sqrtm(
+        GaussianStats.from_embeddings(few), GaussianStats.from_embeddings(many)
+    )
+    assert value == pytest.approx(reference, rel=1e-6)
+
+
+def test_rejects_mismatched_sizes_and_bad_statistics(tmp_path):
+    with pytest.raises(ValueError, match="sizes differ"):
+        fad(np.zeros((5, 3)) + np.arange(3), np.random.default_rng(0).normal(size=(5, 4)))
+    path = tmp_path / "bad.npz"
+    np.savez(path, mu=np.zeros(3), sigma=np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="sigma has shape"):
+        GaussianStats.from_npz(path)
+    np.savez(path, mu=np.zeros(3))
+    with pytest.raises(ValueError, match="lacks sigma"):
+        GaussianStats.from_npz(path)
+
+
+def dcase_stats() -> dict[str, GaussianStats]:
+    files = sorted(DCASE_STATS.glob("*.npz"))
+    assert len(files) == 7, f"the DCASE 2023 Task 7 statistics are expected in {DCASE_STATS}"
+    return {f.stem: GaussianStats.from_npz(f) for f in files}
+
+
+def test_agrees_with_sqrtm_on_the_published_dcase_statistics():
+    stats = dcase_stats()
+    assert all(s.dim == 128 and s.count > 0 for s in stats.values())
+    names = sorted(stats)
+    for first, second in zip(names, names[1:] + names[:1], strict=True):
+        ours = frechet_distance(stats[first], stats[second])
+        theirs = frechet_distance_sqrtm(stats[first], stats[second])
+        assert ours == pytest.approx(theirs, rel=1e-6), (first, second)
+        assert ours > 1.0  # categories differ
+    for s in stats.values():
+        assert frechet_distance(s, s) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_fad_infinity_removes_the_small_sample_bias():
+    rng = np.random.default_rng(4)
+    d = 8
+    reference = GaussianStats(np.zeros(d), np.eye(d), 0)
+    sample = rng.normal(size=(2000, d))  # the same distribution: true FAD is 0
+    result = fad_infinity(sample, reference, seed=0)
+    plain = fad(sample[:200], reference)
+    assert abs(result.value) < 0.02 < plain
+    assert result.slope > 0 and result.r_squared > 0.8
+
+
+def test_bootstrap_interval_contains_the_estimate_and_is_reproducible():
+    rng = np.random.default_rng(5)
+    clips = [rng.normal(0.5, 1.0, size=(4, 6)) for _ in range(60)]
+    reference = GaussianStats.from_embeddings(rng.normal(size=(4000, 6)))
+    low, high = fad_bootstrap_interval(clips, reference, n_resamples=200, seed=1)
+    estimate = fad(clips, reference)
+    assert low < estimate < high
+    assert (low, high) == fad_bootstrap_interval(clips, reference, n_resamples=200, seed=1)
