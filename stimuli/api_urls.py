@@ -1,6 +1,6 @@
 from rest_framework.routers import DefaultRouter
 
-from . import api, generator_api
+from . import api, generator_api, objective_api
 
 CHALLENGE = r"challenges/(?P<challenge_slug>[-a-zA-Z0-9_]+)"
 
@@ -12,4 +12,5 @@ router.register(f"{CHALLENGE}/clips", api.ClipViewSet, basename="clip")
 router.register(f"{CHALLENGE}/uploads", api.UploadViewSet, basename="upload")
 router.register(f"{CHALLENGE}/jobs", api.JobViewSet, basename="job")
 router.register(f"{CHALLENGE}/generators", generator_api.GeneratorViewSet, basename="generator")
+router.register(f"{CHALLENGE}/objective", objective_api.ObjectiveViewSet, basename="objective")
 urlpatterns = router.urls

@@ -18,7 +18,6 @@ torch and scikit-learn are imported inside the worker-side functions only.
 from __future__ import annotations
 
 import functools
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
 
+from . import selectors
 from .fad import GaussianStats, frechet_distance
 from .jobs import JobProgress, enqueue, reset_for_retry, run_job
 from .models import (
@@ -191,7 +191,12 @@ def _start(
         job = Job.objects.create(
             challenge=challenge,
             kind=Job.Kind.EMBED,
-            params={"challenge_id": challenge.pk, "purpose": purpose, "model": choice.as_params()},
+            params={
+                "challenge_id": challenge.pk,
+                "purpose": purpose,
+                "model": choice.as_params(),
+                "task": "embed_clips",  # the jobs endpoint's retry finds the task by this name
+            },
             message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
             created_by=user if user and user.is_authenticated else None,
         )
@@ -268,6 +273,16 @@ def embed_audio(model, audio: list[AudioFile], report: Progress) -> dict:
     return store_embed(model, audio, batch_size=settings.FOLEY_EMBED_BATCH, progress=report)
 
 
+def _next_params(embed_job: Job) -> dict:
+    task = "compute_fad" if embed_job.params["purpose"] == "fad" else "select_medoids"
+    return {
+        **embed_job.params,
+        "model_id": embed_job.result["model_id"],
+        "embed_job": embed_job.pk,
+        "task": task,
+    }
+
+
 def _queue_next(embed_job: Job) -> Job:
     from . import tasks
 
@@ -280,7 +295,7 @@ def _queue_next(embed_job: Job) -> Job:
         nxt = Job.objects.create(
             challenge_id=job.challenge_id,
             kind=_next_kind(purpose),
-            params={**job.params, "model_id": job.result["model_id"], "embed_job": job.pk},
+            params=_next_params(job),
             message="queued",
             created_by=job.created_by,
         )
@@ -358,7 +373,7 @@ def _create_next_without_queue(embed_job: Job) -> Job:
         nxt = Job.objects.create(
             challenge_id=job.challenge_id,
             kind=_next_kind(job.params["purpose"]),
-            params={**job.params, "model_id": job.result["model_id"], "embed_job": job.pk},
+            params=_next_params(job),
             message="running in this process",
         )
         job.result = {**job.result, "next_job": nxt.pk}
@@ -474,58 +489,11 @@ def compute_fad_results(
     }
 
 
-def ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, list[dict]]:
-    """Systems per track ordered by mean FAD-Eval over categories (FAD-Dev where no Eval).
-
-    A system is ranked only when it has a FAD for every category of the challenge.
-    """
-    results = FadResult.objects.filter(challenge=challenge)
-    if model_id is None:
-        model_id = results.order_by("-computed_at").values_list("model_id", flat=True).first()
-    categories = list(Category.objects.filter(challenge=challenge).values_list("pk", flat=True))
-    per: dict[int, dict[str, dict[int, float]]] = {}
-    for row in results.filter(model_id=model_id):
-        per.setdefault(row.system_id, {}).setdefault(row.reference, {})[row.category_id] = row.value
-    has_eval = any("evaluation" in v for v in per.values())
-    key = "evaluation" if has_eval else "development"
-    tracks: dict[str, list[dict]] = {}
-    systems = System.objects.filter(challenge=challenge).select_related("track", "team")
-    for system in systems.order_by("track__code", "name"):
-        values = per.get(system.pk, {})
-        complete = all(c in values.get(key, {}) for c in categories) and categories
-        row = {
-            "system": system,
-            "fad_eval": _mean(values.get("evaluation", {}), categories),
-            "fad_dev": _mean(values.get("development", {}), categories),
-            "ranked": bool(complete),
-        }
-        row["score"] = row["fad_eval"] if key == "evaluation" else row["fad_dev"]
-        tracks.setdefault(system.track.code, []).append(row)
-    for rows in tracks.values():
-        rows.sort(
-            key=lambda r: (
-                not r["ranked"],
-                r["score"] if r["score"] is not None else float("inf"),
-                r["fad_dev"] if r["fad_dev"] is not None else float("inf"),
-                r["system"].name,
-            )
-        )
-        for position, row in enumerate(rows, start=1):
-            row["rank"] = position if row["ranked"] else None
-    return tracks
-
-
-def _mean(values: dict[int, float], categories: list[int]) -> float | None:
-    if not categories or any(c not in values for c in categories):
-        return None
-    return statistics.fmean(values[c] for c in categories)
-
-
 def select_finalists(challenge: Challenge, model_id: str) -> dict[str, list[System]]:
     """Mark the top K ranked systems of each track as finalists, and no others."""
     k = objective_settings(challenge).finalists_per_track
     chosen: dict[str, list[System]] = {}
-    for track, rows in ranking(challenge, model_id).items():
+    for track, rows in selectors.fad_ranking(challenge, model_id).items():
         chosen[track] = [r["system"] for r in rows if r["ranked"]][:k]
     ids = [s.pk for systems in chosen.values() for s in systems]
     with transaction.atomic():

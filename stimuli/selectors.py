@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from django.db.models import Count, QuerySet
 
 from .models import Category, Challenge, Clip, FadResult, Job, Medoid, System
@@ -63,11 +65,9 @@ def fad_rows(challenge: Challenge, model_id: str | None = None) -> list[dict]:
     recently computed for this challenge.
     """
     results = FadResult.objects.filter(challenge=challenge)
+    model_id = model_id or latest_fad_model(challenge)
     if model_id is None:
-        latest = results.order_by("-computed_at").values_list("model_id", flat=True).first()
-        if latest is None:
-            return []
-        model_id = latest
+        return []
     rows: dict[tuple[int, int], dict] = {}
     for result in results.filter(model_id=model_id).select_related("system__track", "category"):
         row = rows.setdefault(
@@ -99,3 +99,79 @@ def medoids(challenge: Challenge) -> QuerySet[Medoid]:
         .select_related("system__track", "system__team", "category", "clip__audio")
         .order_by("system__name", "category__position", "position")
     )
+
+
+def latest_fad_model(challenge: Challenge) -> str | None:
+    """The embedding model of the most recent FAD computation of this challenge."""
+    results = FadResult.objects.filter(challenge=challenge).order_by("-computed_at")
+    return results.values_list("model_id", flat=True).first()
+
+
+def fad_ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, list[dict]]:
+    """Systems per track ordered by mean FAD-Eval over categories (FAD-Dev where no Eval).
+
+    A system is ranked only when it has a FAD for every category of the challenge.
+    """
+    results = FadResult.objects.filter(challenge=challenge)
+    model_id = model_id or latest_fad_model(challenge)
+    categories = list(Category.objects.filter(challenge=challenge).values_list("pk", flat=True))
+    per: dict[int, dict[str, dict[int, float]]] = {}
+    for row in results.filter(model_id=model_id):
+        per.setdefault(row.system_id, {}).setdefault(row.reference, {})[row.category_id] = row.value
+    has_eval = any("evaluation" in v for v in per.values())
+    key = "evaluation" if has_eval else "development"
+    tracks: dict[str, list[dict]] = {}
+    systems = System.objects.filter(challenge=challenge).select_related("track", "team")
+    for system in systems.order_by("track__code", "name"):
+        values = per.get(system.pk, {})
+        complete = all(c in values.get(key, {}) for c in categories) and categories
+        row = {
+            "system": system,
+            "fad_eval": _mean(values.get("evaluation", {}), categories),
+            "fad_dev": _mean(values.get("development", {}), categories),
+            "ranked": bool(complete),
+        }
+        row["score"] = row["fad_eval"] if key == "evaluation" else row["fad_dev"]
+        tracks.setdefault(system.track.code, []).append(row)
+    for rows in tracks.values():
+        rows.sort(
+            key=lambda r: (
+                not r["ranked"],
+                r["score"] if r["score"] is not None else float("inf"),
+                r["fad_dev"] if r["fad_dev"] is not None else float("inf"),
+                r["system"].name,
+            )
+        )
+        for position, row in enumerate(rows, start=1):
+            row["rank"] = position if row["ranked"] else None
+    return tracks
+
+
+def _mean(values: dict[int, float], categories: list[int]) -> float | None:
+    if not categories or any(c not in values for c in categories):
+        return None
+    return statistics.fmean(values[c] for c in categories)
+
+
+def fad_ranking_table(challenge: Challenge, model_id: str | None = None) -> dict:
+    """The ranking as plain data, for the API and the command line."""
+    model_id = model_id or latest_fad_model(challenge)
+    tracks = fad_ranking(challenge, model_id) if model_id else {}
+    return {
+        "model_id": model_id,
+        "tracks": {
+            code: [
+                {
+                    "rank": row["rank"],
+                    "system": row["system"].name,
+                    "public_id": row["system"].public_id,
+                    "team": row["system"].team.name,
+                    "fad_eval": row["fad_eval"],
+                    "fad_dev": row["fad_dev"],
+                    "finalist": row["system"].is_finalist,
+                }
+                for row in rows
+            ]
+            for code, rows in tracks.items()
+        },
+    }

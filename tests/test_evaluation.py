@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stimuli import evaluation
+from stimuli import evaluation, selectors
 from stimuli.embeddings import load_embedding_model
 from stimuli.medoids import select_medoids
 from stimuli.models import Embedding, FadResult, Job, Medoid, ReferenceStats
@@ -32,7 +32,7 @@ def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
     ).first()
     assert row.n_clips == 12 and row.n_reference == 8 and row.model_id.startswith("logmel:")
     assert row.details["reference_source"] == "audio"
-    ranking = evaluation.ranking(objective)
+    ranking = selectors.fad_ranking(objective)
     assert [r["system"].name for r in ranking["A"]] == ["Close", "Far"]
     assert [r["system"].name for r in ranking["B"]] == ["Middle", "Farther"]
     assert ranking["A"][0]["fad_eval"] < ranking["A"][1]["fad_eval"]

@@ -1,0 +1,102 @@
+"""The objective stage's management commands: compute_fad, evaluate, select_medoids,
+import_reference_stats."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from stimuli.fad import GaussianStats, fad, frechet_distance
+from stimuli.models import Medoid, ReferenceStats
+from stimuli.services import create_challenge
+from tests.evaluation_setup import small_challenge
+from tests.factories import make_wav
+from tests.test_fad import DCASE_STATS
+
+
+def run(*args) -> dict:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_compute_fad_on_embeddings_and_statistics(tmp_path):
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(200, 16)), rng.normal(0.5, 1.0, size=(300, 16))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    stats = GaussianStats.from_embeddings(b)
+    (tmp_path / "b.npz").write_bytes(stats.to_npz_bytes())
+    result = run("compute_fad", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"))
+    assert result["fad"] == pytest.approx(fad(a, b), rel=1e-9)
+    result = run("compute_fad", str(tmp_path / "a.npy"), str(tmp_path / "b.npz"), "--inf")
+    assert result["fad"] == pytest.approx(fad(a, b), rel=1e-9)
+    assert "fad_inf" in result and result["b"]["embeddings"] == 300
+
+
+def test_compute_fad_on_the_dcase_statistics():
+    files = sorted(DCASE_STATS.glob("*.npz"))
+    result = run("compute_fad", str(files[0]), str(files[1]))
+    expected = frechet_distance(GaussianStats.from_npz(files[0]), GaussianStats.from_npz(files[1]))
+    assert result["fad"] == pytest.approx(expected)
+
+
+def test_compute_fad_on_audio_folders(tmp_path):
+    for folder, amplitude in (("a", 0.1), ("b", 0.3)):
+        (tmp_path / folder).mkdir()
+        for n in range(4):
+            data = make_wav(seconds=1.0, seed=n + (10 if folder == "b" else 0), amplitude=amplitude)
+            (tmp_path / folder / f"{n}.wav").write_bytes(data)
+    result = run(
+        "compute_fad", str(tmp_path / "a"), str(tmp_path / "b"), "--model", "logmel",
+        "--bootstrap", "50",
+    )  # fmt: skip
+    assert result["fad"] > 0 and result["a"]["clips"] == 4
+    assert result["model_id"].startswith("logmel:")
+    low, high = result["ci95"]
+    assert low <= high
+    same = run("compute_fad", str(tmp_path / "a"), str(tmp_path / "a"), "--model", "logmel")
+    assert same["fad"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_compute_fad_errors_are_clear(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((5, 4)))
+    np.save(tmp_path / "b.npy", np.ones((5, 8)))
+    with pytest.raises(CommandError, match="embedding sizes differ: A has 4, B has 8"):
+        call_command("compute_fad", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"))
+    with pytest.raises(CommandError, match="does not exist"):
+        call_command("compute_fad", str(tmp_path / "nope"), str(tmp_path / "b.npy"))
+    (tmp_path / "w").mkdir()
+    for n in range(2):
+        (tmp_path / "w" / f"{n}.wav").write_bytes(make_wav(seconds=0.5, seed=n))
+    with pytest.raises(CommandError, match="Weights file .*vggish.* is missing"):
+        call_command("compute_fad", str(tmp_path / "w"), str(tmp_path / "w"), "--model", "vggish")
+
+
+@pytest.mark.django_db
+def test_evaluate_and_select_medoids_commands(tmp_path):
+    challenge = small_challenge(tmp_path)
+    result = run("evaluate", challenge.slug)
+    assert [r["system"] for r in result["tracks"]["A"]] == ["Close", "Far"]
+    assert result["tracks"]["A"][0]["finalist"] and not result["tracks"]["A"][1]["finalist"]
+    assert result["tracks"]["B"][0]["rank"] == 1
+    medoids = run("select_medoids", challenge.slug)["medoids"]
+    assert set(medoids) == {"Close", "Middle"}
+    assert [m["position"] for m in medoids["Close"]["rain"]] == [0, 1, 2, 3, 4]
+    assert Medoid.objects.count() == 20
+
+
+@pytest.mark.django_db
+def test_import_reference_stats_command():
+    challenge = create_challenge(name="DCASE", slug="dcase")
+    out = io.StringIO()
+    call_command("import_reference_stats", "dcase", str(DCASE_STATS), stdout=out)
+    assert "7 evaluation statistics stored." in out.getvalue()
+    assert ReferenceStats.objects.filter(challenge=challenge, model="vggish").count() == 7
+    with pytest.raises(CommandError, match="no challenge 'nope'"):
+        call_command("import_reference_stats", "nope", str(DCASE_STATS))
