@@ -75,8 +75,8 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
         return Response(selectors.fad_ranking_table(self.get_challenge()))
 
     @extend_schema(request=ObjectiveSettingsSerializer, responses=ObjectiveSettingsSerializer)
-    @action(detail=False, methods=["get", "patch"])
-    def settings(self, request, challenge_slug=None):
+    @action(detail=False, methods=["get", "patch"], url_path="settings")
+    def objective_settings(self, request, challenge_slug=None):
         obj = evaluation.objective_settings(self.get_challenge())
         if request.method == "PATCH":
             serializer = ObjectiveSettingsSerializer(obj, data=request.data, partial=True)

@@ -1,0 +1,107 @@
+"""Organizer pages of the objective stage: settings, the FAD and medoid pipelines with live
+progress, the ranking with finalists. htmx partials: every action answers with the panel."""
+
+from __future__ import annotations
+
+from django import forms
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_POST
+
+from . import evaluation, selectors
+from .generator_views import log_tail
+from .models import Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats
+from .permissions import organizer_required
+
+OBJECTIVE_KINDS = [Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS]
+
+
+class ObjectiveSettingsForm(forms.ModelForm):
+    class Meta:
+        model = ObjectiveSettings
+        fields = [
+            "fad_model", "fad_model_options", "fad_weights", "fad_development", "medoid_model",
+            "medoid_model_options", "medoid_weights", "finalists_per_track",
+            "medoids_per_category", "kmeans_seed", "kmeans_n_init",
+        ]  # fmt: skip
+
+
+def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: int = 200):
+    jobs = list(
+        Job.objects.filter(challenge=challenge, kind__in=OBJECTIVE_KINDS).order_by("-pk")[:6]
+    )
+    for job in jobs:
+        job.log_tail = log_tail(job)
+    obj = evaluation.objective_settings(challenge)
+    context = {
+        "challenge": challenge,
+        "settings": obj,
+        "settings_form": ObjectiveSettingsForm(instance=obj),
+        "ranking": selectors.fad_ranking_table(challenge),
+        "jobs": jobs,
+        "medoid_count": Medoid.objects.filter(challenge=challenge).count(),
+        "reference_stats": ReferenceStats.objects.filter(challenge=challenge).count(),
+        "error": error,
+    }
+    return render(request, "stimuli/objective_panel.html", context, status=status)
+
+
+def _status(request: HttpRequest) -> int:
+    return 200 if request.htmx else 400  # htmx swaps only 2xx answers by default
+
+
+@organizer_required
+def panel(request: HttpRequest, slug: str) -> HttpResponse:
+    return _panel(request, get_object_or_404(Challenge, slug=slug))
+
+
+@organizer_required
+def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    job = get_object_or_404(Job, pk=job_id, challenge=challenge, kind__in=OBJECTIVE_KINDS)
+    job.log_tail = log_tail(job)
+    response = render(request, "stimuli/objective_job.html", {"challenge": challenge, "job": job})
+    if job.is_finished:
+        response["HX-Trigger"] = "objective-changed"  # the panel reloads: next job, ranking
+    return response
+
+
+@organizer_required
+@require_POST
+def start(request: HttpRequest, slug: str, pipeline: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    begin = {
+        "evaluate": evaluation.start_evaluation,
+        "medoids": evaluation.start_medoid_selection,
+    }.get(pipeline)
+    if begin is None:
+        return _panel(request, challenge, f"unknown step {pipeline!r}", 404)
+    try:
+        begin(challenge, user=request.user)
+    except evaluation.EvaluationError as exc:
+        return _panel(request, challenge, str(exc), _status(request))
+    return _panel(request, challenge)
+
+
+@organizer_required
+@require_POST
+def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    job = get_object_or_404(Job, pk=job_id, challenge=challenge, kind__in=OBJECTIVE_KINDS)
+    try:
+        evaluation.retry(job)
+    except evaluation.EvaluationError as exc:
+        return _panel(request, challenge, str(exc), _status(request))
+    return _panel(request, challenge)
+
+
+@organizer_required
+@require_POST
+def save_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = ObjectiveSettingsForm(request.POST, instance=evaluation.objective_settings(challenge))
+    if not form.is_valid():
+        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return _panel(request, challenge, errors, _status(request))
+    form.save()
+    return _panel(request, challenge)

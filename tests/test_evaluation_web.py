@@ -1,0 +1,140 @@
+"""The objective stage on the organizer page and in the REST API (tasks run in-process here)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from stimuli.models import FadResult, Job, Medoid, ReferenceStats
+from tests.evaluation_setup import small_challenge
+from tests.test_fad import DCASE_STATS
+
+
+@pytest.fixture
+def objective(db, tmp_path):
+    return small_challenge(tmp_path)
+
+
+def api(slug: str, action: str = "") -> str:
+    base = f"/api/challenges/{slug}/objective/"
+    return base + (f"{action}/" if action else "")
+
+
+def test_challenge_page_loads_the_objective_panel(organizer_client, objective):
+    page = organizer_client.get(reverse("stimuli:challenge", args=[objective.slug]))
+    assert reverse("objective:panel", args=[objective.slug]) in page.content.decode()
+    panel = organizer_client.get(reverse("objective:panel", args=[objective.slug]))
+    text = panel.content.decode()
+    assert "No FAD computed yet." in text and "<code>logmel</code>" in text
+
+
+def test_organizer_runs_evaluation_and_medoids_from_the_page(organizer_client, objective):
+    url = reverse("objective:start", args=[objective.slug, "evaluate"])
+    text = organizer_client.post(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-track="A"' in text and 'data-system="Close"' in text
+    assert text.count('badge ok">finalist') == 2
+    assert FadResult.objects.filter(challenge=objective).count() == 16
+    url = reverse("objective:start", args=[objective.slug, "medoids"])
+    text = organizer_client.post(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "20 medoids chosen." in text
+    job = Job.objects.filter(kind=Job.Kind.SELECT_MEDOIDS).get()
+    poll = organizer_client.get(reverse("objective:job", args=[objective.slug, job.pk]))
+    assert poll["HX-Trigger"] == "objective-changed" and 'data-state="succeeded"' in poll.text
+
+
+def test_errors_are_shown_and_nothing_starts(organizer_client, objective):
+    url = reverse("objective:start", args=[objective.slug, "medoids"])
+    response = organizer_client.post(url)
+    assert response.status_code == 400
+    assert "no finalists yet" in response.content.decode()
+    response = organizer_client.post(
+        reverse("objective:settings", args=[objective.slug]),
+        {"fad_model": "logmel", "finalists_per_track": 0, "medoids_per_category": 20,
+         "kmeans_seed": 0, "kmeans_n_init": 10, "fad_model_options": "{}",
+         "medoid_model": "logmel", "medoid_model_options": "{}"},
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert not Job.objects.exists()
+
+
+def test_failed_job_is_retried_from_the_page(organizer_client, objective):
+    from stimuli import evaluation
+
+    evaluation.set_models(objective, fad_model="no_such_module")
+    organizer_client.post(reverse("objective:start", args=[objective.slug, "evaluate"]))
+    job = Job.objects.get(kind=Job.Kind.EMBED)
+    assert job.state == Job.State.FAILED
+    evaluation.set_models(objective, fad_model="logmel")
+    # The job keeps the model it was started with, so a retry fails the same way...
+    organizer_client.post(reverse("objective:retry", args=[objective.slug, job.pk]))
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED and job.attempts == 2
+    # ...and a new run takes the corrected settings.
+    organizer_client.post(reverse("objective:start", args=[objective.slug, "evaluate"]))
+    assert Job.objects.get(kind=Job.Kind.FAD).state == Job.State.SUCCEEDED
+
+
+def test_anonymous_and_raters_are_kept_out(client, rater_user, objective):
+    url = reverse("objective:start", args=[objective.slug, "evaluate"])
+    assert client.post(url).status_code == 302
+    client.force_login(rater_user)
+    assert client.post(url).status_code == 302
+    assert client.post(api(objective.slug, "evaluate")).status_code == 403
+    assert not Job.objects.exists()
+
+
+def test_api_runs_the_stage_and_serves_the_results(api_client, objective):
+    response = api_client.post(api(objective.slug, "evaluate"))
+    assert response.status_code == 202
+    assert response.json()["kind"] == "embed"
+    ranking = api_client.get(api(objective.slug)).json()
+    assert ranking["model_id"].startswith("logmel:")
+    assert [r["system"] for r in ranking["tracks"]["A"]] == ["Close", "Far"]
+    assert ranking["tracks"]["A"][0]["finalist"] is True
+    rows = api_client.get(api(objective.slug, "fad")).json()
+    assert len(rows) == 16 and {r["reference"] for r in rows} == {"evaluation", "development"}
+    assert api_client.post(api(objective.slug, "select-medoids")).status_code == 202
+    medoids = api_client.get(api(objective.slug, "medoids")).json()
+    assert len(medoids) == Medoid.objects.count() == 20
+
+
+def test_api_settings_and_reference_statistics(api_client, objective):
+    response = api_client.patch(
+        api(objective.slug, "settings"), {"finalists_per_track": 2}, format="json"
+    )
+    assert response.status_code == 200 and response.json()["finalists_per_track"] == 2
+    response = api_client.patch(
+        api(objective.slug, "settings"), {"finalists_per_track": 0}, format="json"
+    )
+    assert response.status_code == 400
+    rain = (DCASE_STATS / "rain.npz").read_bytes()
+    bad = io.BytesIO()
+    np.savez(bad, mu=np.zeros(128))
+    response = api_client.post(
+        api(objective.slug, "reference-stats"),
+        {
+            "files": [
+                SimpleUploadedFile("rain.npz", rain),
+                SimpleUploadedFile("dog_bark.npz", bad.getvalue()),
+            ]
+        },
+        format="multipart",
+    )
+    assert response.status_code == 400 and "dog_bark: statistics file lacks sigma" in response.text
+    assert not ReferenceStats.objects.exists()
+    response = api_client.post(
+        api(objective.slug, "reference-stats"),
+        {"files": [SimpleUploadedFile("rain.npz", rain)], "source": "DCASE"},
+        format="multipart",
+    )
+    assert response.status_code == 201
+    assert response.json()["stored"][0]["category"] == "rain"
+
+
+def test_schema_documents_the_objective_endpoints(client):
+    schema = client.get("/api/schema/").content.decode()
+    assert "/objective/evaluate/" in schema and "/objective/reference-stats/" in schema
