@@ -138,7 +138,7 @@ def load_embedding_model(
             raise ValueError(f"{spec.module_path} is not a HEAR module: it has no {name}()")
     if spec.is_builtin and not spec.weights and getattr(module, "NEEDS_WEIGHTS", False):
         spec = replace(spec, weights=str(default_weights_path(module, spec.options)))
-    if spec.weights and not Path(spec.weights).is_file():
+    if spec.weights and spec.weights != "random" and not Path(spec.weights).is_file():
         raise WeightsMissing(f"Weights file {spec.weights} of model {spec.name!r} does not exist.")
     if spec.is_builtin:
         model = module.load_model(spec.weights or "", device=device, **spec.options)
@@ -150,7 +150,7 @@ def load_embedding_model(
             model = model.to(device)
     weights_id = (
         file_digest(spec.weights)
-        if spec.weights
+        if spec.weights and spec.weights != "random"
         else getattr(model, "weights_id", None) or getattr(module, "__version__", "default")
     )
     return EmbeddingModel(spec, module, model, str(weights_id))
