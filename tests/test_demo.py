@@ -25,7 +25,36 @@ def test_seed_demo_creates_reference_sets_systems_and_an_organizer(django_user_m
     assert not again.created and again.challenge == challenge
 
 
-def test_seed_demo_command_refuses_without_debug(settings):
+def test_demo_command_refuses_without_debug(settings):
     settings.DEBUG = False
     with pytest.raises(CommandError, match="DEBUG=1 only"):
-        call_command("seed_demo")
+        call_command("demo")
+
+
+def test_demo_runs_the_whole_challenge_and_publishes(settings):
+    from scoring.demo import run_demo
+    from scoring.models import Snapshot
+    from stimuli.models import FadResult, Job, Medoid
+
+    run = run_demo(clips_per_category=20, simulate_raters=True, n_raters=4)
+    challenge = run.challenge
+    generated = Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE)
+    assert generated.count() == 3 * 7 * 20  # the baseline and its two variants
+    assert FadResult.objects.filter(challenge=challenge).count() == 6 * 7 * 2
+    finalists = challenge.systems.filter(is_finalist=True)
+    assert sorted(finalists.values_list("track__code", flat=True)) == ["A", "A", "B", "B"]
+    assert Medoid.objects.filter(challenge=challenge).count() == 4 * 7 * 20
+    assert run.published and challenge.phase == "published"
+    snapshot = Snapshot.objects.get(challenge=challenge)
+    assert {row["track"] for row in _rows(snapshot.result)} == {"A", "B"}
+    assert run.listen_path.startswith(f"/listen/{challenge.slug}/join/")
+    again = run_demo(clips_per_category=20)  # a second run only reports
+    assert again.published and Snapshot.objects.filter(challenge=challenge).count() == 1
+
+
+def _rows(result: dict) -> list[dict]:
+    return [
+        {"track": track, **row}
+        for track, rows in result["tracks"].items()
+        for row in (rows if isinstance(rows, list) else rows.get("systems", []))
+    ]

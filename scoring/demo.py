@@ -1,0 +1,103 @@
+"""The whole demo challenge on the embedded default (SQLite, in-process tasks), in one call.
+
+Reference sets and three uploaded systems come from `stimuli.demo`; the procedural baseline and
+its two variants generate their clips; the objective evaluation computes FAD, picks finalists
+and medoids; the listening test opens; with `simulate_raters`, simulated raters fill it and the
+results are published, so the leaderboard shows computed numbers. Each step is skipped when its
+output exists, so running the demo again only prints the links.
+
+The demo uses the weight-free log-mel embedding for FAD and medoids: VGGish's and OpenL3's
+weights are not shipped with the platform (see the README to add them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raters import demo as raters_demo
+from raters import services as raters_services
+from raters.models import Rater
+from stimuli import evaluation, generation
+from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo
+from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
+
+from . import services
+from .models import Snapshot
+
+Echo = Callable[[str], None]
+Progress = Callable[[int, int, str], None]
+DEMO_LISTENER = "Demo listener"
+
+
+@dataclass
+class DemoRun:
+    challenge: Challenge
+    username: str
+    password: str
+    listen_path: str
+    published: bool
+
+
+def run_demo(
+    *,
+    clips_per_category: int = 24,
+    simulate_raters: bool = False,
+    n_raters: int = 6,
+    echo: Echo | None = None,
+    progress: Progress | None = None,
+) -> DemoRun:
+    say = echo or (lambda _line: None)
+    if clips_per_category < 20:
+        raise ValueError("the listening test takes 20 medoids per system: at least 20 clips")
+    summary = seed_demo(system_clips=clips_per_category)
+    challenge = summary.challenge
+    say(f"{'Created' if summary.created else 'Found'} the demo challenge '{challenge.name}'.")
+
+    if not Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE).exists():
+        say("Generating the procedural baseline and its two variants ...")
+        for system in generation.create_baseline_systems(challenge, track_code="B"):
+            job = generation.generate_now(system, clips_per_category, 0, progress=progress)
+            if job.state != Job.State.SUCCEEDED:
+                raise RuntimeError(f"generation of {system.name} failed: {job.error}")
+
+    if not FadResult.objects.filter(challenge=challenge).exists():
+        say("Objective evaluation: embeddings, FAD per system and category, finalists ...")
+        # Two finalists per track (DCASE took four) keep the demo's listening test short.
+        evaluation.set_models(
+            challenge, fad_model="logmel", medoid_model="logmel", finalists_per_track=2
+        )
+        job = evaluation.run_evaluation(challenge, progress=progress)
+        if job.state != Job.State.SUCCEEDED:
+            raise RuntimeError(f"the objective evaluation failed: {job.error}")
+
+    if not Medoid.objects.filter(challenge=challenge).exists():
+        say("Selecting 20 medoids per finalist and category (k-means) ...")
+        job = evaluation.run_medoid_selection(challenge, progress=progress)
+        if job.state != Job.State.SUCCEEDED:
+            raise RuntimeError(f"medoid selection failed: {job.error}")
+
+    challenge.refresh_from_db()
+    published = Snapshot.objects.filter(challenge=challenge).exists()
+    if not published and not raters_services.listening_test(challenge).is_open:
+        say("Opening the listening test (rendering loudness-aligned stimuli) ...")
+        raters_demo.open_listening_test(challenge)
+
+    listener = Rater.objects.filter(challenge=challenge, label=DEMO_LISTENER).first()
+    if listener is None:
+        listener = raters_services.invite(challenge, label=DEMO_LISTENER)
+
+    if simulate_raters and not published:
+        say(f"{n_raters} simulated raters fill the listening test ...")
+        raters_demo.simulate_raters(challenge, n_raters=n_raters)
+        say("Scoring and publishing the results ...")
+        services.publish(challenge, ensure_organizer())
+        published = True
+    challenge.refresh_from_db()
+    return DemoRun(
+        challenge=challenge,
+        username=DEMO_USER,
+        password=DEMO_PASSWORD,
+        listen_path=f"/listen/{challenge.slug}/join/{listener.access_key}/",
+        published=published,
+    )

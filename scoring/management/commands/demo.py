@@ -1,0 +1,59 @@
+"""Run the whole demo challenge and print where to look (development machines only)."""
+
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from scoring.demo import run_demo
+from stimuli.cli import TerminalProgress
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the demo challenge and run it end to end on this machine: baseline generation, "
+        "objective evaluation, finalists and medoids, the listening test; with "
+        "--simulate-raters, simulated raters fill it and the results are published (DEBUG only)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default="http://127.0.0.1:8000/", help="Where the site runs.")
+        parser.add_argument("--simulate-raters", action="store_true")
+        parser.add_argument("--raters", type=int, default=6, help="Simulated raters.")
+        parser.add_argument("--clips", type=int, default=24, help="Clips per system and category.")
+
+    def handle(self, *args, **options):
+        if not settings.DEBUG:
+            raise CommandError("The demo sets a known password; run it with DEBUG=1 only.")
+        started = time.monotonic()
+
+        def echo(line: str) -> None:
+            self.stdout.write(f"[{time.monotonic() - started:6.1f} s] {line}")
+
+        try:
+            run = run_demo(
+                clips_per_category=options["clips"],
+                simulate_raters=options["simulate_raters"],
+                n_raters=options["raters"],
+                echo=echo,
+                progress=TerminalProgress("  working"),
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        url = options["url"].rstrip("/")
+        slug = run.challenge.slug
+        results = (
+            f"{url}/results/{slug}/"
+            if run.published
+            else "(after publishing; run with --simulate-raters to fill the test)"
+        )
+        self.stdout.write(
+            "\n"
+            f"  Site:       {url}/\n"
+            f"  Organizer:  {url}/organize/{slug}/\n"
+            f"  Listen:     {url}{run.listen_path}\n"
+            f"  Results:    {results}\n"
+            f"  Admin:      {url}/admin/\n"
+            f"  API docs:   {url}/api/docs/\n"
+            f"  Log in as:  {run.username} / {run.password}\n"
+        )
