@@ -240,12 +240,10 @@ def retry(job: Job) -> Job:
 # --- running jobs (the bodies of the Celery tasks) ----------------------------------------------
 
 
-def _next_kind(purpose: str) -> str:
-    return Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS
-
-
 def run_embed(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
-    """Embed what the step needs, then queue the step's next job (once)."""
+    """Embed what the step needs, then create the step's next job (once) and, with `chain`,
+    queue it. The next job exists before this one is marked succeeded, so whoever sees it
+    succeed finds `next_job` in its result."""
 
     def work(job: Job, progress: JobProgress) -> dict:
         challenge = Challenge.objects.get(pk=job.params["challenge_id"])
@@ -259,12 +257,10 @@ def run_embed(job_id: int, *, echo: Progress | None = None, chain: bool = True) 
         progress.log(
             f"{counts['computed']} embeddings computed, {counts['cached']} taken from the cache"
         )
-        return {**counts, "model_id": model.model_id, "device": model.device}
+        nxt = _next_job(job, model.model_id, queue=chain)
+        return {**counts, "model_id": model.model_id, "device": model.device, "next_job": nxt.pk}
 
-    job = run_job(job_id, work)
-    if chain and job.state == Job.State.SUCCEEDED:
-        _queue_next(job)
-    return job
+    return run_job(job_id, work)
 
 
 def embed_audio(model, audio: list[AudioFile], report: Progress) -> dict:
@@ -273,35 +269,31 @@ def embed_audio(model, audio: list[AudioFile], report: Progress) -> dict:
     return store_embed(model, audio, batch_size=settings.FOLEY_EMBED_BATCH, progress=report)
 
 
-def _next_params(embed_job: Job) -> dict:
-    task = "compute_fad" if embed_job.params["purpose"] == "fad" else "select_medoids"
-    return {
-        **embed_job.params,
-        "model_id": embed_job.result["model_id"],
-        "embed_job": embed_job.pk,
-        "task": task,
-    }
-
-
-def _queue_next(embed_job: Job) -> Job:
+def _next_job(embed_job: Job, model_id: str, *, queue: bool) -> Job:
+    """The FAD or medoid job after an embed job: created once, however often this runs."""
     from . import tasks
 
     purpose = embed_job.params["purpose"]
+    task = "compute_fad" if purpose == "fad" else "select_medoids"
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=embed_job.pk)
-        existing = job.result.get("next_job")
-        if existing and Job.objects.filter(pk=existing).exists():
-            return Job.objects.get(pk=existing)
+        Job.objects.select_for_update().get(pk=embed_job.pk)
+        existing = Job.objects.filter(params__embed_job=embed_job.pk).first()
+        if existing is not None:
+            return existing
         nxt = Job.objects.create(
-            challenge_id=job.challenge_id,
-            kind=_next_kind(purpose),
-            params=_next_params(job),
-            message="queued",
-            created_by=job.created_by,
+            challenge_id=embed_job.challenge_id,
+            kind=Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS,
+            params={
+                **embed_job.params,
+                "model_id": model_id,
+                "embed_job": embed_job.pk,
+                "task": task,
+            },
+            message="queued" if queue else "running in this process",
+            created_by=embed_job.created_by,
         )
-        job.result = {**job.result, "next_job": nxt.pk}
-        job.save(update_fields=["result", "updated_at"])
-        enqueue(nxt, tasks.compute_fad if purpose == "fad" else tasks.select_medoids)
+        if queue:
+            enqueue(nxt, getattr(tasks, task))
     return nxt
 
 
@@ -358,27 +350,7 @@ def _run_pipeline(embed: Job, second: Callable, progress: Progress | None) -> Jo
     embed = run_embed(embed.pk, echo=progress, chain=False)
     if embed.state != Job.State.SUCCEEDED:
         return embed
-    # In-process tasks (no broker) run the next job at once; with a broker it would be queued,
-    # so the next job is created without enqueueing and run here.
-    nxt = _create_next_without_queue(embed)
-    return second(nxt.pk, echo=progress)
-
-
-def _create_next_without_queue(embed_job: Job) -> Job:
-    with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=embed_job.pk)
-        existing = job.result.get("next_job")
-        if existing and Job.objects.filter(pk=existing).exists():
-            return Job.objects.get(pk=existing)
-        nxt = Job.objects.create(
-            challenge_id=job.challenge_id,
-            kind=_next_kind(job.params["purpose"]),
-            params=_next_params(job),
-            message="running in this process",
-        )
-        job.result = {**job.result, "next_job": nxt.pk}
-        job.save(update_fields=["result", "updated_at"])
-    return nxt
+    return second(embed.result["next_job"], echo=progress)
 
 
 # --- FAD and finalists --------------------------------------------------------------------------
