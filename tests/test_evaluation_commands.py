@@ -74,7 +74,7 @@ def test_compute_fad_errors_are_clear(tmp_path):
     (tmp_path / "w").mkdir()
     for n in range(2):
         (tmp_path / "w" / f"{n}.wav").write_bytes(make_wav(seconds=0.5, seed=n))
-    with pytest.raises(CommandError, match="Weights file .*vggish.* is missing"):
+    with pytest.raises(CommandError, match=r"Weights file .*vggish.* is missing"):
         call_command("compute_fad", str(tmp_path / "w"), str(tmp_path / "w"), "--model", "vggish")
 
 
