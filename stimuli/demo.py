@@ -62,7 +62,8 @@ def _synthesize(
     return 0.5 * sound / (np.max(np.abs(sound)) + 1e-9)
 
 
-def _write_set(root: Path, challenge: Challenge, per_category: int, seed: int, tilt: float) -> None:
+def write_set(root: Path, challenge: Challenge, per_category: int, seed: int, tilt: float) -> Path:
+    """A folder per category of synthesized clips, ready for `import_clips`; returns `root`."""
     for index, category in enumerate(challenge.categories.all()):
         folder = root / category.slug
         folder.mkdir(parents=True)
@@ -76,6 +77,7 @@ def _write_set(root: Path, challenge: Challenge, per_category: int, seed: int, t
             )
             data = encode_wav(samples[:, None], challenge.sample_rate)
             (folder / f"{category.slug}_{n:03d}.wav").write_bytes(data)
+    return root
 
 
 def ensure_organizer(username: str = DEMO_USER, password: str = DEMO_PASSWORD):
@@ -103,7 +105,7 @@ def seed_demo(*, per_category: int = 8, system_clips: int = 12) -> DemoSummary:
     with tempfile.TemporaryDirectory() as scratch:
         for role, seed in (("development", 1), ("evaluation", 2)):
             root = Path(scratch) / role
-            _write_set(root, challenge, per_category, seed=seed, tilt=0.0)
+            write_set(root, challenge, per_category, seed=seed, tilt=0.0)
             report = import_clips(challenge, root, role=role)
             assert report.accepted, report.to_dict()
         systems = [
@@ -117,7 +119,7 @@ def seed_demo(*, per_category: int = 8, system_clips: int = 12) -> DemoSummary:
             )
             system = create_system(team=team, track=challenge.tracks.get(code=track), name=name)
             root = Path(scratch) / name
-            _write_set(root, challenge, system_clips, seed=10 + n, tilt=tilt)
+            write_set(root, challenge, system_clips, seed=10 + n, tilt=tilt)
             report = import_clips(challenge, root, role="system", system=system)
             assert report.accepted, report.to_dict()
     return DemoSummary(challenge, user.username, DEMO_PASSWORD, created=True)

@@ -9,31 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from stimuli import evaluation
-from stimuli.audio import encode_wav
-from stimuli.demo import _synthesize
+from stimuli.demo import write_set
 from stimuli.imports import import_clips
 from stimuli.models import Challenge, System
 from stimuli.services import create_challenge, create_system, create_team
 
 SYSTEMS = [("Close", "A", 0.0), ("Far", "A", 1.5), ("Middle", "B", 0.7), ("Farther", "B", 2.0)]
-
-
-def write_set(root: Path, challenge: Challenge, n: int, seed: int, tilt: float) -> Path:
-    for index, category in enumerate(challenge.categories.all()):
-        folder = root / category.slug
-        folder.mkdir(parents=True)
-        for k in range(n):
-            samples = _synthesize(
-                category.slug,
-                seed * 100_000 + index * 1000 + k,
-                sample_rate=challenge.sample_rate,
-                frames=challenge.clip_frames,
-                tilt=tilt,
-            )
-            (folder / f"{k:03d}.wav").write_bytes(
-                encode_wav(samples[:, None], challenge.sample_rate)
-            )
-    return root
 
 
 def small_challenge(

@@ -7,10 +7,11 @@ import time
 import pytest
 
 from stimuli import evaluation, generation
+from stimuli.demo import write_set
 from stimuli.models import Embedding, FadResult, Job, Medoid
 from stimuli.services import create_challenge
 from tests.conftest import WorkerProcess, wait_for_job
-from tests.evaluation_setup import small_challenge, write_set
+from tests.evaluation_setup import small_challenge
 
 pytestmark = pytest.mark.integration
 
