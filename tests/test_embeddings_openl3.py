@@ -33,7 +33,7 @@ with warnings.catch_warnings():
     from torchopenl3.models import PytorchOpenl3
     from torchopenl3.utils import preprocess_audio_batch
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+pytestmark = pytest.mark.filterwarnings("ignore:Empty filters detected:UserWarning")
 
 # Largest embedding difference allowed, relative to the largest embedding value. At 48 kHz
 # (float32 throughout, an FFT here and a DFT-as-convolution there, batch norms folded here) the
