@@ -7,6 +7,12 @@ Prints clips/s (median of the repetitions) and, for the built-in model, the peak
 batch sizes, each measured in a fresh process, to show that it is bounded by `batch_frames`
 rather than by the number of clips.
 
+Then the models alone on windows already cut (front end and network, one batch of windows):
+windows/s for ours and for torchopenl3's network (bf16 autocast on CUDA, float32 on the CPU),
+the convolutions' FLOP per window counted from the layers, and the fraction of the device's
+matrix throughput that this is, measured in the same run with a large matrix product (bf16 on
+CUDA, float32 on the CPU).
+
     python benchmarks/bench_openl3.py [--device cpu|cuda] [--clips 2] [--repeats 3]
 """
 
@@ -26,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -115,6 +122,113 @@ def reference(paths: list[Path], device: str, sampler: str):
     return run
 
 
+def conv_flop_per_window(net: torch.nn.Module, windows: torch.Tensor) -> float:
+    """FLOP (2 per multiply-add) of the convolutions for one window, counted by hooks."""
+    total = 0.0
+
+    def count(conv, inputs, output):
+        nonlocal total
+        kh, kw = conv.kernel_size
+        per_output = 2 * conv.in_channels // conv.groups * kh * kw
+        total += per_output * output[0].numel()
+
+    hooks = [
+        m.register_forward_hook(count) for m in net.modules() if isinstance(m, torch.nn.Conv2d)
+    ]
+    try:
+        with torch.inference_mode():
+            net(windows[:1])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return total
+
+
+def matrix_flops(device: str, repeats: int) -> tuple[float, str]:
+    """FLOP/s of a large matrix product (median): bf16 through cuBLAS on CUDA; on the CPU float32,
+    the faster of BLAS (torch.mm) and oneDNN (a 1x1 convolution is a matrix product there) since
+    some BLAS builds run far below the processor's peak on some processors."""
+    if device == "cuda":
+        size = 8192
+        a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+        b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+        seconds = median_seconds({"mm": lambda: [torch.mm(a, b) for _ in range(5)]}, 10, device)
+        return 2 * size**3 * 5 / seconds["mm"], "bf16, cuBLAS"
+    size, side = 1024, 64
+    a = torch.randn(size * 2, size * 2)
+    x = torch.randn(1, size, side, side).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(size, size, 1, 1).contiguous(memory_format=torch.channels_last)
+    seconds = median_seconds(
+        {"blas": lambda: torch.mm(a, a), "onednn": lambda: F.conv2d(x, w)}, max(repeats, 5), device
+    )
+    rates = {
+        "BLAS": 2 * (size * 2) ** 3 / seconds["blas"],
+        "oneDNN": 2 * size * size * side * side / seconds["onednn"],
+    }
+    best = max(rates, key=rates.get)
+    others = ", ".join(f"{k} {v / 1e12:.2f}" for k, v in rates.items() if k != best)
+    return rates[best], f"float32, {best}; {others} TFLOP/s"
+
+
+def window_throughput(
+    device: str, repeats: int, batch: int, reference: bool, end_to_end: float | None
+) -> None:
+    """Windows/s of the front end and network alone, ours beside torchopenl3's; `end_to_end`:
+    our windows/s from WAV files, put beside the same matrix throughput."""
+    windows = torch.randn(batch, openl3.WINDOW, device=device) * 0.1
+    runs = {}
+    models: dict[str, torch.nn.Module] = {}
+    precisions = ["fp16", "bf16"] if device == "cuda" else ["fp32"]
+    for precision in precisions:
+        model = openl3.load_model(
+            "random", device=device, input_repr="mel256", embedding_size=512, hop_size=HOP,
+            precision=precision,
+        )  # fmt: skip
+        models[f"ours ({precision})"] = model
+
+        def run(model=model):
+            with torch.inference_mode():
+                return model.embed_windows(windows[None])
+
+        runs[f"ours ({precision})"] = run
+    if reference:
+        from torchopenl3.models import PytorchOpenl3
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            net = PytorchOpenl3(input_repr="mel256", embedding_size=512, content_type="music")
+        net = net.eval().to(device)
+        label = "torchopenl3 (bf16)" if device == "cuda" else "torchopenl3 (fp32)"
+
+        def run_reference():
+            cuda = device == "cuda"
+            with torch.inference_mode(), torch.autocast(device, torch.bfloat16, enabled=cuda):
+                return net(windows[:, None])
+
+        runs[label] = run_reference
+    ours_model = next(iter(models.values()))
+    flop = conv_flop_per_window(ours_model.net, ours_model.frontend(windows[:1]))
+    peak, peak_label = matrix_flops(device, repeats)
+    print(
+        f"front end + network on {batch} windows (ours in chunks of its default "
+        f"{ours_model.batch_frames}), mel256 512-d: "
+        f"{flop / 1e9:.1f} GFLOP of convolutions per window; "
+        f"matrix product ({peak_label}): {peak / 1e12:.2f} TFLOP/s"
+    )
+    for label, seconds in median_seconds(runs, repeats, device).items():
+        rate = batch / seconds
+        print(
+            f"  {label:24s} {rate:9.1f} windows/s  {rate * flop / 1e12:7.2f} TFLOP/s  "
+            f"{rate * flop / peak:6.1%} of the matrix product"
+        )
+    if end_to_end:
+        print(
+            f"  {'ours, end to end':24s} {end_to_end:9.1f} windows/s  "
+            f"{end_to_end * flop / 1e12:7.2f} TFLOP/s  {end_to_end * flop / peak:6.1%} of the "
+            "matrix product (WAV reading and resampling included)"
+        )
+
+
 def resident_mib(field: str) -> float:
     """A size from /proc/self/status (VmRSS now, VmHWM peak) in MiB (Linux)."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -150,17 +264,20 @@ def peak_memory(clips: int, device: str, batch_frames: int | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--clips", type=int, default=None, help="default: 2 on CPU, 32 on CUDA")
+    parser.add_argument("--clips", type=int, default=None, help="default: 2 on CPU, 64 on CUDA")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-frames", type=int, default=None)
     parser.add_argument("--memory-clips", default="", help="two clip counts, e.g. 1,4")
     parser.add_argument("--no-reference", action="store_true", help="skip torchopenl3")
+    parser.add_argument(
+        "--windows", type=int, default=None, help="windows per batch, models alone; 0 skips"
+    )
     parser.add_argument("--memory-probe", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_probe:
         print(json.dumps(peak_memory(args.memory_probe, args.device, args.batch_frames)))
         return
-    clips = args.clips or (32 if args.device == "cuda" else 2)
+    clips = args.clips or (64 if args.device == "cuda" else 2)
     name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     print(
         f"{clips} clips of {SECONDS:g} s at {RATE} Hz from WAV, mel256 512-d, hop {HOP} s, "
@@ -180,6 +297,15 @@ def main() -> None:
     others = [v for k, v in results.items() if k != "ours"]
     if others:
         print(f"  ours / fastest torchopenl3: {results['ours'] / max(others):.2f}x")
+
+    windows = args.windows if args.windows is not None else (1024 if args.device == "cuda" else 16)
+    if windows:
+        per_clip = openl3.frame_count(
+            int(SECONDS * openl3.SAMPLE_RATE), int(HOP * openl3.SAMPLE_RATE)
+        )
+        window_throughput(
+            args.device, args.repeats, windows, not args.no_reference, results["ours"] * per_clip
+        )
 
     counts = [int(c) for c in args.memory_clips.split(",") if c] or (
         [8, 64] if args.device == "cuda" else [1, 4]
