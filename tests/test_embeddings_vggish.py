@@ -250,5 +250,5 @@ def test_missing_weights_name_the_file(tmp_path, settings) -> None:
 def test_wrong_state_dict_is_refused(tmp_path) -> None:
     path = tmp_path / "other.pth"
     torch.save({"conv.weight": torch.zeros(1)}, path)
-    with pytest.raises(ValueError, match="not a VGGish state dict"):
+    with pytest.raises(ValueError, match="holds no complete VGGish"):
         vggish.load_model(str(path))

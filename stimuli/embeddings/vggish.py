@@ -5,7 +5,9 @@ every 10 ms, 512-point FFT magnitude, 64 HTK-mel bands 125-7500 Hz, log(mel + 0.
 patches of 96 frames (0.96 s, without overlap by default) through a VGG-like net to 128 values.
 
 The network is built here; its parameter names follow torchvggish's state dict (`features.*`,
-`embeddings.*`), so its released `vggish-10086976.pth` loads as it is. As in the widely used
+`embeddings.*`), so its released `vggish-10086976.pth` loads as it is. Google's released
+TensorFlow checkpoint `vggish_model.ckpt` loads too, read without TensorFlow (`tf_checkpoint`):
+its tf_slim variables (`vggish/conv1/weights`...) are renamed and transposed to the same layout. As in the widely used
 `frechet_audio_distance` package with its defaults, the output is the last linear layer without
 the ReLU that torchvggish appends and without the PCA/quantisation postprocessing;
 `activation=True` and `postprocess=True` give those back.
@@ -32,8 +34,8 @@ from .base import WeightsMissing, file_digest
 NEEDS_WEIGHTS = True
 WEIGHTS_HELP = (
     "VGGish needs torchvggish's state dict vggish-10086976.pth (from the torchvggish GitHub "
-    "releases, v0.1), or Google's released VGGish checkpoint converted to a PyTorch state dict "
-    "with the same parameter names (features.*, embeddings.*)."
+    "releases, v0.1) or Google's released TensorFlow checkpoint vggish_model.ckpt (from "
+    "storage.googleapis.com/audioset, with vggish_pca_params.npz beside it for postprocessing)."
 )
 WEIGHTS_FILE = "vggish-10086976.pth"
 PCA_FILES = ("vggish_pca_params-970ea276.pth", "vggish_pca_params.npz")
@@ -222,6 +224,48 @@ def _torch_load(path: Path) -> dict:
             return torch.load(path, map_location="cpu", weights_only=True)
 
 
+# tf_slim's scopes in Google's VGGish definition -> torchvggish's layers.
+TF_LAYERS = {
+    "vggish/conv1": "features.0",
+    "vggish/conv2": "features.3",
+    "vggish/conv3/conv3_1": "features.6",
+    "vggish/conv3/conv3_2": "features.8",
+    "vggish/conv4/conv4_1": "features.11",
+    "vggish/conv4/conv4_2": "features.13",
+    "vggish/fc1/fc1_1": "embeddings.0",
+    "vggish/fc1/fc1_2": "embeddings.2",
+    "vggish/fc2": "embeddings.4",
+}
+
+
+def state_dict_from_tf(variables: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """torchvggish's parameters from the variables of Google's VGGish checkpoint.
+
+    TensorFlow keeps convolution kernels as [height, width, in, out] and dense weights as
+    [in, out]; PyTorch as [out, in, height, width] and [out, in]. Variables of other scopes
+    (a fine-tuning run's classifier or optimizer slots) are ignored.
+    """
+    params: dict[str, torch.Tensor] = {}
+    for scope, layer in TF_LAYERS.items():
+        weights, biases = variables.get(f"{scope}/weights"), variables.get(f"{scope}/biases")
+        if weights is None or biases is None:
+            continue  # reported as missing by the caller, with the other absent layers
+        weights = np.asarray(weights, dtype=np.float32)
+        axes = (3, 2, 0, 1) if weights.ndim == 4 else (1, 0)
+        params[f"{layer}.weight"] = torch.from_numpy(np.ascontiguousarray(weights.transpose(axes)))
+        params[f"{layer}.bias"] = torch.from_numpy(np.asarray(biases, dtype=np.float32).copy())
+    return params
+
+
+def _read_weights(path: Path) -> dict:
+    """A state dict from torchvggish's .pth (or a checkpoint nesting one) or Google's .ckpt."""
+    from .tf_checkpoint import is_checkpoint, read_checkpoint
+
+    if is_checkpoint(path):
+        return state_dict_from_tf(read_checkpoint(path))
+    return _state_dict(_torch_load(path))
+
+
 def _state_dict(raw: dict) -> dict:
     # A whole-model pickle or a training checkpoint nest the parameters one level down.
     for key in ("state_dict", "model"):
@@ -280,7 +324,8 @@ def load_model(
     batch_frames: int = 128,
     pca_file: str = "",
 ) -> VGGishModel:
-    """VGGish with torchvggish's state dict; `"random"` gives a fixed random init (tests)."""
+    """VGGish from torchvggish's state dict or Google's TensorFlow checkpoint; `"random"` gives
+    a fixed random init (tests)."""
     params: dict = {}
     weights: Path | None = None
     if model_file_path == "random":
@@ -290,13 +335,20 @@ def load_model(
             net = VGGishNet(activation=bool(activation))
         weights_id = "random"
     else:
-        if not model_file_path or not Path(model_file_path).is_file():
+        weights = Path(model_file_path) if model_file_path else None
+        # A TensorFlow V2 checkpoint is named by its prefix; its .index file identifies it.
+        if (
+            weights is not None
+            and not weights.is_file()
+            and weights.with_name(weights.name + ".index").is_file()
+        ):
+            weights = weights.with_name(weights.name + ".index")
+        if weights is None or not weights.is_file():
             raise WeightsMissing(
                 f"VGGish weights file {model_file_path or WEIGHTS_FILE!s} does not exist. "
                 f"{WEIGHTS_HELP}"
             )
-        weights = Path(model_file_path)
-        params = _state_dict(_torch_load(weights))
+        params = _read_weights(weights)
         # Built without memory or initialisation (about a second on a CPU): the file's
         # tensors become the parameters.
         with torch.device("meta"):
@@ -305,7 +357,7 @@ def load_model(
         missing = [k for k in wanted if k not in params]
         if missing:
             raise ValueError(
-                f"{weights} is not a VGGish state dict: it lacks {', '.join(missing[:4])}"
+                f"{weights} holds no complete VGGish: it lacks {', '.join(missing[:4])}"
             )
         net.load_state_dict({k: params[k].float() for k in wanted}, assign=True)
         weights_id = file_digest(weights)
