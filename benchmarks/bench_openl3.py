@@ -8,10 +8,11 @@ batch sizes, each measured in a fresh process, to show that it is bounded by `ba
 rather than by the number of clips.
 
 Then the models alone on windows already cut (front end and network, one batch of windows):
-windows/s for ours and for torchopenl3's network (bf16 autocast on CUDA, float32 on the CPU),
-the convolutions' FLOP per window counted from the layers, and the fraction of the device's
-matrix throughput that this is, measured in the same run with a large matrix product (bf16 on
-CUDA, float32 on the CPU).
+windows/s for ours (fp16 and bf16 on CUDA; float32 and bf16 on the CPU) and for torchopenl3's
+network (bf16 autocast on CUDA, float32 on the CPU), the convolutions' FLOP per window counted
+from the layers, and the fraction of the device's matrix throughput that this is, measured in
+the same run with a large matrix product (bf16 on CUDA, float32 on the CPU, so that a CPU's bf16
+figure can exceed 100%).
 
     python benchmarks/bench_openl3.py [--device cpu|cuda] [--clips 2] [--repeats 3]
 """
@@ -178,7 +179,7 @@ def window_throughput(
     windows = torch.randn(batch, openl3.WINDOW, device=device) * 0.1
     runs = {}
     models: dict[str, torch.nn.Module] = {}
-    precisions = ["fp16", "bf16"] if device == "cuda" else ["fp32"]
+    precisions = ["fp16", "bf16"] if device == "cuda" else ["fp32", "bf16"]
     for precision in precisions:
         model = openl3.load_model(
             "random", device=device, input_repr="mel256", embedding_size=512, hop_size=HOP,

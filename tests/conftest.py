@@ -3,7 +3,8 @@ Celery worker process for integration tests.
 
 Integration tests (marker `integration`) need PostgreSQL as the test database and Redis as the
 broker. Without them they are skipped with the reason, unless FOLEY_REQUIRE_SERVICES=1 (as in CI),
-where a missing service fails the run instead.
+where a missing service fails the run instead. The same holds for Chromium and for the official
+DCASE 2023 Task 7 statistics (`../shared/data/...` beside the checkout, or FOLEY_DCASE_STATS).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from tests.factories import make_wav, make_zip  # noqa: F401  (re-exported for t
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = os.environ.get("FOLEY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 REQUIRE_SERVICES = os.environ.get("FOLEY_REQUIRE_SERVICES") == "1"
+DCASE_STATS = Path(
+    os.environ.get(
+        "FOLEY_DCASE_STATS", ROOT.parent / "shared/data/dcase2023_task7_eval_vggish_stats"
+    )
+)
 
 
 def _redis_up() -> bool:
@@ -284,3 +290,17 @@ def chromium_path() -> str:
             pytest.fail("chromium is not installed", pytrace=False)
         pytest.skip("chromium is not installed (apt-get install chromium)")
     return path
+
+
+@pytest.fixture(scope="session")
+def dcase_stats_dir() -> Path:
+    """The official DCASE 2023 Task 7 evaluation-set VGGish statistics: seven .npz files."""
+    if len(list(DCASE_STATS.glob("*.npz"))) == 7:
+        return DCASE_STATS
+    reason = (
+        f"the DCASE 2023 Task 7 statistics are not in {DCASE_STATS} (set FOLEY_DCASE_STATS to "
+        "a folder of <category>.npz files with mu and sigma)"
+    )
+    if REQUIRE_SERVICES:
+        pytest.fail(f"FOLEY_REQUIRE_SERVICES=1 but {reason}", pytrace=False)
+    pytest.skip(reason)

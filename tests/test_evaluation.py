@@ -14,7 +14,6 @@ from stimuli.medoids import select_medoids
 from stimuli.models import Embedding, FadResult, Job, Medoid, ReferenceStats
 from stimuli.services import create_challenge
 from tests.evaluation_setup import small_challenge, system
-from tests.test_fad import DCASE_STATS
 
 
 @pytest.fixture
@@ -114,9 +113,9 @@ def test_medoids_need_k_clips():
         select_medoids(np.zeros((5, 3)), 20)
 
 
-def test_published_statistics_become_the_evaluation_reference(db, tmp_path):
+def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_dir):
     challenge = create_challenge(name="Stats", slug="stats")
-    files = {path.stem: path for path in sorted(DCASE_STATS.glob("*.npz"))}
+    files = {path.stem: path for path in sorted(dcase_stats_dir.glob("*.npz"))}
     rows = evaluation.import_reference_stats(challenge, files, source="DCASE 2023 Task 7")
     assert len(rows) == 7
     assert {r.category.slug for r in rows} == set(
@@ -130,7 +129,8 @@ def test_published_statistics_become_the_evaluation_reference(db, tmp_path):
 
 def test_bad_statistics_store_nothing(db, tmp_path):
     challenge = create_challenge(name="Stats", slug="stats")
-    good = sorted(DCASE_STATS.glob("*.npz"))[0]
+    good = tmp_path / "dog_bark.npz"
+    np.savez(good, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
     bad = tmp_path / "rain.npz"
     np.savez(bad, mu=np.zeros(128))
     with pytest.raises(evaluation.EvaluationError, match="rain: statistics file lacks sigma"):

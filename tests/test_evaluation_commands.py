@@ -16,7 +16,6 @@ from stimuli.models import Medoid, ReferenceStats
 from stimuli.services import create_challenge
 from tests.evaluation_setup import small_challenge
 from tests.factories import make_wav
-from tests.test_fad import DCASE_STATS
 
 
 def run(*args) -> dict:
@@ -39,8 +38,8 @@ def test_compute_fad_on_embeddings_and_statistics(tmp_path):
     assert "fad_inf" in result and result["b"]["embeddings"] == 300
 
 
-def test_compute_fad_on_the_dcase_statistics():
-    files = sorted(DCASE_STATS.glob("*.npz"))
+def test_compute_fad_on_the_dcase_statistics(dcase_stats_dir):
+    files = sorted(dcase_stats_dir.glob("*.npz"))
     result = run("compute_fad", str(files[0]), str(files[1]))
     expected = frechet_distance(GaussianStats.from_npz(files[0]), GaussianStats.from_npz(files[1]))
     assert result["fad"] == pytest.approx(expected)
@@ -92,11 +91,11 @@ def test_evaluate_and_select_medoids_commands(tmp_path):
 
 
 @pytest.mark.django_db
-def test_import_reference_stats_command():
+def test_import_reference_stats_command(dcase_stats_dir):
     challenge = create_challenge(name="DCASE", slug="dcase")
     out = io.StringIO()
-    call_command("import_reference_stats", "dcase", str(DCASE_STATS), stdout=out)
+    call_command("import_reference_stats", "dcase", str(dcase_stats_dir), stdout=out)
     assert "7 evaluation statistics stored." in out.getvalue()
     assert ReferenceStats.objects.filter(challenge=challenge, model="vggish").count() == 7
     with pytest.raises(CommandError, match="no challenge 'nope'"):
-        call_command("import_reference_stats", "nope", str(DCASE_STATS))
+        call_command("import_reference_stats", "nope", str(dcase_stats_dir))

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,13 +12,6 @@ from stimuli.fad import (
     fad_infinity,
     frechet_distance,
     frechet_distance_sqrtm,
-)
-
-DCASE_STATS = Path(
-    os.environ.get(
-        "FOLEY_DCASE_STATS",
-        Path(__file__).resolve().parents[2] / "shared/data/dcase2023_task7_eval_vggish_stats",
-    )
 )
 
 
@@ -103,14 +93,8 @@ def test_rejects_mismatched_sizes_and_bad_statistics(tmp_path):
         GaussianStats.from_npz(path)
 
 
-def dcase_stats() -> dict[str, GaussianStats]:
-    files = sorted(DCASE_STATS.glob("*.npz"))
-    assert len(files) == 7, f"the DCASE 2023 Task 7 statistics are expected in {DCASE_STATS}"
-    return {f.stem: GaussianStats.from_npz(f) for f in files}
-
-
-def test_agrees_with_sqrtm_on_the_published_dcase_statistics():
-    stats = dcase_stats()
+def test_agrees_with_sqrtm_on_the_published_dcase_statistics(dcase_stats_dir):
+    stats = {f.stem: GaussianStats.from_npz(f) for f in sorted(dcase_stats_dir.glob("*.npz"))}
     assert all(s.dim == 128 and s.count > 0 for s in stats.values())
     names = sorted(stats)
     for first, second in zip(names, names[1:] + names[:1], strict=True):
