@@ -118,12 +118,16 @@ def _block(entries: list[tuple[bytes, bytes]]) -> bytes:
     return body + struct.pack("<II", 0, 1)  # one restart point, at 0
 
 
-def write_v1_checkpoint(path: Path, variables: dict[str, np.ndarray]) -> None:
-    """float32 variables as SavedTensorSlices in a sorted table, one data block per entry."""
+def write_v1_checkpoint(
+    path: Path, variables: dict[str, np.ndarray], shapes: dict[str, tuple] | None = None
+) -> None:
+    """float32 variables as SavedTensorSlices in a sorted table; `shapes` overrides the shapes
+    the file declares (to make damaged files)."""
     metas = b""
     entries = []
     for name, value in sorted(variables.items()):
-        shape = b"".join(_field(2, _v(1 << 3) + _v(size)) for size in value.shape)
+        declared = (shapes or {}).get(name, value.shape)
+        shape = b"".join(_field(2, _v(1 << 3) + _v(size)) for size in declared)
         metas += _field(
             1, _field(1, name.encode()) + _field(2, shape) + b"\x18\x01" + _field(4, b"")
         )
@@ -131,6 +135,11 @@ def write_v1_checkpoint(path: Path, variables: dict[str, np.ndarray]) -> None:
         saved = _field(1, name.encode()) + _field(2, b"") + _field(3, tensor)
         entries.append((b"\x00" + name.encode(), _field(2, saved)))
     entries.insert(0, (b"", _field(1, metas)))
+    write_table(path, entries)
+
+
+def write_table(path: Path, entries: list[tuple[bytes, bytes]]) -> None:
+    """A sorted table as TensorFlow lays it out, one data block per entry."""
     out = bytearray()
     index = []
     for key, value in entries:
@@ -143,6 +152,23 @@ def write_v1_checkpoint(path: Path, variables: dict[str, np.ndarray]) -> None:
     out += _block(index) + b"\x00" * 5
     footer = (meta_handle + index_handle).ljust(40, b"\x00") + struct.pack("<Q", TABLE_MAGIC)
     path.write_bytes(bytes(out) + footer)
+
+
+def test_hostile_entries_are_refused_before_any_allocation(tmp_path) -> None:
+    bomb = tmp_path / "bomb.ckpt"
+    write_v1_checkpoint(bomb, {"x": np.zeros(3, np.float32)}, shapes={"x": (1 << 40, 1 << 20)})
+    with pytest.raises(CheckpointError, match="x: impossible shape"):
+        read_checkpoint(bomb)
+    short = tmp_path / "short.ckpt"
+    write_v1_checkpoint(short, {"x": np.zeros(3, np.float32)}, shapes={"x": (4,)})
+    with pytest.raises(CheckpointError, match="x: 3 values for 4 places"):
+        read_checkpoint(short)
+    # A data entry without its values (SavedSlice with a name only).
+    meta = _field(1, _field(1, _field(1, b"x") + _field(2, b"") + b"\x18\x01"))
+    broken = tmp_path / "broken.ckpt"
+    write_table(broken, [(b"", meta), (b"\x00x", _field(2, _field(1, b"x")))])
+    with pytest.raises(CheckpointError, match="malformed checkpoint entry"):
+        read_checkpoint(broken)
 
 
 def test_vggish_loads_googles_checkpoint_format(tmp_path) -> None:

@@ -19,6 +19,7 @@ tables' blocks must be uncompressed, which is how TensorFlow writes checkpoints.
 
 from __future__ import annotations
 
+import math
 import mmap
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,33 +249,43 @@ def _slice_index(buf, shape: tuple[int, ...]) -> tuple[slice, ...]:
 def _read_v1(path: Path) -> dict[str, np.ndarray]:
     data = _mapped(path)
     try:
-        tensors: dict[str, np.ndarray] = {}
-        kinds: dict[str, int] = {}
-        for key, value in _table(data):
-            message = _message(value)
-            if key == b"":  # SavedTensorSlices.meta: SavedSliceMeta per tensor
-                for meta in _message(message[1][0]).get(1, []):
-                    fields = _message(meta)
-                    name = bytes(fields[1][0]).decode("utf8")
-                    dtype_code = fields.get(3, [0])[0]
-                    if dtype_code in DTYPES:
-                        shape = _shape(fields[2][0]) if 2 in fields else ()
-                        kinds[name] = dtype_code
-                        tensors[name] = np.zeros(shape, dtype=DTYPES[dtype_code])
-                continue
-            saved = _message(message[2][0])  # SavedTensorSlices.data: SavedSlice
-            name = bytes(saved[1][0]).decode("utf8")
-            if name not in tensors:
-                continue
-            target = tensors[name]
-            region = _slice_index(saved[2][0], target.shape) if 2 in saved else ()
-            count = target[region].size
-            values = _tensor_values(saved[3][0], kinds[name])
-            if values.size != count:
-                raise CheckpointError(f"{name}: {values.size} values for {count} places")
-            target[region] = values.reshape(target[region].shape)
+        return _parse_v1(data)
+    except (KeyError, IndexError, UnicodeDecodeError, TypeError) as exc:
+        # A field a well-formed checkpoint always has is absent or of the wrong kind.
+        raise CheckpointError(f"{path} holds a malformed checkpoint entry ({exc!r})") from exc
     finally:
         data.release()
+
+
+def _parse_v1(data) -> dict[str, np.ndarray]:
+    tensors: dict[str, np.ndarray] = {}
+    kinds: dict[str, int] = {}
+    for key, value in _table(data):
+        message = _message(value)
+        if key == b"":  # SavedTensorSlices.meta: SavedSliceMeta per tensor
+            for meta in _message(message[1][0]).get(1, []):
+                fields = _message(meta)
+                name = bytes(fields[1][0]).decode("utf8")
+                dtype_code = fields.get(3, [0])[0]
+                if dtype_code in DTYPES:
+                    shape = _shape(fields[2][0]) if 2 in fields else ()
+                    # Every saved value takes at least a byte of the file.
+                    if min(shape, default=0) < 0 or math.prod(shape) > len(data):
+                        raise CheckpointError(f"{name}: impossible shape {shape}")
+                    kinds[name] = dtype_code
+                    tensors[name] = np.zeros(shape, dtype=DTYPES[dtype_code])
+            continue
+        saved = _message(message[2][0])  # SavedTensorSlices.data: SavedSlice
+        name = bytes(saved[1][0]).decode("utf8")
+        if name not in tensors:
+            continue
+        target = tensors[name]
+        region = _slice_index(saved[2][0], target.shape) if 2 in saved else ()
+        count = target[region].size
+        values = _tensor_values(saved[3][0], kinds[name])
+        if values.size != count:
+            raise CheckpointError(f"{name}: {values.size} values for {count} places")
+        target[region] = values.reshape(target[region].shape)
     return {name: _widen(value, kinds[name]) for name, value in sorted(tensors.items())}
 
 
@@ -313,7 +324,7 @@ def _read_v2(index: Path) -> dict[str, np.ndarray]:
                 files[shard] = _mapped(shard_path)
             raw = files[shard][offset : offset + size]
             dtype = np.dtype(DTYPES[dtype_code]).newbyteorder("<")
-            if len(raw) != size or size != dtype.itemsize * int(np.prod(shape)):
+            if len(raw) != size or size != dtype.itemsize * math.prod(shape):
                 raise CheckpointError(f"{name}: {size} bytes do not make a {shape} tensor")
             value = np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
             tensors[name] = _widen(value.reshape(shape), dtype_code)
