@@ -214,5 +214,8 @@ def test_incomplete_checkpoint_names_the_missing_layers(tmp_path) -> None:
     write_v1_checkpoint(ckpt, {"vggish/conv1/weights": CONV1, "vggish/conv1/biases": BIASES})
     with pytest.raises(ValueError, match=r"holds no complete VGGish: it lacks features\.3\.weight"):
         vggish.load_model(str(ckpt), device="cpu")
+    # A V2 checkpoint named by its prefix is read from its .index and data files.
+    with pytest.raises(ValueError, match=r"v2\.ckpt\.index holds no complete VGGish"):
+        vggish.load_model(str(FIXTURES / "v2.ckpt"), device="cpu")
     with pytest.raises(WeightsMissing, match=r"vggish_model\.ckpt"):
         vggish.load_model(str(tmp_path / "none.ckpt"), device="cpu")

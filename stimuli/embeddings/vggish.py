@@ -7,10 +7,10 @@ patches of 96 frames (0.96 s, without overlap by default) through a VGG-like net
 The network is built here; its parameter names follow torchvggish's state dict (`features.*`,
 `embeddings.*`), so its released `vggish-10086976.pth` loads as it is. Google's released
 TensorFlow checkpoint `vggish_model.ckpt` loads too, read without TensorFlow (`tf_checkpoint`):
-its tf_slim variables (`vggish/conv1/weights`...) are renamed and transposed to the same layout. As in the widely used
-`frechet_audio_distance` package with its defaults, the output is the last linear layer without
-the ReLU that torchvggish appends and without the PCA/quantisation postprocessing;
-`activation=True` and `postprocess=True` give those back.
+its tf_slim variables (`vggish/conv1/weights`...) are renamed and transposed to that layout.
+As in the widely used `frechet_audio_distance` package with its defaults, the output is the
+last linear layer without the ReLU that torchvggish appends and without the PCA/quantisation
+postprocessing; `activation=True` and `postprocess=True` give those back.
 
 Resampling runs on torch (julius' windowed-sinc `resample_frac`, on the model's device) with
 its cut-off set to match resampy's `kaiser_best`, which Google's vggish_input and the
