@@ -11,15 +11,15 @@ Figures are medians over the repeats.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from scratch_site import django_in_scratch  # noqa: E402  (beside this script)
 
 
 def main() -> None:
@@ -60,19 +60,10 @@ def main() -> None:
             startups.append(time.perf_counter() - started)
             sandboxed.append(run(sandbox.generate))
 
-    scratch = Path(tempfile.mkdtemp(prefix="foley-bench-"))
-    os.environ.setdefault("FOLEY_DATA_DIR", str(scratch))
-    os.environ.setdefault("MEDIA_ROOT", str(scratch / "media"))
-    os.environ.setdefault("SECRET_KEY", "benchmark-only-key-0123456789-abcdefghijklmnopqrstuvwxyz")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    django_in_scratch()
 
     from stimuli import generation, services
 
-    call_command("migrate", verbosity=0)
     challenge = services.create_challenge(name="bench", slug=f"bench-{int(time.time())}")
     system = generation.create_baseline_systems(challenge)[0]
     jobs = []

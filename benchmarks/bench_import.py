@@ -9,16 +9,16 @@ Runs on a throw-away SQLite database and media folder unless DATABASE_URL is set
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from scratch_site import django_in_scratch  # noqa: E402  (beside this script)
 
 
 def main() -> None:
@@ -27,22 +27,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    scratch = Path(tempfile.mkdtemp(prefix="foley-bench-"))
-    os.environ.setdefault("FOLEY_DATA_DIR", str(scratch))
-    os.environ.setdefault("MEDIA_ROOT", str(scratch / "media"))
-    os.environ.setdefault("SECRET_KEY", "benchmark-only-key-0123456789-abcdefghijklmnopqrstuvwxyz")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    scratch = django_in_scratch()
 
     from stimuli import services
     from stimuli.audio import inspect_audio
     from stimuli.imports import import_clips, spec_for
     from tests.factories import make_wav
 
-    call_command("migrate", verbosity=0)
     categories = [
         c.slug for c in services.create_challenge(name="probe", slug="probe").categories.all()
     ]

@@ -12,16 +12,16 @@ Figures are medians.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from scratch_site import django_in_scratch  # noqa: E402  (beside this script)
 
 
 def ms(values: list[float]) -> str:
@@ -36,15 +36,7 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=400)
     args = parser.parse_args()
 
-    scratch = Path(tempfile.mkdtemp(prefix="foley-bench-"))
-    os.environ.setdefault("FOLEY_DATA_DIR", str(scratch))
-    os.environ.setdefault("MEDIA_ROOT", str(scratch / "media"))
-    os.environ.setdefault("SECRET_KEY", "benchmark-only-key-0123456789-abcdefghijklmnopqrstuvwxyz")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    django_in_scratch()
     from django.db import connection, transaction
 
     from raters import delivery, services
@@ -52,7 +44,6 @@ def main() -> None:
     from stimuli import storage
     from tests.listening_setup import build_listening_challenge
 
-    call_command("migrate", verbosity=0)
     started = time.perf_counter()
     challenge = build_listening_challenge(
         slug=f"bench-{uuid.uuid4().hex[:8]}",
@@ -102,7 +93,7 @@ def main() -> None:
             storage.read_audio(audio.file)
             floor_serve.append(time.perf_counter() - t)
             t = time.perf_counter()
-            services.save_rating(rater, trial.token, quality=5, fit=5, key=f"bench-{trial.pk}")
+            services.save_rating(rater, trial.token, quality=5, fit=5, key=f"bench-{trial.pk:08d}")
             save.append(time.perf_counter() - t)
             answered += 1
     # Floor: the bare insert of the same number of rows, each in its own transaction.
