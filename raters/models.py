@@ -165,9 +165,10 @@ class Rater(models.Model):
 
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="raters")
     kind = models.CharField(max_length=16, choices=Kind.choices)
+    # An account cannot be deleted while it holds a rater: its answers would go with it.
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
+        on_delete=models.PROTECT,
         null=True,
         blank=True,
         related_name="raters",
@@ -250,6 +251,15 @@ class CategorySession(models.Model):
                 condition=Q(state__in=["open", "closed"]), name="session_state_valid"
             ),
             models.CheckConstraint(condition=Q(seed__gte=0), name="session_seed_non_negative"),
+            # A rater rates one category at a time: a double click must not open a second one.
+            models.UniqueConstraint(
+                fields=["rater"], condition=Q(state="open"), name="session_one_open_per_rater"
+            ),
+            models.CheckConstraint(
+                condition=Q(state="open", closed_at__isnull=True)
+                | Q(state="closed", closed_at__isnull=False),
+                name="session_closed_at_when_closed",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -357,6 +367,12 @@ class DiversityItem(models.Model):
         AudioFile, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     n_sounds = models.PositiveSmallIntegerField(default=0)
+    sounds_key = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="sha256 of the delivered sounds in order and the gap: the file is rendered "
+        "again when they change, until someone rates it.",
+    )
 
     class Meta:
         ordering = ["category", "system"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
+from collections.abc import Callable
 
 from django.db.models import Count, Q
 
@@ -27,9 +28,14 @@ RATING_COLUMNS = (
 )
 DIVERSITY_COLUMNS = ("rater", "rater_team", "category", "system", "track", "diversity")
 
-# DCASE 2023 Task 7: a check is misrated when the answer contradicts the anchor's type.
+# DCASE 2023 Task 7: a check is misrated when the answer contradicts the anchor's type, and a
+# session with FAIL_AT misrated checks or more is excluded. These are the defaults; a challenge's
+# own rules come from scoring (see `use_check_rule`).
 LOW, HIGH = 3, 7
 FAIL_AT = 5
+
+Misrated = Callable[[str, int, int], bool]
+CheckRule = Callable[[Challenge], tuple[Misrated, int]]
 
 
 def rating_rows(challenge: Challenge) -> list[dict]:
@@ -102,6 +108,7 @@ def to_csv(rows: list[dict], columns: tuple[str, ...]) -> str:
 
 
 def misrated(role: str, quality: int, fit: int) -> bool:
+    """The DCASE 2023 Task 7 rule: whether an answer to a check contradicts its anchor's type."""
     if role == "anchor_hq_goodfit":
         return quality <= LOW or fit <= LOW
     if role == "anchor_hq_poorfit":
@@ -111,8 +118,28 @@ def misrated(role: str, quality: int, fit: int) -> bool:
     return False
 
 
+def _dcase_rule(challenge: Challenge) -> tuple[Misrated, int]:
+    return misrated, FAIL_AT
+
+
+_check_rule: CheckRule = _dcase_rule
+
+
+def use_check_rule(rule: CheckRule) -> None:
+    """Judge checks by `rule(challenge) -> (misrated(role, quality, fit), exclude_at)`.
+
+    Scoring owns a challenge's rules and installs them when the apps load: assignment and
+    monitoring must call a session failing exactly when scoring will exclude it, and this app may
+    not import scoring.
+    """
+    global _check_rule
+    _check_rule = rule
+
+
 def session_checks(challenge: Challenge) -> dict[int, dict]:
-    """Per session: checks answered, checks misrated, and whether the session fails already."""
+    """Per session: checks answered, checks misrated, and whether the session fails already
+    (by the challenge's scoring rules)."""
+    is_misrated, exclude_at = _check_rule(challenge)
     result: dict[int, dict] = defaultdict(lambda: {"checks": 0, "misrated": 0, "failing": False})
     answered = Rating.objects.filter(trial__session__rater__challenge=challenge).exclude(
         trial__role="trial"
@@ -122,9 +149,9 @@ def session_checks(challenge: Challenge) -> dict[int, dict]:
     ):
         entry = result[session_id]
         entry["checks"] += 1
-        if misrated(role, quality, fit):
+        if is_misrated(role, quality, fit):
             entry["misrated"] += 1
-            entry["failing"] = entry["misrated"] >= FAIL_AT
+            entry["failing"] = entry["misrated"] >= exclude_at
     return dict(result)
 
 

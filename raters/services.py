@@ -6,6 +6,7 @@ Pages, the API, the demo and the tests all go through these functions.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass
@@ -65,14 +66,32 @@ def listening_test(challenge: Challenge) -> ListeningTest:
 
 def build_stimulus_set(challenge: Challenge) -> int:
     """The stimuli from the medoids of the finalist systems; without medoids the set chosen by
-    hand (in the admin) is kept. Returns the number of stimuli."""
-    medoids = Medoid.objects.filter(challenge=challenge, system__is_finalist=True)
-    if not medoids.exists():
+    hand (in the admin) is kept. Returns the number of stimuli.
+
+    Once raters have begun the set is fixed: ratings of different sets cannot be pooled, so
+    medoids that changed since are refused with an error rather than mixed in.
+    """
+    medoids = list(
+        Medoid.objects.filter(challenge=challenge, system__is_finalist=True).select_related("clip")
+    )
+    if not medoids:
         return Stimulus.objects.filter(challenge=challenge).count()
     with transaction.atomic():
-        keep = set()
-        for medoid in medoids.select_related("clip"):
-            stimulus, _ = Stimulus.objects.update_or_create(
+        ListeningTest.objects.select_for_update().get(pk=listening_test(challenge).pk)
+        current = set(
+            Stimulus.objects.filter(challenge=challenge).values_list("clip_id", flat=True)
+        )
+        wanted = {medoid.clip_id for medoid in medoids}
+        if wanted != current and _listening_began(challenge):
+            raise ListeningError(
+                f"The stimulus set is fixed since raters began ({len(current)} stimuli); the "
+                f"finalists' medoids now give {len(wanted)} clips, {len(wanted - current)} of "
+                "them new. Run the listening test again in a new challenge, or restore the "
+                "medoids.",
+                409,
+            )
+        for medoid in medoids:
+            Stimulus.objects.update_or_create(
                 challenge=challenge,
                 clip=medoid.clip,
                 defaults={
@@ -81,12 +100,15 @@ def build_stimulus_set(challenge: Challenge) -> int:
                     "position": medoid.position,
                 },
             )
-            keep.add(stimulus.pk)
-        # Stimuli already heard stay (their trials protect them); unheard extras go.
-        Stimulus.objects.filter(challenge=challenge, trials__isnull=True).exclude(
-            pk__in=keep
-        ).delete()
+        Stimulus.objects.filter(challenge=challenge).exclude(clip_id__in=wanted).delete()
     return Stimulus.objects.filter(challenge=challenge).count()
+
+
+def _listening_began(challenge: Challenge) -> bool:
+    return (
+        CategorySession.objects.filter(rater__challenge=challenge).exists()
+        or DiversityTrial.objects.filter(rater__challenge=challenge).exists()
+    )
 
 
 def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
@@ -147,7 +169,11 @@ def _familiarization_pool(challenge: Challenge, category: Category) -> set[int]:
 
 
 def build_diversity_items(challenge: Challenge, *, progress=None) -> int:
-    """One continuous file per finalist system and category: its stimuli with short silences."""
+    """One continuous file per finalist system and category: its stimuli with short silences.
+
+    A file is rendered again when its sounds change (other medoids, other loudness settings)
+    until someone is given it to rate; from then on it stays as heard.
+    """
     test = listening_test(challenge)
     groups: dict[tuple[int, int], list[Stimulus]] = {}
     for stimulus in Stimulus.objects.filter(challenge=challenge).select_related("clip__audio"):
@@ -158,16 +184,29 @@ def build_diversity_items(challenge: Challenge, *, progress=None) -> int:
         item, _ = DiversityItem.objects.get_or_create(
             challenge=challenge, system_id=system_id, category_id=category_id
         )
-        if item.audio_id and item.n_sounds == len(stimuli):
+        if item.audio_id and item.trials.exists():
             continue
         stimuli.sort(key=lambda s: (s.position, s.pk))
-        parts = [
-            delivery.load_samples(delivery.delivered_audio(s.clip.audio, test))[0] for s in stimuli
-        ]
+        sounds = [delivery.delivered_audio(s.clip.audio, test) for s in stimuli]
+        key = hashlib.sha256(
+            f"{test.diversity_gap_s}|{','.join(a.sha256 for a in sounds)}".encode()
+        ).hexdigest()
+        if item.audio_id and item.sounds_key == key:
+            continue
+        parts = [delivery.load_samples(sound)[0] for sound in sounds]
         samples = delivery.concatenate(parts, challenge.sample_rate, test.diversity_gap_s)
         item.audio = delivery.store_samples(samples, challenge.sample_rate)
         item.n_sounds = len(stimuli)
-        item.save(update_fields=["audio", "n_sounds"])
+        item.sounds_key = key
+        item.save(update_fields=["audio", "n_sounds", "sounds_key"])
+    # Files of systems that are no longer finalists go, unless someone was given them.
+    DiversityItem.objects.filter(challenge=challenge, trials__isnull=True).exclude(
+        pk__in=[
+            item.pk
+            for item in DiversityItem.objects.filter(challenge=challenge)
+            if (item.system_id, item.category_id) in groups
+        ]
+    ).delete()
     return len(groups)
 
 
@@ -239,15 +278,25 @@ def set_open(challenge: Challenge, is_open: bool) -> ListeningTest:
 # --- Enrolment -----------------------------------------------------------------------------------
 
 
-def _new_rater(challenge: Challenge, **fields) -> Rater:
-    """A rater with the next enrolment index (the test's row is locked while it is taken)."""
+def _new_rater(challenge: Challenge, *, unless: Q | None = None, **fields) -> Rater:
+    """A rater with the next enrolment index (the test's row is locked while it is taken).
+
+    With `unless`, the challenge's rater matching it is returned instead, looked up under the
+    lock: a link opened twice at once enrols one rater.
+    """
     with transaction.atomic():
         ListeningTest.objects.select_for_update().get(pk=listening_test(challenge).pk)
+        if unless is not None:
+            existing = Rater.objects.filter(unless, challenge=challenge).first()
+            if existing is not None:
+                return existing
         last = Rater.objects.filter(challenge=challenge).aggregate(n=Max("index"))["n"]
         rater = Rater(
             challenge=challenge, index=(last or 0) + 1 if last is not None else 0, **fields
         )
-        rater.full_clean(exclude=["user", "team"])
+        # The database's unique constraints answer races; full_clean's copy of them would turn
+        # one into a ValidationError instead of the IntegrityError the callers handle.
+        rater.full_clean(exclude=["user", "team"], validate_constraints=False)
         rater.save()
     return rater
 
@@ -267,7 +316,14 @@ def enrol_user(
     if existing:
         return existing
     try:
-        return _new_rater(challenge, user=user, team=team, kind=kind, diversity_role=diversity_role)
+        return _new_rater(
+            challenge,
+            unless=Q(user=user),
+            user=user,
+            team=team,
+            kind=kind,
+            diversity_role=diversity_role,
+        )
     except IntegrityError:  # enrolled concurrently
         return Rater.objects.get(challenge=challenge, user=user)
 
@@ -325,6 +381,7 @@ def enrol_crowd(
     try:
         return _new_rater(
             challenge,
+            unless=Q(participant_id=participant_id),
             kind=Rater.Kind.CROWD,
             participant_id=participant_id,
             study_id=study_id.strip()[:64],
@@ -407,6 +464,13 @@ def next_session(rater: Rater) -> NextStep:
     with transaction.atomic():
         # One assignment at a time per challenge, so two raters never both take the last slot.
         ListeningTest.objects.select_for_update().get(pk=test.pk)
+        # A second request of the same rater (a double click, two tabs) waited for the lock
+        # while the first assigned a session: that session is the answer.
+        open_session = (
+            rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
+        )
+        if open_session:
+            return NextStep(open_session)
         done = set(rater.sessions.values_list("category_id", flat=True))
         if len(done) >= test.categories_max:
             return NextStep(None, "max")
@@ -580,17 +644,15 @@ def save_rating(
     fit = _check_value("Fit", fit)
     key = _check_key(key)
     with transaction.atomic():
-        # The trial row lock serializes concurrent answers to the same trial.
-        trial = (
-            Trial.objects.select_for_update(of=("self",))
-            .select_related("session__rater")
-            .filter(token=token)
-            .first()
-        )
+        trial = Trial.objects.select_related("session").filter(token=token).first()
         if trial is None:
             raise ListeningError("No such trial.", 404)
         if trial.session.rater_id != rater.pk:
             raise ListeningError("This trial belongs to another rater.", 403)
+        # Answers to one session are stored one at a time: the answer that completes the session
+        # must see every other one, or the session would stay open with nothing left to rate.
+        session = CategorySession.objects.select_for_update().get(pk=trial.session_id)
+        trial.session = session
         previous = Rating.objects.filter(idempotency_key=key).select_related("trial").first()
         if previous is not None:
             if previous.trial_id != trial.pk:
@@ -606,15 +668,44 @@ def save_rating(
             raise ListeningError("The examples of this category come first.", 409)
         if require_heard and trial.served_at is None:
             raise ListeningError("Please listen to the sound before rating it.", 409)
+        if next_trial(session) != trial:
+            # The counterbalanced order is part of the design; the page preloads the next
+            # sound, so its token is known before its turn.
+            raise ListeningError("Please rate the sounds in the order they are given.", 409)
         rating = Rating.objects.create(trial=trial, quality=quality, fit=fit, idempotency_key=key)
-        if not trial.session.trials.filter(rating__isnull=True).exists():
-            CategorySession.objects.filter(pk=trial.session_id).update(
-                state=CategorySession.State.CLOSED, closed_at=timezone.now()
-            )
+        if next_trial(session) is None:
+            close_session(session)
     return rating, True
 
 
+def close_session(session: CategorySession) -> None:
+    """Close a session whose trials are all answered (idempotent)."""
+    CategorySession.objects.filter(pk=session.pk, state=CategorySession.State.OPEN).update(
+        state=CategorySession.State.CLOSED, closed_at=timezone.now()
+    )
+    session.refresh_from_db()
+
+
 def finish(rater: Rater) -> None:
+    """End the rater's part. Refused while work is owed: a category begun, or fewer categories
+    than the minimum while more can be assigned; a paused test keeps them waiting, not finished,
+    since a crowd worker who finishes is sent to the completion page."""
+    if rater.finished_at is None and not rater.diversity_role:
+        if rater.sessions.filter(state=CategorySession.State.OPEN).exists():
+            raise ListeningError("Please finish the category you started first.", 409)
+        if not rater_done(rater):
+            test = listening_test(rater.challenge)
+            if not test.is_open:
+                raise ListeningError(
+                    "The listening test is paused. Your answers are saved: come back through "
+                    "the same link when it reopens.",
+                    409,
+                )
+            if can_continue(rater):
+                raise ListeningError(
+                    f"Please rate at least {test.categories_min} categories before finishing.",
+                    409,
+                )
     if rater.finished_at is None:
         Rater.objects.filter(pk=rater.pk, finished_at__isnull=True).update(
             finished_at=timezone.now()
@@ -626,34 +717,42 @@ def finish(rater: Rater) -> None:
 
 
 def diversity_trials(rater: Rater) -> list[DiversityTrial]:
-    """The rater's diversity trials, created on first use in a counterbalanced order."""
+    """The rater's diversity trials, created on first use in a counterbalanced order.
+
+    Files rendered after the rater's first visit (a preparation still running) are added after
+    the rater's last trial, so nobody misses one.
+    """
     if not rater.diversity_role:
         raise ListeningError("Only raters with the diversity role rate diversity.", 403)
-    existing = list(rater.diversity_trials.order_by("position"))
-    if existing:
-        return existing
     items = list(
         DiversityItem.objects.filter(challenge=rater.challenge, audio__isnull=False).order_by(
             "category__position", "system__public_id"
         )
     )
-    if not items:
-        return []
+    existing = list(rater.diversity_trials.order_by("position"))
+    if {t.item_id for t in existing} >= {item.pk for item in items}:
+        return existing
     with transaction.atomic():
         ListeningTest.objects.select_for_update().get(pk=listening_test(rater.challenge).pk)
-        if rater.diversity_trials.exists():
-            return list(rater.diversity_trials.order_by("position"))
-        row = (
-            Rater.objects.filter(
-                challenge=rater.challenge, diversity_role=True, diversity_trials__isnull=False
+        existing = list(rater.diversity_trials.order_by("position"))
+        given = {t.item_id for t in existing}
+        missing = [item for item in items if item.pk not in given]
+        if not existing:
+            row = (
+                Rater.objects.filter(
+                    challenge=rater.challenge, diversity_role=True, diversity_trials__isnull=False
+                )
+                .distinct()
+                .count()
             )
-            .distinct()
-            .count()
-        )
-        square = williams(len(items))
-        order = square[row % len(square)]
+            square = williams(len(missing))
+            missing = [missing[i] for i in square[row % len(square)]]
+        start = existing[-1].position + 1 if existing else 0
         DiversityTrial.objects.bulk_create(
-            [DiversityTrial(rater=rater, item=items[i], position=p) for p, i in enumerate(order)]
+            [
+                DiversityTrial(rater=rater, item=item, position=start + n)
+                for n, item in enumerate(missing)
+            ]
         )
     return list(rater.diversity_trials.order_by("position"))
 

@@ -132,7 +132,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         )
     trial = services.next_trial(session)
     if trial is None:  # every trial answered: the session closes on its last answer
-        CategorySession.objects.filter(pk=session.pk).update(state=CategorySession.State.CLOSED)
+        services.close_session(session)
         return redirect("raters:home", slug=challenge.slug)
     trials = list(session.trials.order_by("position").values_list("position", "token"))
     following = next((t for p, t in trials if p > trial.position), None)
@@ -230,7 +230,10 @@ def instructions(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
 @rater_view
 @require_POST
 def start_trials(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    session = get_object_or_404(CategorySession, pk=request.POST.get("session"), rater=rater)
+    session_id = request.POST.get("session", "")
+    if not session_id.isdigit():
+        raise services.ListeningError("The form names no session.")
+    session = get_object_or_404(CategorySession, pk=int(session_id), rater=rater)
     services.complete_familiarization(session)
     return redirect("raters:home", slug=challenge.slug)
 
@@ -264,11 +267,6 @@ def next_category(request: HttpRequest, challenge: Challenge, rater: Rater) -> H
 @rater_view
 @require_POST
 def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    if not rater.diversity_role and not services.rater_done(rater) and services.can_continue(rater):
-        minimum = services.listening_test(challenge).categories_min
-        raise services.ListeningError(
-            f"Please rate at least {minimum} categories before finishing.", 409
-        )
     services.finish(rater)
     test = services.listening_test(challenge)
     if rater.kind == Rater.Kind.CROWD and test.completion_url:

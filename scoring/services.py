@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max
@@ -13,7 +15,7 @@ from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
-from .compute import Inputs, Rules, ScoringInputError, score
+from .compute import Inputs, Rules, ScoringInputError, misrated, score
 from .models import ScoringSettings, Snapshot
 
 
@@ -43,6 +45,18 @@ def scoring_settings(challenge: Challenge) -> ScoringSettings:
 
 def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
+
+
+def check_rule(challenge: Challenge) -> tuple[Callable[[str, int, int], bool], int]:
+    """The challenge's rule for the hidden checks, in the form the listening test's assignment
+    and monitoring use (installed by `ScoringConfig.ready`)."""
+    stored = ScoringSettings.objects.filter(challenge=challenge).first()
+    rules = stored.rules() if stored else Rules()
+
+    def is_misrated(role: str, quality: int, fit: int) -> bool:
+        return bool(misrated(rules, role, quality, fit))
+
+    return is_misrated, rules.exclude_at
 
 
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:

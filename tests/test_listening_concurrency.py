@@ -90,3 +90,26 @@ def test_a_worker_prepares_the_listening_test(celery_worker, organizer):
     # Per category: 3 own clips (9 less 6 examples) and pools of 8 from the other categories.
     assert challenge.anchors.count() == 3 * (3 + 8 + 8)
     assert challenge.diversity_items.filter(audio__isnull=False).count() == 6
+
+
+def test_start_clicked_twice_at_once_opens_one_session():
+    challenge = build_listening_challenge(slug="double-start")
+    services.set_open(challenge, True)
+    rater = services.invite(challenge)
+    results, errors = _race([lambda: services.next_session(rater)] * 3)
+    assert not errors and len(results) == 3
+    assert len({step.session.pk for step in results}) == 1
+    assert rater.sessions.count() == 1
+
+
+def test_a_crowd_link_opened_twice_at_once_enrols_one_rater():
+    challenge = build_listening_challenge(slug="double-crowd")
+    key = services.listening_test(challenge).crowd_key
+
+    def enrol():
+        return services.enrol_crowd(challenge, key, participant_id="5f00aa11")
+
+    results, errors = _race([enrol] * 4)
+    assert not errors and len(results) == 4
+    assert len({rater.pk for rater in results}) == 1
+    assert challenge.raters.count() == 1

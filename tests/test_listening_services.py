@@ -9,6 +9,7 @@ from itertools import pairwise
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from raters import selectors, services
 from raters.design import counterbalanced_order, williams
@@ -155,7 +156,9 @@ def test_assignment_takes_least_rated_categories_and_stops_at_the_target(db):
             if step.session is None:
                 break
             taken.append(step.session.category_id)
-            CategorySession.objects.filter(pk=step.session.pk).update(state="closed")
+            CategorySession.objects.filter(pk=step.session.pk).update(
+                state="closed", closed_at=timezone.now()
+            )
             counts = Counter(
                 CategorySession.objects.filter(rater__challenge=challenge).values_list(
                     "category_id", flat=True
@@ -193,9 +196,9 @@ def test_failing_and_abandoned_sessions_leave_their_place_to_others(db):
     category = session.category_id
     assert need(challenge)[category] == 0
     services.complete_familiarization(session, require_heard=False)
-    for trial in session.trials.exclude(role="trial"):
+    while (trial := services.next_trial(session)) is not None:
         # Every check answered against its type: the session fails.
-        q, f = {"anchor_hq_goodfit": (0, 0)}.get(trial.role, (10, 10))
+        q, f = {"trial": (5, 5), "anchor_hq_goodfit": (0, 0)}.get(trial.role, (10, 10))
         services.save_rating(careless, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
     assert need(challenge)[category] == 1
     attentive = _rater(challenge, 2)
@@ -319,9 +322,9 @@ def test_refused_requests_change_nothing(listening):
     refused(other, trial.token, 403)  # someone else's trial
     refused(rater, "no-such-token", 404)
     refused(rater, trial.token, 400, key="short")  # no usable key
-    CategorySession.objects.filter(pk=session.pk).update(state="closed")
+    CategorySession.objects.filter(pk=session.pk).update(state="closed", closed_at=timezone.now())
     refused(rater, trial.token, 409)  # closed session
-    CategorySession.objects.filter(pk=session.pk).update(state="open")
+    CategorySession.objects.filter(pk=session.pk).update(state="open", closed_at=None)
     services.set_open(listening, False)
     refused(rater, trial.token, 409)  # closed test
     services.set_open(listening, True)
@@ -408,3 +411,146 @@ def test_careless_sessions_show_as_failing_checks(listening):
     assert checks == {"checks": 12, "misrated": 12, "failing": True}
     row = next(r for r in selectors.rater_progress(listening) if r["rater"] == rater)
     assert row["failing"] == 1 and row["answered"] == 16
+
+
+# --- Refusals that keep the record whole -----------------------------------------------------------
+
+
+def test_one_open_session_per_rater_is_a_database_rule(listening):
+    rater = _rater(listening)
+    session = services.next_session(rater).session
+    assert services.next_session(rater).session == session
+    other = listening.categories.exclude(pk=session.category_id).first()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        services.build_session(rater, other, order=1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        CategorySession.objects.filter(pk=session.pk).update(state="closed")  # no closing time
+
+
+def test_trials_are_answered_in_their_order(listening):
+    rater = _rater(listening)
+    session = services.next_session(rater).session
+    services.complete_familiarization(session, require_heard=False)
+    first, second = session.trials.order_by("position")[:2]
+    with pytest.raises(services.ListeningError) as exc:
+        services.save_rating(rater, second.token, quality=5, fit=5, key="ahead-0001")
+    assert exc.value.status == 409 and not Rating.objects.exists()
+    services.save_rating(rater, first.token, quality=5, fit=5, key="first-0001")
+    services.save_rating(rater, second.token, quality=5, fit=5, key="second-001")
+    assert Rating.objects.count() == 2
+
+
+def test_the_last_answer_closes_the_session_with_its_time(listening):
+    rater = _rater(listening)
+    session = services.next_session(rater).session
+    answer_session(rater, session)
+    session.refresh_from_db()
+    assert session.state == "closed" and session.closed_at is not None
+
+
+def test_finishing_is_refused_while_work_is_owed(listening):
+    ListeningTest.objects.filter(challenge=listening).update(categories_min=2)
+    rater = _rater(listening)
+    session = services.next_session(rater).session
+    with pytest.raises(services.ListeningError, match="category you started"):
+        services.finish(rater)
+    answer_session(rater, session)
+    with pytest.raises(services.ListeningError, match="at least 2"):
+        services.finish(rater)
+    services.set_open(listening, False)
+    # A paused test is no reason to finish: the rater comes back when it reopens.
+    with pytest.raises(services.ListeningError, match="paused"):
+        services.finish(rater)
+    rater.refresh_from_db()
+    assert rater.finished_at is None
+    services.set_open(listening, True)
+    answer_session(rater, services.next_session(rater).session)
+    services.finish(rater)
+    assert rater.finished_at is not None
+
+
+def test_deleting_an_account_never_deletes_its_answers(listening, django_user_model):
+    from django.db.models import ProtectedError
+
+    user = django_user_model.objects.create_user("listener", password="x")
+    rater = services.enrol_user(listening, user)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    answer_session(rater, services.next_session(rater).session)
+    answered = Rating.objects.count()
+    with pytest.raises(ProtectedError):
+        user.delete()
+    assert Rating.objects.count() == answered > 0
+
+
+def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
+    from scoring.models import ScoringSettings
+
+    rater = _rater(listening)
+    session = services.next_session(rater).session
+    services.complete_familiarization(session, require_heard=False)
+    wrong = 0
+    while (trial := services.next_trial(session)) is not None:
+        q, f = (5, 5)
+        if trial.role == "anchor_hq_goodfit" and wrong < 3:
+            q, f, wrong = 0, 0, wrong + 1
+        elif trial.role == "anchor_lq_poorfit":
+            q, f = 1, 1
+        elif trial.role == "anchor_hq_poorfit":
+            q, f = 9, 1
+        services.save_rating(rater, trial.token, quality=q, fit=f, key=f"rule-{trial.pk:05d}")
+    assert wrong == 3
+    checks = selectors.session_checks(listening)[session.pk]
+    assert checks["misrated"] == 3 and not checks["failing"]  # DCASE: 5 of 12 exclude
+    ScoringSettings.objects.create(challenge=listening, exclude_at=3)
+    assert selectors.session_checks(listening)[session.pk]["failing"]
+
+
+def test_the_stimulus_set_is_fixed_once_raters_began(listening):
+    from stimuli.models import Medoid
+
+    picked = list(listening.stimuli.order_by("id"))
+
+    def medoids_from(clips_per_system: int) -> None:
+        Medoid.objects.filter(challenge=listening).delete()
+        for stimulus in picked:
+            if stimulus.position < clips_per_system:
+                Medoid.objects.create(
+                    challenge=listening,
+                    system=stimulus.system,
+                    category=stimulus.category,
+                    clip=stimulus.clip,
+                    position=stimulus.position,
+                )
+
+    before = services.build_stimulus_set(listening)
+    medoids_from(2)
+    assert services.build_stimulus_set(listening) == before  # the same clips: nothing to refuse
+    # Before anyone listens, new medoids replace the set and the diversity files follow.
+    item = listening.diversity_items.order_by("id").first()
+    old_audio = item.audio_id
+    medoids_from(1)
+    assert services.build_stimulus_set(listening) == before // 2
+    services.build_diversity_items(listening)
+    item.refresh_from_db()
+    assert item.n_sounds == 1 and item.audio_id != old_audio
+    services.next_session(_rater(listening))
+    medoids_from(2)
+    with pytest.raises(services.ListeningError, match="fixed") as exc:
+        services.build_stimulus_set(listening)
+    assert exc.value.status == 409
+    assert listening.stimuli.count() == before // 2
+
+
+def test_diversity_files_rendered_later_reach_raters_who_came_early(listening, organizer):
+    from raters.models import DiversityItem
+
+    late = listening.diversity_items.order_by("id").last()
+    DiversityItem.objects.filter(pk=late.pk).update(audio=None)
+    rater = services.enrol_organizer_for_diversity(listening, organizer)
+    first = services.diversity_trials(rater)
+    assert late.pk not in {t.item_id for t in first}
+    services.build_diversity_items(listening)
+    again = services.diversity_trials(rater)
+    assert [t.pk for t in again[: len(first)]] == [t.pk for t in first]
+    assert again[-1].item_id == late.pk and again[-1].position == len(first)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from django.test import Client
+from django.utils import timezone
 
 from raters import services
 from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulus, Trial
@@ -181,7 +182,7 @@ def test_bad_answers_get_a_clear_4xx_and_store_nothing(listening):
     )
     assert response.status_code == 403
     assert response.json() == {"detail": "This trial belongs to another rater."}
-    CategorySession.objects.filter(pk=session.pk).update(state="closed")
+    CategorySession.objects.filter(pk=session.pk).update(state="closed", closed_at=timezone.now())
     response = client.post(f"/listen/{listening.slug}/rate/", {**form, "quality": "5", "fit": "5"})
     assert response.status_code == 409 and "closed" in response.content.decode()
     assert client.get(f"/listen/{listening.slug}/rate/").status_code == 405
@@ -415,3 +416,29 @@ def test_organizers_pick_stimuli_by_hand_in_the_admin(admin_client):
     dev = Clip.objects.filter(challenge=challenge, role="development").first()
     response = admin_client.post("/admin/raters/stimulus/add/", {"clip": dev.pk, "position": 0})
     assert response.status_code == 200 and not Stimulus.objects.filter(clip=dev).exists()
+
+
+def test_a_crowd_worker_cannot_finish_while_the_test_is_paused(listening):
+    test = services.listening_test(listening)
+    client = Client()
+    url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/?PROLIFIC_PID=5f1a2c"
+    assert client.get(url).status_code == 302
+    _through_consent(client, listening.slug)
+    rater = Rater.objects.get(challenge=listening, kind="crowd")
+    answer_session(rater, rater.sessions.get())
+    services.set_open(listening, False)
+    response = client.post(f"/listen/{listening.slug}/finish/")
+    assert response.status_code == 409 and "paused" in response.content.decode()
+    rater.refresh_from_db()
+    assert rater.finished_at is None
+    services.set_open(listening, True)
+    # Reopened, the worker is back at the break between categories, not at the end page.
+    assert "Category done" in client.get(f"/listen/{listening.slug}/").content.decode()
+
+
+@pytest.mark.parametrize("value", ["abc", "", "1.5", "-1"])
+def test_a_forged_session_id_is_refused_with_400(listening, value):
+    client, _ = _join(listening)
+    _through_consent(client, listening.slug)
+    response = client.post(f"/listen/{listening.slug}/start/", {"session": value})
+    assert response.status_code == 400
