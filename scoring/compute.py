@@ -45,6 +45,7 @@ TRIAL = "trial"
 ANCHOR_ROLES = ("anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit")
 CONDITIONS = ("quality_low", "quality_high", "fit_low", "fit_high")
 SCALES = ("quality", "fit", "diversity")
+SCALE_MAX = 10  # every slider runs from 0 to 10
 
 # DCASE 2023 Task 7: a check is misrated when the rating contradicts the anchor's type. The
 # high-quality/poor-fit anchor catches raters who confuse the two scales.
@@ -69,6 +70,8 @@ class Rules:
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_MISRATING.items()}
     )
     exclude_at: int = 5  # a session with this many misrated checks or more is excluded whole
+    # Checks a complete session holds; a session left part-way is held to the same share of
+    # misrated checks (0: sessions have no checks, and none is excluded for lacking them).
     checks_per_session: int = 12
     remove_self_ratings: bool = True
     weight_quality: float = 1.0
@@ -83,6 +86,8 @@ class Rules:
             raise ScoringInputError(f"low threshold {self.low} must be below high {self.high}")
         if self.exclude_at < 1:
             raise ScoringInputError("exclude_at must be at least 1")
+        if self.checks_per_session < 0:
+            raise ScoringInputError("checks_per_session must be 0 or more")
         if min(self.weight_quality, self.weight_fit, self.weight_diversity) < 0 or not (
             self.weight_quality + self.weight_fit + self.weight_diversity > 0
         ):
@@ -207,6 +212,15 @@ def _number(value, what: str, line: int, *, optional: bool = False) -> float:
     return number
 
 
+def _scale_value(value, what: str, column: str, line: int) -> float:
+    number = _number(value, what, line)
+    if not 0 <= number <= SCALE_MAX:
+        raise ScoringInputError(
+            f"{what} row {line}: {column} {number:g} is outside the scale (0 to {SCALE_MAX})"
+        )
+    return number
+
+
 def _check_columns(rows: Sequence[Mapping], columns: Sequence[str], what: str) -> None:
     for line, row in enumerate(rows, start=1):
         missing = [c for c in columns if c not in row]
@@ -291,6 +305,30 @@ def misrated(rules: Rules, role: str, quality: float, fit: float) -> list[str]:
     return [c for c in rules.misrating.get(role, ()) if state[c]]
 
 
+def _owner(team_of: Mapping[str, str], system: str, rater_team: str, rules: Rules, where: str):
+    """The team of a rated system; a rating by a team member of a system missing from the teams
+    table cannot be told apart from a self-rating, so it is refused rather than counted."""
+    owner = team_of.get(system)
+    if owner is None and rater_team and rules.remove_self_ratings:
+        raise ScoringInputError(
+            f"{where}: system {system!r} is not in the teams table, so ratings by its own team "
+            "cannot be removed; add it there (or score with remove_self_ratings off)"
+        )
+    return owner
+
+
+def _excluded(entry: Mapping, rules: Rules) -> bool:
+    """DCASE 2023 Task 7 excludes a session with 5 or more of its 12 checks misrated. A session
+    left part-way is held to the same share, and one with no check answered cannot be vouched
+    for at all."""
+    checks, wrong = entry["checks"], entry["misrated"]
+    if wrong >= rules.exclude_at:
+        return True
+    if rules.checks_per_session and checks < rules.checks_per_session:
+        return checks == 0 or wrong * rules.checks_per_session >= rules.exclude_at * checks
+    return False
+
+
 def _combine(q, f, d, rules: Rules):
     """Final score: weighted mean of the three scales; a missing scale drops out of the weights."""
     parts = [(q, rules.weight_quality), (f, rules.weight_fit), (d, rules.weight_diversity)]
@@ -352,8 +390,8 @@ def score(
         role = _text(row["role"])
         rater, category = _text(row["rater"]), _text(row["category"])
         session = _text(row["session"])
-        quality = _number(row["quality"], "ratings", line)
-        fit = _number(row["fit"], "ratings", line)
+        quality = _scale_value(row["quality"], "ratings", "quality", line)
+        fit = _scale_value(row["fit"], "ratings", "fit", line)
         if not rater or not category:
             raise ScoringInputError(f"ratings row {line}: empty rater or category")
         if role == TRIAL:
@@ -362,7 +400,7 @@ def score(
                 raise ScoringInputError(f"ratings row {line}: a trial without a system")
             track_of.setdefault(system, _text(row["track"]))
             rater_team = _text(row["rater_team"])
-            owner = team_of.get(system)
+            owner = _owner(team_of, system, rater_team, rules, f"ratings row {line}")
             if rules.remove_self_ratings and rater_team and owner and rater_team == owner:
                 self_removed[(rater, system)] += 1
                 continue
@@ -376,18 +414,21 @@ def score(
     for line, row in enumerate(inputs.diversity, start=1):
         rater, system = _text(row["rater"]), _text(row["system"])
         category = _text(row["category"])
-        value = _number(row["diversity"], "diversity", line)
+        value = _scale_value(row["diversity"], "diversity", "diversity", line)
         if not rater or not system or not category:
             raise ScoringInputError(f"diversity row {line}: empty rater, system or category")
         track_of.setdefault(system, _text(row["track"]))
-        rater_team, owner = _text(row["rater_team"]), team_of.get(system)
+        rater_team = _text(row["rater_team"])
+        owner = _owner(team_of, system, rater_team, rules, f"diversity row {line}")
         if rules.remove_self_ratings and rater_team and owner and rater_team == owner:
             self_removed[(rater, system)] += 1
             continue
         diversity.append((rater, category, system, value))
 
-    # Quality checks per rater and category session.
+    # Quality checks per rater and category session; a session of trials alone has none.
     sessions: dict[tuple[str, str, str], dict] = {}
+    for rater, session, category, *_ in trials:
+        sessions.setdefault((rater, category, session), {"checks": 0, "misrated": 0, "reasons": []})
     for rater, session, category, role, quality, fit in anchors:
         entry = sessions.setdefault(
             (rater, category, session), {"checks": 0, "misrated": 0, "reasons": []}
@@ -406,10 +447,10 @@ def score(
             "session": session,
             "misrated": entry["misrated"],
             "checks": entry["checks"],
-            "reasons": entry["reasons"],
+            "reasons": entry["reasons"] or ["no check answered"],
         }
         for (rater, category, session), entry in sorted(sessions.items())
-        if entry["misrated"] >= rules.exclude_at
+        if _excluded(entry, rules)
     ]
     excluded_keys = {(e["rater"], e["category"], e["session"]) for e in excluded_sessions}
     # Diversity is asked once per category, so it goes with the rater's category session(s).
@@ -451,14 +492,14 @@ def score(
     d_cell = np.array([sys_index[d[2]] * n_c + cat_index[d[1]] for d in diversity], dtype=np.int64)
     d_v = np.array([d[3] for d in diversity], dtype=float)
 
-    def estimate(w_rater, w_unit):
+    def estimate(w_rater, w_unit, reference=None):
         w_t = w_rater[t_rater] * w_unit[t_unit] if len(trials) else np.zeros(0)
         w_d = w_rater[d_rater] if len(diversity) else np.zeros(0)
         cq = _cell_means(t_cell, w_t, t_q, n_cells).reshape(n_s, n_c)
         cf = _cell_means(t_cell, w_t, t_f, n_cells).reshape(n_s, n_c)
         cd = _cell_means(d_cell, w_d, d_v, n_cells).reshape(n_s, n_c)
         sq, sf, sd = _row_nanmean(cq), _row_nanmean(cf), _row_nanmean(cd)
-        return {
+        out = {
             "cq": cq,
             "cf": cf,
             "cd": cd,
@@ -468,22 +509,38 @@ def score(
             "d": sd,
             "final": _combine(sq, sf, sd, rules),
         }
+        if reference is not None:
+            # A replicate that drew none of a cell's raters estimates another quantity (a mean
+            # over fewer categories or scales): it is left out, not re-weighted.
+            lost = {k: np.isfinite(reference[k]) & ~np.isfinite(out[k]) for k in ("cq", "cf", "cd")}
+            cell_lost = lost["cq"] | lost["cf"] | lost["cd"]
+            out["cfinal"] = np.where(cell_lost, np.nan, out["cfinal"])
+            for scale, cells in (("q", "cq"), ("f", "cf"), ("d", "cd")):
+                out[scale] = np.where(lost[cells].any(axis=1), np.nan, out[scale])
+            out["final"] = np.where(cell_lost.any(axis=1), np.nan, out["final"])
+        return out
 
     point = estimate(np.ones(len(raters)), np.ones(len(unit_list)))
 
     # Bootstrap over raters and sounds: a rating counts as often as its rater and its sound
-    # were drawn.
+    # were drawn. Raters of trials and raters of diversity alone (in DCASE, a few organizers)
+    # are drawn apart, each group its own size, so every replicate holds both kinds.
     boot: dict[str, np.ndarray] = {}
     if rules.bootstrap and n_s:
         rng = np.random.default_rng(rules.seed)
         draws = {k: [] for k in point}
         n_units = len(unit_list)
+        rates_trials = np.zeros(len(raters), bool)
+        rates_trials[t_rater] = True
+        strata = [np.flatnonzero(rates_trials), np.flatnonzero(~rates_trials)]
         for replicate in range(rules.bootstrap):
             if progress and replicate % 50 == 0:
                 progress(replicate, rules.bootstrap, "Bootstrap")
-            w_rater = np.bincount(
-                rng.integers(0, len(raters), len(raters)), minlength=len(raters)
-            ).astype(float)
+            w_rater = np.zeros(len(raters))
+            for stratum in strata:
+                if stratum.size:
+                    drawn = stratum[rng.integers(0, stratum.size, stratum.size)]
+                    w_rater += np.bincount(drawn, minlength=len(raters))
             if n_units:
                 size = cell_size[unit_cell]
                 picks = cell_start[unit_cell] + np.floor(rng.random(n_units) * size).astype(
@@ -492,7 +549,7 @@ def score(
                 w_unit = np.bincount(picks, minlength=n_units).astype(float)
             else:
                 w_unit = np.zeros(0)
-            for key, value in estimate(w_rater, w_unit).items():
+            for key, value in estimate(w_rater, w_unit, point).items():
                 draws[key].append(value)
         boot = {k: np.stack(v) for k, v in draws.items()}
     alpha = (1 - rules.confidence) / 2
@@ -530,10 +587,13 @@ def score(
             out[f"{name}_sd"] = _r(arr.std()) if arr.size else None
         return out
 
+    missing = _missing_cells(point, rated_systems, categories, rules)
+
     # Leaderboards per track.
     tracks: dict[str, list[dict]] = {}
     pairs: dict[str, list[dict]] = {}
     unrated: dict[str, list[dict]] = {}
+    incomplete: dict[str, list[dict]] = {}
     all_systems = sorted(set(track_of) | set(rated_systems))
     for track in sorted({track_of.get(s, "") for s in all_systems}):
         members = [s for s in rated_systems if track_of.get(s, "") == track]
@@ -545,6 +605,20 @@ def score(
             unrated[track] = [
                 {"system": s, "team": team_of.get(s, ""), **fad_summary(s)} for s in unrated_here
             ]
+        if lacking := [s for s in members if s in missing]:
+            incomplete[track] = [
+                {
+                    "system": s,
+                    "team": team_of.get(s, ""),
+                    "missing": "; ".join(missing[s]),
+                    "quality": _r(point["q"][sys_index[s]]),
+                    "fit": _r(point["f"][sys_index[s]]),
+                    "diversity": _r(point["d"][sys_index[s]]),
+                    **fad_summary(s),
+                }
+                for s in lacking
+            ]
+            members = [s for s in members if s not in missing]
         rows = []
         for system in members:
             i = sys_index[system]
@@ -624,6 +698,7 @@ def score(
         "excluded_sessions": excluded_sessions,
         "pairs": pairs,
         "unrated_systems": unrated,
+        "incomplete_systems": incomplete,
         "categories": categories,
         "analyses": analyses,
         "counts": {
@@ -646,6 +721,28 @@ def score(
         "inputs": inputs.hashes(),
         "code_version": code_version(),
     }
+
+
+def _missing_cells(
+    point: Mapping[str, np.ndarray], systems: Sequence[str], categories: Sequence[str], rules: Rules
+) -> dict[str, list[str]]:
+    """What each rated system lacks that other systems have, scale by scale and category by
+    category. Such a system is not ranked: its mean would be over fewer categories or scales
+    than the others', another quantity. DCASE had every finalist rated in every category."""
+    out: dict[str, list[str]] = {}
+    for name, cells, weight in (
+        ("quality and fit", point["cq"], rules.weight_quality + rules.weight_fit),
+        ("diversity", point["cd"], rules.weight_diversity),
+    ):
+        if weight <= 0 or not len(systems):
+            continue
+        present = np.isfinite(cells)
+        used = present.any(axis=0)
+        for i, system in enumerate(systems):
+            lacking = [categories[c] for c in np.flatnonzero(used & ~present[i])]
+            if lacking:
+                out.setdefault(system, []).append(f"{name} in {', '.join(lacking)}")
+    return out
 
 
 def _analyses(tracks, categories, trials, diversity, anchors_kept, point, sys_index, cat_index):

@@ -147,6 +147,21 @@ def tables(result: dict) -> list[Table]:
         )
         out.append(
             Table(
+                f"incomplete-{track}",
+                f"Track {track}: systems not ranked, for ratings missing in some categories",
+                [
+                    Column("system", "System"),
+                    Column("team", "Team"),
+                    Column("missing", "Missing"),
+                    Column("fad_dev", "FAD-Dev"),
+                    Column("fad_eval", "FAD-Eval"),
+                ],
+                result.get("incomplete_systems", {}).get(track, []),
+                track,
+            )
+        )
+        out.append(
+            Table(
                 f"pairs-{track}",
                 f"Track {track}: probability that each adjacent pair is in the right order",
                 [

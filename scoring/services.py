@@ -87,6 +87,13 @@ def publish(
     rules = rules_for(challenge)
     # Scored outside the transaction: it takes seconds and needs no lock.
     result = score(inputs, rules, progress)
+    if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
+        # Results of the objective stage alone may be published; a listening test whose every
+        # rating was set aside would publish an empty leaderboard as if it were a finding.
+        raise ScoringInputError(
+            "Nothing to publish: no system has ratings that count in every category yet "
+            f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
+        )
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
         Challenge.objects.select_for_update().get(pk=challenge.pk)

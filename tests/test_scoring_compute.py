@@ -26,7 +26,8 @@ from scoring.compute import (
 )
 from scoring.simulate import simulate
 
-NO_BOOT = Rules(bootstrap=0)
+# Most hand-computed cases hold trials alone: their sessions carry no hidden checks.
+NO_BOOT = Rules(bootstrap=0, checks_per_session=0)
 
 
 def trial(rater, system, q, f, *, category="dog", stimulus=None, team="", session=None, track="A"):
@@ -121,7 +122,7 @@ def test_self_ratings_are_removed_before_anything_is_computed():
     # The rule is a setting: switched off, the self-rating counts.
     kept = score(
         Inputs(ratings, diversity, [], teams("S1", "S2")),
-        Rules(bootstrap=0, remove_self_ratings=False),
+        Rules(bootstrap=0, checks_per_session=0, remove_self_ratings=False),
     )
     assert by_system(kept)["S1"]["quality"] == 8
 
@@ -179,10 +180,19 @@ def test_thresholds_and_rules_are_settings():
     ratings = [anchor("x", "anchor_hq_poorfit", 9, 6) for _ in range(5)] + [trial("x", "S1", 5, 5)]
     inputs = Inputs(ratings, [], [], teams("S1"))
     assert score(inputs, NO_BOOT)["excluded_sessions"] == []
-    assert score(inputs, Rules(bootstrap=0, high=6))["excluded_sessions"] != []
-    lenient = Rules(bootstrap=0, high=6, misrating={"anchor_hq_poorfit": ["quality_low"]})
+    assert (
+        score(inputs, Rules(bootstrap=0, checks_per_session=0, high=6))["excluded_sessions"] != []
+    )
+    lenient = Rules(
+        bootstrap=0, checks_per_session=0, high=6, misrating={"anchor_hq_poorfit": ["quality_low"]}
+    )
     assert score(inputs, lenient)["excluded_sessions"] == []
-    assert score(inputs, Rules(bootstrap=0, high=6, exclude_at=6))["excluded_sessions"] == []
+    assert (
+        score(inputs, Rules(bootstrap=0, checks_per_session=0, high=6, exclude_at=6))[
+            "excluded_sessions"
+        ]
+        == []
+    )
     with pytest.raises(ScoringInputError, match="unknown condition"):
         Rules(misrating={"anchor_hq_poorfit": ["loud"]})
     with pytest.raises(ScoringInputError, match="unknown scoring settings"):
@@ -204,7 +214,7 @@ def test_anchors_never_enter_a_systems_score_and_weights_are_applied():
     assert row["diversity"] == pytest.approx(7)
     assert row["final"] == pytest.approx((6 + 5.5 + 0.5 * 7) / 2.5)
     assert row["categories"]["dog"]["final"] == pytest.approx((3 + 4 + 0.5 * 8) / 2.5)
-    other = Rules(bootstrap=0, weight_diversity=2)
+    other = Rules(bootstrap=0, checks_per_session=0, weight_diversity=2)
     row = by_system(score(Inputs(ratings, diversity, [], teams("S1")), other))["S1"]
     assert row["final"] == pytest.approx((6 + 5.5 + 2 * 7) / 4)
 
@@ -219,7 +229,7 @@ def test_ranks_per_track_with_tie_breaks():
         trial("a", "T", 1, 1, track="B"),
     ]
     diversity = [div("a", "X", 4), div("a", "Y", 8), div("a", "Z", 8), div("a", "W", 8)]
-    diversity += [div("a", "V", 8)]
+    diversity += [div("a", "V", 8), div("a", "T", 2, track="B")]
     fads = [fad("Y", "dog", 1, 5), fad("Z", "dog", 9, 3), fad("W", "dog", 1, 4)]
     fads += [fad("V", "dog", 1, 4)]
     team_rows = teams("X", "Y", "Z", "W", "V") + teams("T", track="B")
@@ -243,9 +253,9 @@ def _two_rater_inputs():
 
 def test_bootstrap_intervals_are_reproducible_and_contain_the_estimate():
     inputs = _two_rater_inputs()
-    first = score(inputs, Rules(bootstrap=300, seed=7))
-    again = score(inputs, Rules(bootstrap=300, seed=7))
-    other = score(inputs, Rules(bootstrap=300, seed=8))
+    first = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7))
+    again = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7))
+    other = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=8))
     assert first == again
     assert first["tracks"] != other["tracks"]
     for row in first["tracks"]["A"]:
@@ -267,7 +277,10 @@ def test_probability_of_order_is_one_for_a_clear_gap_and_about_half_for_a_tie():
             ratings.append(trial(f"r{r}", "Top", 9, 9, stimulus=f"t{k}"))
             ratings.append(trial(f"r{r}", "Mid", 5 + (r + k) % 2, 5, stimulus=f"m{k}"))
             ratings.append(trial(f"r{r}", "Low", 5 + (r + k + 1) % 2, 5, stimulus=f"l{k}"))
-    result = score(Inputs(ratings, diversity, [], teams("Top", "Mid", "Low")), Rules(bootstrap=400))
+    result = score(
+        Inputs(ratings, diversity, [], teams("Top", "Mid", "Low")),
+        Rules(bootstrap=400, checks_per_session=0),
+    )
     pairs = result["pairs"]["A"]
     assert pairs[0]["upper"] == "Top" and pairs[0]["probability"] == 1.0
     assert 0.2 < pairs[1]["probability"] < 0.8
@@ -457,3 +470,68 @@ def test_offline_scoring_runs_without_django_settings(tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "unknown scoring settings: colour" in bad.stderr
+
+
+def test_a_system_missing_ratings_others_have_is_listed_apart_not_ranked():
+    ratings = [trial("a", s, 6, 6, category=c) for s in ("S1", "S2") for c in ("dog", "rain")]
+    ratings += [trial("a", "S3", 9, 9, category="rain")]  # never heard in "dog"
+    diversity = [div("d", s, 5, category=c) for s in ("S1", "S3") for c in ("dog", "rain")]
+    diversity += [div("d", "S2", 5, category="dog")]  # no diversity in "rain"
+    diversity += [div("d", "S4", 10, category=c) for c in ("dog", "rain")]  # diversity alone
+    result = score(Inputs(ratings, diversity, [], teams("S1", "S2", "S3", "S4")), NO_BOOT)
+    assert [r["system"] for r in result["tracks"]["A"]] == ["S1"]
+    missing = {r["system"]: r["missing"] for r in result["incomplete_systems"]["A"]}
+    assert missing == {
+        "S2": "diversity in rain",
+        "S3": "quality and fit in dog",
+        "S4": "quality and fit in dog, rain",
+    }
+
+
+def test_partial_sessions_are_held_to_the_share_of_misrated_checks():
+    rules = Rules(bootstrap=0)  # 5 of 12 checks exclude a session
+    checks = good_checks("p", misrated=3)[:6]  # left after 6 checks, 3 of them misrated
+    kept = good_checks("k", misrated=4)  # complete, 4 of 12 misrated: kept
+    ratings = checks + kept + [trial(r, "S1", 8, 8) for r in ("p", "k")]
+    ratings += [trial("u", "S1", 1, 1)]  # a session left before its first check
+    result = score(Inputs(ratings, [], [], teams("S1")), rules)
+    excluded = {e["rater"]: e for e in result["excluded_sessions"]}
+    assert set(excluded) == {"p", "u"}
+    assert (excluded["p"]["checks"], excluded["p"]["misrated"]) == (6, 3)
+    assert excluded["u"]["reasons"] == ["no check answered"]
+    assert result["tracks"]["A"][0]["quality"] == 8.0
+
+
+@pytest.mark.parametrize(("column", "value"), [("quality", 11), ("fit", -1), ("diversity", 10.5)])
+def test_ratings_outside_the_scale_are_refused(column, value):
+    row = trial("a", "S1", 5, 5) if column != "diversity" else div("a", "S1", 5)
+    row[column] = value
+    ratings, diversity = ([row], []) if column != "diversity" else ([], [row])
+    with pytest.raises(ScoringInputError, match="outside the scale"):
+        score(Inputs(ratings, diversity, [], teams("S1")), NO_BOOT)
+
+
+def test_a_team_members_rating_of_a_system_without_a_team_is_refused():
+    ratings = [trial("a", "S9", 5, 5, team="team-S1")]
+    with pytest.raises(ScoringInputError, match="not in the teams table"):
+        score(Inputs(ratings, [], [], teams("S1")), NO_BOOT)
+
+
+def test_intervals_hold_diversity_raters_in_every_replicate():
+    # Many listeners, two diversity raters: drawn from one pool, some replicates would hold no
+    # diversity rater, and their finals would silently become (quality + fit) / 2.
+    ratings, diversity = [], []
+    for r in range(20):
+        for k in range(4):
+            ratings.append(trial(f"r{r}", "S1", 5, 5, stimulus=f"s1-{k}"))
+            ratings.append(trial(f"r{r}", "S2", 6, 6, stimulus=f"s2-{k}"))
+    for d in ("d1", "d2"):
+        diversity += [div(d, "S1", 6), div(d, "S2", 3)]
+    result = score(
+        Inputs(ratings, diversity, [], teams("S1", "S2")),
+        Rules(bootstrap=400, checks_per_session=0),
+    )
+    rows = by_system(result)
+    # Every rating agrees, so each final is exact and its interval a point.
+    assert rows["S1"]["final_ci"] == [rows["S1"]["final"]] * 2 == [5.2] * 2
+    assert rows["S2"]["final_ci"] == [rows["S2"]["final"]] * 2
