@@ -13,7 +13,7 @@ from stimuli.archives import Limits
 from stimuli.imports import ImportRequestError, import_clips
 from stimuli.models import AudioFile, Clip
 from stimuli.services import create_system, create_team
-from tests.factories import make_wav, make_zip, reference_set
+from tests.factories import declare_frames, make_flac, make_wav, make_zip, reference_set
 
 pytestmark = pytest.mark.django_db
 
@@ -344,4 +344,28 @@ def test_failure_while_storing_removes_the_files_written(
     with pytest.raises(RuntimeError, match="disk full"):
         run(challenge, make_zip(tmp_path / "u.zip", reference_set(["rain"], 3)))
     assert len(written) == 3
+    assert_nothing_stored(media_root)
+
+
+# --- headers that would make decoding explode ---------------------------------------------------
+
+
+def test_a_flac_declaring_hours_is_one_rejected_file_not_a_failed_import(
+    challenge, tmp_path, media_root
+):
+    files = {
+        **reference_set(["rain"], 2),
+        "rain/liar.flac": declare_frames(make_flac(seconds=0.5), 2**36 - 1),
+    }
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert not report.accepted
+    assert {f.path: f.status for f in report.files} == {
+        "rain/0.wav": "valid",
+        "rain/1.wav": "valid",
+        "rain/liar.flac": "rejected",
+    }
+    assert report.rejected_files[0].errors == [
+        "duration is 3116529.557 s (68,719,476,735 samples); expected 4.000 s (88,200 samples)"
+    ]
+    assert report.summary() == "Upload rejected: 1 of 3 files are invalid. Nothing was stored."
     assert_nothing_stored(media_root)
