@@ -92,10 +92,13 @@ class UploadRejected(Exception):
 def _as_local_file(name: str):
     """A local path for a stored file: the file itself on disk storage, else a temporary copy."""
     try:
-        yield Path(default_storage.path(name))
+        local = Path(default_storage.path(name))
+    except NotImplementedError:  # storage without local files
+        local = None
+    # Yielded outside the try: what the caller's block raises must reach the caller untouched.
+    if local is not None:
+        yield local
         return
-    except NotImplementedError:
-        pass
     with tempfile.NamedTemporaryFile(suffix=Path(name).suffix) as tmp:
         with default_storage.open(name, "rb") as handle:
             shutil.copyfileobj(handle, tmp)
