@@ -159,10 +159,14 @@ def run_import_job(job_id: int) -> Job:
     def work(job: Job, progress: JobProgress) -> dict:
         params = job.params
         staging = params["staging"]
-        system = System.objects.get(pk=params["system_id"]) if params.get("system_id") else None
         if not default_storage.exists(staging):
             return {"_failed": True, "_error": "The uploaded file is no longer available."}
         try:
+            system = None
+            if params.get("system_id"):
+                system = System.objects.filter(pk=params["system_id"]).first()
+                if system is None:
+                    return {"_failed": True, "_error": "The system of this upload was deleted."}
             with _as_local_file(staging) as path:
                 report = import_clips(
                     job.challenge,

@@ -14,8 +14,8 @@ from django.core.files.storage import default_storage
 
 from stimuli.archives import Limits
 from stimuli.imports import ImportRequestError, import_clips
-from stimuli.models import AudioFile, Clip
-from stimuli.services import _as_local_file, create_system, create_team
+from stimuli.models import AudioFile, Clip, Job
+from stimuli.services import _as_local_file, create_system, create_team, run_import_job
 from tests.factories import declare_frames, make_flac, make_wav, make_zip, reference_set
 
 pytestmark = pytest.mark.django_db
@@ -473,6 +473,24 @@ def test_a_path_longer_than_a_stored_name_is_rejected(challenge, tmp_path, media
 
 def stage(data: bytes) -> str:
     return default_storage.save("staging/upload.zip", ContentFile(data))
+
+
+def test_an_upload_whose_system_was_deleted_fails_and_leaves_no_staged_file(
+    challenge, tmp_path, media_root
+):
+    team = create_team(challenge, name="Team")
+    system = create_system(team=team, track=challenge.tracks.get(code="A"), name="Sys")
+    staging = stage(make_zip(tmp_path / "u.zip", reference_set(["rain"], 1)).read_bytes())
+    job = Job.objects.create(
+        challenge=challenge,
+        kind=Job.Kind.IMPORT,
+        params={"staging": staging, "role": "system", "system_id": system.pk, "convert": False},
+    )
+    system.delete()
+    job = run_import_job(job.pk)
+    assert job.state == Job.State.FAILED
+    assert_nothing_stored(media_root)  # the staged zip included
+    assert job.error == "The system of this upload was deleted."
 
 
 def test_an_error_raised_while_a_staged_file_is_open_reaches_the_caller(media_root):
