@@ -19,12 +19,17 @@ from . import storage
 from .archives import ArchiveError, Limits, Listing, Source, iter_members, normalise_folder
 from .audio import AudioCheck, ClipSpec, inspect_audio
 from .models import AudioFile, Category, Challenge, Clip, Job, System
+from .phases import phase_conflict
 
 Progress = Callable[[int, int, str], None]
 
 
 class ImportRequestError(ValueError):
     """The import was asked for with arguments that cannot work (wrong role, foreign system)."""
+
+
+class ImportPhaseError(ImportRequestError):
+    """The challenge's phase forbids imports now: a conflict with its state (HTTP 409)."""
 
 
 @dataclass
@@ -86,6 +91,10 @@ def spec_for(challenge: Challenge) -> ClipSpec:
 
 
 def check_request(challenge: Challenge, role: str, system: System | None) -> None:
+    # New clips change what FAD, the finalists and the medoids (the listening test's stimuli)
+    # were computed from.
+    if conflict := phase_conflict(challenge, fixed_by_listening="no clips can be added"):
+        raise ImportPhaseError(conflict)
     if role not in Clip.Role.values:
         raise ImportRequestError(
             f"unknown role '{role}'; expected one of {', '.join(Clip.Role.values)}"

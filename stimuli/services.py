@@ -118,7 +118,8 @@ def start_import(
     """Stage an uploaded zip, check its structure at once, and queue the audio checks.
 
     A structurally bad upload (not a zip, hostile names, a bomb, unknown folders) raises
-    UploadRejected before anything is kept; a good one becomes an import job.
+    UploadRejected before anything is kept; a good one becomes an import job. A challenge whose
+    listening test is open or whose results are published takes no upload (ImportPhaseError).
     """
     check_request(challenge, role, system)
     limit = settings.FOLEY_UPLOAD_MAX_BYTES

@@ -231,6 +231,31 @@ def test_api_upload_with_corrupt_member_data_reports_that_file(api_client, chall
     assert Clip.objects.count() == 0 and [p for p in media_root.rglob("*") if p.is_file()] == []
 
 
+@pytest.mark.parametrize("phase", ["listening", "published"])
+def test_uploads_conflict_with_an_open_listening_test_or_published_results(
+    api_client, organizer_client, challenge, media_root, phase
+):
+    Challenge.objects.filter(pk=challenge.pk).update(phase=phase)
+    message = {
+        "listening": "the listening test is open: its stimuli are fixed, so no clips can be added",
+        "published": "the results of this challenge are published; nothing can change",
+    }[phase]
+    response = api_client.post(
+        f"/api/challenges/{challenge.slug}/uploads/",
+        {"role": "development", "file": upload_file(reference_set(["rain"], 1))},
+        format="multipart",
+    )
+    assert response.status_code == 409
+    assert response.json() == {"errors": [message]}
+    response = organizer_client.post(
+        reverse("stimuli:upload", args=[challenge.slug]),
+        {"role": "development", "file": upload_file(reference_set(["rain"], 1))},
+    )
+    assert response.status_code == 409
+    assert message in response.content.decode()
+    assert Job.objects.count() == 0 and Clip.objects.count() == 0 and staged(media_root) == []
+
+
 def test_api_system_upload_checks_the_system(api_client, challenge):
     url = f"/api/challenges/{challenge.slug}/uploads/"
     files = reference_set(["rain"], 1)
@@ -335,3 +360,11 @@ def test_cli_import_json_report(challenge, tmp_path, capsys):
     call_command("import_clips", challenge.slug, str(path), "--role", "development", "--json")
     report = json.loads(capsys.readouterr().out)
     assert report["accepted"] is True and report["files"][0]["status"] == "stored"
+
+
+def test_cli_import_refuses_a_published_challenge(challenge, tmp_path):
+    Challenge.objects.filter(pk=challenge.pk).update(phase="published")
+    path = make_zip(tmp_path / "dev.zip", reference_set(["rain"], 1))
+    with pytest.raises(CommandError, match="results of this challenge are published"):
+        call_command("import_clips", challenge.slug, str(path), "--role", "development")
+    assert Clip.objects.count() == 0

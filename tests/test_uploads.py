@@ -13,8 +13,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
 from stimuli.archives import Limits
-from stimuli.imports import ImportRequestError, import_clips
-from stimuli.models import AudioFile, Clip, Job
+from stimuli.imports import ImportPhaseError, ImportRequestError, import_clips
+from stimuli.models import AudioFile, Challenge, Clip, Job
 from stimuli.services import _as_local_file, create_system, create_team, run_import_job
 from tests.factories import declare_frames, make_flac, make_wav, make_zip, reference_set
 
@@ -465,6 +465,25 @@ def test_a_path_longer_than_a_stored_name_is_rejected(challenge, tmp_path, media
     assert report.problems == [
         f"{long_name}: the path is 309 characters long; the limit is {limit}"
     ]
+    assert_nothing_stored(media_root)
+
+
+@pytest.mark.parametrize(
+    ("phase", "message"),
+    [
+        (
+            "listening",
+            "the listening test is open: its stimuli are fixed, so no clips can be added",
+        ),
+        ("published", "the results of this challenge are published; nothing can change"),
+    ],
+)
+def test_no_import_once_the_listening_test_opened(challenge, tmp_path, media_root, phase, message):
+    Challenge.objects.filter(pk=challenge.pk).update(phase=phase)
+    challenge.refresh_from_db()
+    with pytest.raises(ImportPhaseError) as refused:
+        run(challenge, make_zip(tmp_path / "u.zip", reference_set(["rain"], 1)))
+    assert str(refused.value) == message
     assert_nothing_stored(media_root)
 
 
