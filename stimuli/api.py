@@ -16,7 +16,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from . import selectors, services
-from .imports import ImportRequestError
+from .imports import ImportPhaseError, ImportRequestError
 from .jobs import enqueue, reset_for_retry
 from .models import Category, Challenge, Clip, Job, System, Team, Track
 
@@ -221,9 +221,10 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
 class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Upload a development set, an evaluation set or a system's audio as a zip.
 
-    The structure is checked at once (400 with one message per problem, nothing stored); the audio
-    checks run as a job whose URL the response gives (202). The job ends `succeeded` with a
-    per-file report, or `failed` with the report of every bad file, having stored nothing.
+    The structure is checked at once (400 with one message per problem, nothing stored; 409 while
+    the challenge's listening test is open or its results are published); the audio checks run
+    as a job whose URL the response gives (202). The job ends `succeeded` with a per-file report,
+    or `failed` with the report of every bad file, having stored nothing.
     """
 
     serializer_class = UploadSerializer
@@ -234,6 +235,7 @@ class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.Gene
         responses={
             202: JobSerializer,
             400: inline_serializer("UploadErrors", {"errors": serializers.ListField()}),
+            409: inline_serializer("UploadConflict", {"errors": serializers.ListField()}),
         },
     )
     def create(self, request, challenge_slug=None):
@@ -258,6 +260,8 @@ class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.Gene
                 convert=data["convert"],
                 user=request.user,
             )
+        except ImportPhaseError as exc:
+            return Response({"errors": [str(exc)]}, status=status.HTTP_409_CONFLICT)
         except (services.UploadRejected, ImportRequestError) as exc:
             problems = getattr(exc, "problems", [str(exc)])
             return Response({"errors": problems}, status=status.HTTP_400_BAD_REQUEST)

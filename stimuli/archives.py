@@ -1,17 +1,23 @@
 """Safe reading of uploaded archives and folders: one folder per category, audio files inside.
 
 Nothing here trusts the archive. Names are checked before anything is read (no absolute paths, no
-`..`, no links, no devices), the number of files and the declared and actual expanded sizes are
-capped, and each member is read with a hard byte limit, so a zip bomb or a lying header stops at
-the limit instead of filling memory or disk.
+`..`, no links, no devices, no name given twice), the number of files and the declared and actual
+expanded sizes are capped, and each member is read with a hard byte limit, so a zip bomb or a
+lying header stops at the limit instead of filling memory or disk. Whatever a crafted archive
+makes the zip reader raise becomes an ArchiveError (the archive as a whole) or a MemberError (one
+file).
 """
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import stat
+import struct
+import unicodedata
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -22,6 +28,38 @@ JUNK_NAMES = {".ds_store", "thumbs.db", "desktop.ini"}
 JUNK_FOLDERS = {"__macosx"}
 # Small members cannot be bombs on their own (the total cap covers many of them).
 RATIO_CHECK_MIN_BYTES = 1024 * 1024
+# The compression methods Python's zip reader can decompress.
+READABLE_METHODS = {
+    zipfile.ZIP_STORED: "stored",
+    zipfile.ZIP_DEFLATED: "deflate",
+    zipfile.ZIP_BZIP2: "bzip2",
+    zipfile.ZIP_LZMA: "lzma",
+}
+# What the zip reader raises on a crafted central directory, beyond BadZipFile: bad UTF-8 in a
+# name flagged as UTF-8, an unknown format version, offsets that point nowhere.
+CORRUPT_DIRECTORY_ERRORS = (
+    zipfile.LargeZipFile,
+    EOFError,
+    ValueError,
+    IndexError,
+    KeyError,
+    OverflowError,
+    NotImplementedError,
+    struct.error,
+)
+# ... and on a member whose data is corrupt, or that it cannot decompress (zlib, bz2 and lzma
+# errors; RuntimeError for an entry that turns out to be encrypted).
+CORRUPT_MEMBER_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    zlib.error,
+    lzma.LZMAError,
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +121,27 @@ def _check_name(name: str) -> str | None:
     return None
 
 
+def _name_key(path: str) -> str:
+    # Names that differ only in letter case or Unicode form (a precomposed "é" or "e" plus an
+    # accent) land on the same file on macOS and Windows, and look the same in every report.
+    return unicodedata.normalize("NFC", path).casefold()
+
+
+def _repeated_names(paths: list[str], problems: list[str]) -> None:
+    first: dict[str, str] = {}
+    for path in paths:
+        key = _name_key(path)
+        if key not in first:
+            first[key] = path
+        elif first[key] == path:
+            problems.append(f"{path}: the name appears more than once in the archive")
+        else:
+            problems.append(
+                f"{path}: the same name as {first[key]} once letter case and Unicode form are "
+                "ignored; rename one of them"
+            )
+
+
 def _split(paths: list[str], problems: list[str]) -> Listing:
     """Turn relative file paths into members: `category/file.wav`, under one optional wrapper."""
     listing = Listing()
@@ -93,6 +152,8 @@ def _split(paths: list[str], problems: list[str]) -> Listing:
             listing.skipped.append(path)
         else:
             kept.append(path)
+    # A zip may hold one name twice; only one of those entries could ever be read by name.
+    _repeated_names(kept, problems)
     # A zip of a folder puts everything under one top-level folder; look inside it.
     tops = {PurePosixPath(p).parts[0] for p in kept if len(PurePosixPath(p).parts) >= 3}
     strip = len(tops) == 1 and all(len(PurePosixPath(p).parts) >= 3 for p in kept)
@@ -143,8 +204,19 @@ class Source:
             raise ArchiveError(
                 ["the upload is not a readable zip archive (truncated or not a zip file)"]
             ) from None
+        except UnicodeDecodeError:
+            raise ArchiveError(
+                [
+                    "the upload is not a readable zip archive (a file name is marked as UTF-8 "
+                    "but is not valid UTF-8)"
+                ]
+            ) from None
         except OSError as exc:
             raise ArchiveError([f"the upload cannot be opened: {exc.strerror}"]) from None
+        except CORRUPT_DIRECTORY_ERRORS as exc:
+            raise ArchiveError(
+                [f"the upload is not a readable zip archive (corrupt directory: {exc})"]
+            ) from None
         infos = self._zip.infolist()
         problems: list[str] = []
         files = [info for info in infos if not info.is_dir()]
@@ -169,6 +241,11 @@ class Source:
                 problem = "only regular files are allowed"
             if problem is None and info.flag_bits & 0x1:
                 problem = "encrypted entries are not supported"
+            if problem is None and info.compress_type not in READABLE_METHODS:
+                problem = (
+                    f"compression method {info.compress_type} is not supported; "
+                    f"use {', '.join(READABLE_METHODS.values())}"
+                )
             if (
                 problem is None
                 and info.file_size > RATIO_CHECK_MIN_BYTES
@@ -255,8 +332,10 @@ class Source:
             try:
                 with self._zip.open(member.path) as handle:
                     data = _read_bounded(handle, limit + 1)
-            except (zipfile.BadZipFile, EOFError, OSError, zipfile.LargeZipFile) as exc:
-                raise MemberError(f"corrupt archive entry ({exc})") from None
+            except CORRUPT_MEMBER_ERRORS as exc:
+                raise MemberError(
+                    f"corrupt archive entry ({str(exc) or type(exc).__name__})"
+                ) from None
         if len(data) > limit:
             raise MemberError("expands beyond its declared size (corrupt or hostile archive)")
         return data

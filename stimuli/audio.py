@@ -19,6 +19,22 @@ SILENCE_PEAK = 10 ** (-80 / 20)
 # Runs of this many consecutive full-scale samples mark clipping; isolated peaks are legitimate.
 CLIPPING_RUN = 3
 SUBTYPE_BITS = {"PCM_16": 16, "PCM_24": 24, "PCM_32": 32, "PCM_S8": 8, "PCM_U8": 8}
+# A header is judged before any sample is decoded, and no more is decoded than the clip needs:
+# the header sizes the decoding, and a few kilobytes of FLAC can declare hours of audio.
+# With conversion a longer source is cut to the clip; one declaring more than this many clip
+# durations is not a clip at all and is refused undecoded.
+CONVERT_MAX_LENGTH_FACTOR = 10
+# Most samples (frames x channels) decoded for one file, about 270 MB as floats: a header
+# declaring a thousand channels or an absurd rate is refused instead. Holds 4 s at 384 kHz in 16
+# channels, and every clip spec a challenge allows.
+MAX_DECODED_SAMPLES = 2**25
+# Source audio decoded past the clip's end, so the resampler sees what follows the cut as it
+# would when resampling the whole file (0.1 s is far beyond the reach of soxr's VHQ filter).
+RESAMPLE_MARGIN_S = 0.1
+# What libsndfile reports as the length of a file whose header leaves it open.
+UNKNOWN_FRAMES = 2**63 - 1
+# What libsndfile and numpy raise on a file they cannot decode.
+DECODE_ERRORS = (sf.LibsndfileError, RuntimeError, TypeError, ValueError)
 
 
 @dataclass(frozen=True)
@@ -83,14 +99,48 @@ def inspect_audio(data: bytes, spec: ClipSpec, *, convert: bool = False) -> Audi
     check = AudioCheck()
     try:
         info = sf.info(io.BytesIO(data))
-        samples, sample_rate = sf.read(io.BytesIO(data), dtype="float64", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        detail = str(exc).split(":")[-1].strip() or "unknown format"
-        check.errors.append(f"not readable as audio ({detail}); expected a {spec.subtype} WAV file")
+    except DECODE_ERRORS as exc:
+        check.errors.append(_unreadable(exc, spec))
+        return check
+    sample_rate, channels, declared = info.samplerate, info.channels, info.frames
+    if sample_rate <= 0 or channels <= 0:
+        check.errors.append(
+            f"not readable as audio (no sample rate or channels); {_expected(spec)}"
+        )
+        return check
+    if declared >= UNKNOWN_FRAMES:
+        check.errors.append(
+            "does not declare its length in its header; "
+            f"expected {_fmt_duration(spec.frames, spec.sample_rate)}"
+        )
+        return check
+    if declared <= 0:
+        check.errors.append(
+            f"contains no samples; expected {_fmt_duration(spec.frames, spec.sample_rate)}"
+        )
         return check
 
-    frames, channels = samples.shape
-    source_bits = SUBTYPE_BITS.get(info.subtype)
+    if convert:
+        wanted = math.ceil(spec.duration_s * sample_rate)
+        check.errors.extend(_convert_limits(declared, sample_rate, channels, wanted, spec))
+        to_read = min(declared, wanted + math.ceil(RESAMPLE_MARGIN_S * sample_rate))
+    else:
+        check.errors.extend(
+            _strict_problems(sample_rate, channels, declared, info.subtype, info.format, spec)
+        )
+        to_read = spec.frames
+    if check.errors:
+        return check
+
+    try:
+        samples, _ = sf.read(io.BytesIO(data), frames=to_read, dtype="float64", always_2d=True)
+    except MemoryError:
+        check.errors.append("too large to decode in the memory available")
+        return check
+    except DECODE_ERRORS as exc:
+        check.errors.append(_unreadable(exc, spec))
+        return check
+    frames = samples.shape[0]
     if frames == 0:
         check.errors.append(
             f"contains no samples; expected {_fmt_duration(spec.frames, spec.sample_rate)}"
@@ -101,30 +151,15 @@ def inspect_audio(data: bytes, spec: ClipSpec, *, convert: bool = False) -> Audi
         return check
 
     if convert:
-        samples = _convert(samples, sample_rate, info.subtype, spec, check)
+        samples = _convert(samples, sample_rate, declared, info.subtype, spec, check)
         sample_rate = spec.sample_rate
-    else:
-        if sample_rate != spec.sample_rate:
-            check.errors.append(
-                f"sample rate is {sample_rate:,} Hz; expected {spec.sample_rate:,} Hz"
-            )
-        if channels != spec.channels:
-            check.errors.append(
-                f"has {channels} channels; expected {'mono' if spec.channels == 1 else spec.channels}"
-            )
-        # Compared in time, so a clip at the wrong rate is not also called the wrong length.
-        if frames * spec.sample_rate != spec.frames * sample_rate:
-            check.errors.append(
-                f"duration is {_fmt_duration(frames, sample_rate)}; "
-                f"expected {_fmt_duration(spec.frames, spec.sample_rate)}"
-            )
-        if source_bits != spec.bit_depth:
-            found = f"{source_bits}-bit PCM" if source_bits else f"{info.subtype} samples"
-            check.errors.append(f"sample format is {found}; expected {spec.bit_depth}-bit PCM")
-        if info.format not in ("WAV", "WAVEX", "FLAC"):
-            check.errors.append(f"container is {info.format}; expected WAV")
-        if check.errors:
-            return check
+    elif frames != spec.frames:
+        # The header promised the clip's length but the data ends early.
+        check.errors.append(
+            f"duration is {_fmt_duration(frames, sample_rate)}; "
+            f"expected {_fmt_duration(spec.frames, spec.sample_rate)}"
+        )
+        return check
 
     check.samples = samples
     check.sample_rate = sample_rate
@@ -137,9 +172,70 @@ def inspect_audio(data: bytes, spec: ClipSpec, *, convert: bool = False) -> Audi
     return check
 
 
+def _expected(spec: ClipSpec) -> str:
+    return f"expected a {spec.subtype} WAV file"
+
+
+def _unreadable(exc: Exception, spec: ClipSpec) -> str:
+    detail = str(exc).split(":")[-1].strip() or "unknown format"
+    return f"not readable as audio ({detail}); {_expected(spec)}"
+
+
+def _strict_problems(
+    sample_rate: int, channels: int, declared: int, subtype: str, container: str, spec: ClipSpec
+) -> list[str]:
+    """Every way the header differs from the spec."""
+    problems = []
+    if sample_rate != spec.sample_rate:
+        problems.append(f"sample rate is {sample_rate:,} Hz; expected {spec.sample_rate:,} Hz")
+    if channels != spec.channels:
+        problems.append(
+            f"has {channels} channels; expected {'mono' if spec.channels == 1 else spec.channels}"
+        )
+    # Compared in time, so a clip at the wrong rate is not also called the wrong length.
+    if declared * spec.sample_rate != spec.frames * sample_rate:
+        problems.append(
+            f"duration is {_fmt_duration(declared, sample_rate)}; "
+            f"expected {_fmt_duration(spec.frames, spec.sample_rate)}"
+        )
+    source_bits = SUBTYPE_BITS.get(subtype)
+    if source_bits != spec.bit_depth:
+        found = f"{source_bits}-bit PCM" if source_bits else f"{subtype} samples"
+        problems.append(f"sample format is {found}; expected {spec.bit_depth}-bit PCM")
+    if container not in ("WAV", "WAVEX", "FLAC"):
+        problems.append(f"container is {container}; expected WAV")
+    return problems
+
+
+def _convert_limits(
+    declared: int, sample_rate: int, channels: int, wanted: int, spec: ClipSpec
+) -> list[str]:
+    """Why a source cannot be converted without decoding far more than the clip it becomes."""
+    longest = CONVERT_MAX_LENGTH_FACTOR * spec.duration_s
+    if declared > CONVERT_MAX_LENGTH_FACTOR * wanted:
+        return [
+            f"duration is {_fmt_duration(declared, sample_rate)}; conversion cuts clips to "
+            f"{spec.duration_s:g} s and takes sources of up to {longest:g} s"
+        ]
+    margin = math.ceil(RESAMPLE_MARGIN_S * sample_rate)
+    samples = min(declared, wanted + margin) * channels
+    if samples > MAX_DECODED_SAMPLES:
+        return [
+            f"has {channels:,} channels at {sample_rate:,} Hz: {samples:,} samples to decode "
+            f"for {spec.duration_s:g} s; conversion takes at most {MAX_DECODED_SAMPLES:,}"
+        ]
+    return []
+
+
 def _convert(
-    samples: np.ndarray, sample_rate: int, subtype: str, spec: ClipSpec, check: AudioCheck
+    samples: np.ndarray,
+    sample_rate: int,
+    declared: int,
+    subtype: str,
+    spec: ClipSpec,
+    check: AudioCheck,
 ) -> np.ndarray:
+    # `samples` may stop shortly after the clip's end; `declared` is the source's whole length.
     channels = samples.shape[1]
     if channels != spec.channels:
         if spec.channels == 1:
@@ -163,9 +259,7 @@ def _convert(
         else:
             samples = samples[: spec.frames]
             verb = "cut"
-        check.conversions.append(
-            f"{verb} {before / spec.sample_rate:.3f} s to {spec.duration_s:g} s"
-        )
+        check.conversions.append(f"{verb} {declared / sample_rate:.3f} s to {spec.duration_s:g} s")
     if SUBTYPE_BITS.get(subtype) != spec.bit_depth:
         check.conversions.append(f"quantised {subtype} to {spec.bit_depth}-bit PCM")
     return samples

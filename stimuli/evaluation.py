@@ -42,6 +42,7 @@ from .models import (
     ReferenceStats,
     System,
 )
+from .phases import phase_conflict
 
 Progress = Callable[[int, int, str], None]
 PURPOSES = ("fad", "medoids")
@@ -144,19 +145,18 @@ def audio_to_embed(challenge: Challenge, purpose: str) -> list[AudioFile]:
 
 
 def _check_can_start(challenge: Challenge, purpose: str) -> None:
-    if challenge.phase == Challenge.Phase.PUBLISHED:
-        raise EvaluationError("the results of this challenge are published; nothing can change")
+    fixed = "medoids cannot change" if purpose == "medoids" else None
+    if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
+        raise EvaluationError(conflict)
     if not System.objects.filter(challenge=challenge).exists():
         raise EvaluationError("the challenge has no systems yet")
     if not Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).exists():
         raise EvaluationError("no system has clips yet: upload or generate them first")
-    if purpose == "medoids":
-        if challenge.phase == Challenge.Phase.LISTENING:
-            raise EvaluationError(
-                "the listening test is open: its stimuli are fixed, so medoids cannot change"
-            )
-        if not System.objects.filter(challenge=challenge, is_finalist=True).exists():
-            raise EvaluationError("no finalists yet: run the objective evaluation first")
+    if (
+        purpose == "medoids"
+        and not System.objects.filter(challenge=challenge, is_finalist=True).exists()
+    ):
+        raise EvaluationError("no finalists yet: run the objective evaluation first")
 
 
 def _active(challenge: Challenge, purpose: str) -> Job | None:

@@ -16,15 +16,20 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 
 from . import storage
-from .archives import ArchiveError, Limits, Source, iter_members, normalise_folder
+from .archives import ArchiveError, Limits, Listing, Source, iter_members, normalise_folder
 from .audio import AudioCheck, ClipSpec, inspect_audio
 from .models import AudioFile, Category, Challenge, Clip, Job, System
+from .phases import phase_conflict
 
 Progress = Callable[[int, int, str], None]
 
 
 class ImportRequestError(ValueError):
     """The import was asked for with arguments that cannot work (wrong role, foreign system)."""
+
+
+class ImportPhaseError(ImportRequestError):
+    """The challenge's phase forbids imports now: a conflict with its state (HTTP 409)."""
 
 
 @dataclass
@@ -86,6 +91,10 @@ def spec_for(challenge: Challenge) -> ClipSpec:
 
 
 def check_request(challenge: Challenge, role: str, system: System | None) -> None:
+    # New clips change what FAD, the finalists and the medoids (the listening test's stimuli)
+    # were computed from.
+    if conflict := phase_conflict(challenge, fixed_by_listening="no clips can be added"):
+        raise ImportPhaseError(conflict)
     if role not in Clip.Role.values:
         raise ImportRequestError(
             f"unknown role '{role}'; expected one of {', '.join(Clip.Role.values)}"
@@ -105,7 +114,7 @@ def check_structure(challenge: Challenge, path: Path, limits: Limits | None = No
             listing = source.list()
         except ArchiveError as exc:
             return exc.problems
-    problems = _folder_problems(challenge, {m.folder for m in listing.members})
+    problems = _listing_problems(challenge, listing)
     if not listing.members and not problems:
         problems.append("the upload holds no audio files")
     return problems
@@ -117,6 +126,17 @@ def _category_lookup(challenge: Challenge) -> dict[str, Category]:
         lookup[normalise_folder(category.slug)] = category
         lookup[normalise_folder(category.name)] = category
     return lookup
+
+
+def _listing_problems(challenge: Challenge, listing: Listing) -> list[str]:
+    # A clip keeps its path in the upload as its original name, so a longer path cannot be stored.
+    limit = Clip._meta.get_field("original_name").max_length
+    too_long = [
+        f"{m.path}: the path is {len(m.path):,} characters long; the limit is {limit}"
+        for m in listing.members
+        if len(m.path) > limit
+    ]
+    return too_long + _folder_problems(challenge, {m.folder for m in listing.members})
 
 
 def _folder_problems(challenge: Challenge, folders: set[str]) -> list[str]:
@@ -153,7 +173,7 @@ def import_clips(
             report.problems = exc.problems
             return report
         report.skipped = listing.skipped
-        report.problems = _folder_problems(challenge, {m.folder for m in listing.members})
+        report.problems = _listing_problems(challenge, listing)
         if report.problems:
             return report
         if not listing.members:

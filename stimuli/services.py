@@ -92,10 +92,13 @@ class UploadRejected(Exception):
 def _as_local_file(name: str):
     """A local path for a stored file: the file itself on disk storage, else a temporary copy."""
     try:
-        yield Path(default_storage.path(name))
+        local = Path(default_storage.path(name))
+    except NotImplementedError:  # storage without local files
+        local = None
+    # Yielded outside the try: what the caller's block raises must reach the caller untouched.
+    if local is not None:
+        yield local
         return
-    except NotImplementedError:
-        pass
     with tempfile.NamedTemporaryFile(suffix=Path(name).suffix) as tmp:
         with default_storage.open(name, "rb") as handle:
             shutil.copyfileobj(handle, tmp)
@@ -115,7 +118,8 @@ def start_import(
     """Stage an uploaded zip, check its structure at once, and queue the audio checks.
 
     A structurally bad upload (not a zip, hostile names, a bomb, unknown folders) raises
-    UploadRejected before anything is kept; a good one becomes an import job.
+    UploadRejected before anything is kept; a good one becomes an import job. A challenge whose
+    listening test is open or whose results are published takes no upload (ImportPhaseError).
     """
     check_request(challenge, role, system)
     limit = settings.FOLEY_UPLOAD_MAX_BYTES
@@ -156,10 +160,14 @@ def run_import_job(job_id: int) -> Job:
     def work(job: Job, progress: JobProgress) -> dict:
         params = job.params
         staging = params["staging"]
-        system = System.objects.get(pk=params["system_id"]) if params.get("system_id") else None
         if not default_storage.exists(staging):
             return {"_failed": True, "_error": "The uploaded file is no longer available."}
         try:
+            system = None
+            if params.get("system_id"):
+                system = System.objects.filter(pk=params["system_id"]).first()
+                if system is None:
+                    return {"_failed": True, "_error": "The system of this upload was deleted."}
             with _as_local_file(staging) as path:
                 report = import_clips(
                     job.challenge,

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from . import selectors, services
 from .forms import ChallengeForm, SystemForm, TeamForm, UploadForm
-from .imports import ImportRequestError
+from .imports import ImportPhaseError, ImportRequestError
 from .models import AudioFile, Challenge, Clip, Job
 from .permissions import organizer_required
 
@@ -101,6 +101,7 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
     form = UploadForm(request.POST, request.FILES, challenge=challenge)
     errors: list[str] = []
     job = None
+    status = 400
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -116,12 +117,15 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
             errors = exc.problems
         except ImportRequestError as exc:
             errors = [str(exc)]
+            if isinstance(exc, ImportPhaseError):
+                status = 409
     else:
         errors = [f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items()]
     if job is not None:
         job.refresh_from_db()
         return _job_response(request, job)
-    status = 200 if request.htmx else 400
+    if request.htmx:
+        status = 200  # htmx swaps in only successful responses
     return render(request, "stimuli/upload_errors.html", {"errors": errors}, status=status)
 
 

@@ -1,12 +1,16 @@
 """The clip-spec checks and the DCASE-style conversion, on real encoded audio."""
 
 import hashlib
+import io
+import struct
+import tracemalloc
 
 import numpy as np
 import pytest
+import soundfile as sf
 
-from stimuli.audio import ClipSpec, encode_wav, inspect_audio
-from tests.factories import make_wav
+from stimuli.audio import ClipSpec, encode_wav, inspect_audio, quantise, resample
+from tests.factories import declare_frames, make_flac, make_wav, silent_flac
 
 SPEC = ClipSpec()
 
@@ -128,3 +132,96 @@ def test_resampling_keeps_a_tone_at_its_frequency():
 def test_encoding_is_deterministic():
     samples = np.random.default_rng(0).uniform(-1, 1, (1000, 1))
     assert encode_wav(samples, 22050) == encode_wav(samples.copy(), 22050)
+
+
+# --- headers that would make decoding explode --------------------------------------------------
+
+
+def inspect_measured(data: bytes, *, convert: bool):
+    """The check and the most memory Python and numpy held at once while it ran."""
+    tracemalloc.start()
+    try:
+        check = inspect_audio(data, SPEC, convert=convert)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return check, peak
+
+
+@pytest.mark.parametrize(
+    ("convert", "message"),
+    [
+        (
+            False,
+            "duration is 3116529.557 s (68,719,476,735 samples); expected 4.000 s (88,200 samples)",
+        ),
+        (
+            True,
+            "duration is 3116529.557 s (68,719,476,735 samples); "
+            "conversion cuts clips to 4 s and takes sources of up to 40 s",
+        ),
+    ],
+)
+def test_a_small_flac_declaring_a_huge_length_is_refused_undecoded(convert, message):
+    liar = declare_frames(make_flac(seconds=0.5), 2**36 - 1)
+    assert len(liar) < 30_000
+    check, peak = inspect_measured(liar, convert=convert)
+    assert check.errors == [message]
+    # Decoding what it declares would take 550 GB.
+    assert peak < 4 * 1024**2
+
+
+@pytest.mark.parametrize(
+    ("convert", "message"),
+    [
+        (False, "duration is 600.000 s (13,230,000 samples); expected 4.000 s (88,200 samples)"),
+        (
+            True,
+            "duration is 600.000 s (13,230,000 samples); "
+            "conversion cuts clips to 4 s and takes sources of up to 40 s",
+        ),
+    ],
+)
+def test_long_silence_is_refused_by_its_declared_length(convert, message):
+    ten_minutes = silent_flac(600)
+    assert len(ten_minutes) < 100_000
+    check, peak = inspect_measured(ten_minutes, convert=convert)
+    assert check.errors == [message]
+    assert peak < 4 * 1024**2  # decoded it is 106 MB of floats
+
+
+def test_a_flac_that_leaves_its_length_open_is_refused():
+    check = inspect_audio(declare_frames(make_flac(), 0), SPEC)
+    assert check.errors == [
+        "does not declare its length in its header; expected 4.000 s (88,200 samples)"
+    ]
+
+
+def test_convert_decodes_only_the_start_of_a_long_source_and_cuts_it_as_a_whole():
+    rng = np.random.default_rng(11)
+    source = rng.uniform(-0.5, 0.5, (48_000 * 30, 1))
+    data = make_wav(samples=source, sample_rate=48_000)
+    check, peak = inspect_measured(data, convert=True)
+    assert check.ok, check.errors
+    assert check.conversions == ["resampled 48,000 Hz to 22,050 Hz", "cut 30.000 s to 4 s"]
+    # What the whole 30 s give once decoded and resampled, then cut.
+    decoded, _ = sf.read(io.BytesIO(data), dtype="float64", always_2d=True)
+    whole = resample(decoded, 48_000, 22_050)[: SPEC.frames]
+    assert np.array_equal(check.samples, quantise(whole, 16) / 32768.0)
+    assert peak < 8 * 1024**2  # the whole source decodes to 11.5 MB of floats
+
+
+def test_convert_refuses_a_header_with_more_channels_than_it_may_decode():
+    # A 1,000-channel 8-bit WAV: 34 MB of file, 270 MB once decoded to floats.
+    channels, frames = 1000, 34_000
+    header = bytearray(make_wav(samples=np.zeros((1, channels)), subtype="PCM_U8"))
+    data_at = header.index(b"data")
+    header[data_at + 4 : data_at + 8] = struct.pack("<I", channels * frames)
+    header[4:8] = struct.pack("<I", data_at + 8 + channels * frames - 8)
+    data = bytes(header[: data_at + 8]) + bytes(channels * frames)
+    check, peak = inspect_measured(data, convert=True)
+    assert check.errors == [
+        "has 1,000 channels at 22,050 Hz: 34,000,000 samples to decode for 4 s; "
+        "conversion takes at most 33,554,432"
+    ]
+    assert peak < 4 * 1024**2

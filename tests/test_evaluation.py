@@ -173,6 +173,27 @@ def test_clear_errors_before_anything_runs(db, tmp_path):
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("phase", "start", "message"),
+    [
+        ("published", "start_evaluation", "the results of this challenge are published"),
+        ("published", "start_medoid_selection", "the results of this challenge are published"),
+        (
+            "listening",
+            "start_medoid_selection",
+            "the listening test is open: its stimuli are fixed, so medoids cannot change",
+        ),
+        # FAD does not touch the stimuli: only the missing systems stop it.
+        ("listening", "start_evaluation", "the challenge has no systems yet"),
+    ],
+)
+def test_the_phase_decides_what_may_start(db, phase, start, message):
+    challenge = create_challenge(name="Phased", slug="phased", phase=phase)
+    with pytest.raises(evaluation.EvaluationError, match=message):
+        getattr(evaluation, start)(challenge)
+    assert not Job.objects.exists()
+
+
 def test_unknown_model_fails_the_job_with_the_reason(objective):
     evaluation.set_models(objective, fad_model="no_such_package.model")
     job = evaluation.run_evaluation(objective)

@@ -168,6 +168,94 @@ def test_api_rejects_hostile_upload_with_400_and_stores_nothing(api_client, chal
     assert Job.objects.count() == 0 and Clip.objects.count() == 0 and staged(media_root) == []
 
 
+def crafted_zip(kind: str) -> bytes:
+    """A zip whose second member is crafted: a name, a method or data the reader chokes on."""
+    data = bytearray(zip_bytes({"rain/ok.wav": make_wav(), "rain/é.wav": make_wav(seed=1)}))
+    if kind == "name":
+        return bytes(data).replace("é".encode(), b"\xff\xfe")  # marked UTF-8, not UTF-8
+    local = data.find("rain/é.wav".encode()) - 30
+    central = data.rfind("rain/é.wav".encode()) - 46
+    if kind == "method":
+        data[local + 8 : local + 10] = data[central + 10 : central + 12] = b"\x63\x00"  # 99
+    else:  # the first deflate block names block type 3, which does not exist
+        data[local + 30 + len("rain/é.wav".encode())] = 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        (
+            "name",
+            "the upload is not a readable zip archive (a file name is marked as UTF-8 but is "
+            "not valid UTF-8)",
+        ),
+        (
+            "method",
+            "rain/é.wav: compression method 99 is not supported; use stored, deflate, bzip2, lzma",
+        ),
+    ],
+)
+def test_api_rejects_a_crafted_zip_with_400_and_stores_nothing(
+    api_client, challenge, media_root, kind, error
+):
+    upload = SimpleUploadedFile("set.zip", crafted_zip(kind), content_type="application/zip")
+    response = api_client.post(
+        f"/api/challenges/{challenge.slug}/uploads/",
+        {"role": "development", "file": upload},
+        format="multipart",
+    )
+    assert response.status_code == 400
+    assert response.json() == {"errors": [error]}
+    assert Job.objects.count() == 0 and Clip.objects.count() == 0 and staged(media_root) == []
+
+
+def test_api_upload_with_corrupt_member_data_reports_that_file(api_client, challenge, media_root):
+    upload = SimpleUploadedFile("set.zip", crafted_zip("data"), content_type="application/zip")
+    response = api_client.post(
+        f"/api/challenges/{challenge.slug}/uploads/",
+        {"role": "development", "file": upload},
+        format="multipart",
+    )
+    assert response.status_code == 202
+    job = Job.objects.get()
+    assert job.state == Job.State.FAILED
+    assert job.error == "Upload rejected: 1 of 2 files are invalid. Nothing was stored."
+    assert [(f["path"], f["errors"]) for f in job.result["files"]] == [
+        ("rain/ok.wav", []),
+        (
+            "rain/é.wav",
+            ["corrupt archive entry (Error -3 while decompressing data: invalid block type)"],
+        ),
+    ]
+    assert Clip.objects.count() == 0 and [p for p in media_root.rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("phase", ["listening", "published"])
+def test_uploads_conflict_with_an_open_listening_test_or_published_results(
+    api_client, organizer_client, challenge, media_root, phase
+):
+    Challenge.objects.filter(pk=challenge.pk).update(phase=phase)
+    message = {
+        "listening": "the listening test is open: its stimuli are fixed, so no clips can be added",
+        "published": "the results of this challenge are published; nothing can change",
+    }[phase]
+    response = api_client.post(
+        f"/api/challenges/{challenge.slug}/uploads/",
+        {"role": "development", "file": upload_file(reference_set(["rain"], 1))},
+        format="multipart",
+    )
+    assert response.status_code == 409
+    assert response.json() == {"errors": [message]}
+    response = organizer_client.post(
+        reverse("stimuli:upload", args=[challenge.slug]),
+        {"role": "development", "file": upload_file(reference_set(["rain"], 1))},
+    )
+    assert response.status_code == 409
+    assert message in response.content.decode()
+    assert Job.objects.count() == 0 and Clip.objects.count() == 0 and staged(media_root) == []
+
+
 def test_api_system_upload_checks_the_system(api_client, challenge):
     url = f"/api/challenges/{challenge.slug}/uploads/"
     files = reference_set(["rain"], 1)
@@ -272,3 +360,11 @@ def test_cli_import_json_report(challenge, tmp_path, capsys):
     call_command("import_clips", challenge.slug, str(path), "--role", "development", "--json")
     report = json.loads(capsys.readouterr().out)
     assert report["accepted"] is True and report["files"][0]["status"] == "stored"
+
+
+def test_cli_import_refuses_a_published_challenge(challenge, tmp_path):
+    Challenge.objects.filter(pk=challenge.pk).update(phase="published")
+    path = make_zip(tmp_path / "dev.zip", reference_set(["rain"], 1))
+    with pytest.raises(CommandError, match="results of this challenge are published"):
+        call_command("import_clips", challenge.slug, str(path), "--role", "development")
+    assert Clip.objects.count() == 0

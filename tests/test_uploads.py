@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 import zipfile
 from pathlib import Path
 
 import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 
 from stimuli.archives import Limits
-from stimuli.imports import ImportRequestError, import_clips
-from stimuli.models import AudioFile, Clip
-from stimuli.services import create_system, create_team
-from tests.factories import make_wav, make_zip, reference_set
+from stimuli.imports import ImportPhaseError, ImportRequestError, import_clips
+from stimuli.models import AudioFile, Challenge, Clip, Job
+from stimuli.services import _as_local_file, create_system, create_team, run_import_job
+from tests.factories import declare_frames, make_flac, make_wav, make_zip, reference_set
 
 pytestmark = pytest.mark.django_db
 
@@ -345,3 +348,173 @@ def test_failure_while_storing_removes_the_files_written(
         run(challenge, make_zip(tmp_path / "u.zip", reference_set(["rain"], 3)))
     assert len(written) == 3
     assert_nothing_stored(media_root)
+
+
+# --- crafted archives, names and headers --------------------------------------------------------
+
+
+def member_headers(data: bytes, name: str) -> tuple[int, int]:
+    """Where the local header and the central directory record of member `name` start."""
+    encoded = name.encode()
+    local, central = data.find(encoded) - 30, data.rfind(encoded) - 46
+    assert data[local : local + 4] == b"PK\x03\x04" and data[central : central + 4] == b"PK\x01\x02"
+    return local, central
+
+
+def test_a_name_marked_utf8_that_is_not_utf8_rejects_the_archive(challenge, tmp_path, media_root):
+    path = make_zip(tmp_path / "u.zip", {"rain/ok.wav": make_wav(), "rain/é.wav": make_wav(seed=1)})
+    # zipfile marks a non-ASCII name as UTF-8; two bytes that are not UTF-8 replace the "é".
+    path.write_bytes(path.read_bytes().replace("é".encode(), b"\xff\xfe"))
+    report = run(challenge, path)
+    assert report.problems == [
+        "the upload is not a readable zip archive (a file name is marked as UTF-8 but is not "
+        "valid UTF-8)"
+    ]
+    assert_nothing_stored(media_root)
+
+
+def test_an_unsupported_compression_method_rejects_the_archive(challenge, tmp_path, media_root):
+    files = {"rain/ok.wav": make_wav(), "rain/aes.wav": make_wav(seed=1)}
+    data = bytearray(
+        make_zip(tmp_path / "u.zip", files, compression=zipfile.ZIP_STORED).read_bytes()
+    )
+    local, central = member_headers(bytes(data), "rain/aes.wav")
+    data[local + 8 : local + 10] = data[central + 10 : central + 12] = (99).to_bytes(2, "little")
+    (tmp_path / "u.zip").write_bytes(bytes(data))
+    report = run(challenge, tmp_path / "u.zip")
+    assert report.problems == [
+        "rain/aes.wav: compression method 99 is not supported; use stored, deflate, bzip2, lzma"
+    ]
+    assert_nothing_stored(media_root)
+
+
+def test_corrupt_deflate_data_is_reported_for_that_file(challenge, tmp_path, media_root):
+    files = {"rain/a.wav": make_wav(seed=1), "rain/b.wav": make_wav(seed=2)}
+    data = bytearray(make_zip(tmp_path / "u.zip", files).read_bytes())
+    local, _ = member_headers(bytes(data), "rain/b.wav")
+    name_length, extra_length = struct.unpack("<HH", data[local + 26 : local + 30])
+    # The first deflate block header now names block type 3, which does not exist.
+    data[local + 30 + name_length + extra_length] = 0xFF
+    (tmp_path / "u.zip").write_bytes(bytes(data))
+    report = run(challenge, tmp_path / "u.zip")
+    assert not report.accepted
+    assert {f.path: f.status for f in report.files} == {
+        "rain/a.wav": "valid",
+        "rain/b.wav": "rejected",
+    }
+    assert report.rejected_files[0].errors == [
+        "corrupt archive entry (Error -3 while decompressing data: invalid block type)"
+    ]
+    assert_nothing_stored(media_root)
+
+
+def test_a_flac_declaring_hours_is_one_rejected_file_not_a_failed_import(
+    challenge, tmp_path, media_root
+):
+    files = {
+        **reference_set(["rain"], 2),
+        "rain/liar.flac": declare_frames(make_flac(seconds=0.5), 2**36 - 1),
+    }
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert not report.accepted
+    assert {f.path: f.status for f in report.files} == {
+        "rain/0.wav": "valid",
+        "rain/1.wav": "valid",
+        "rain/liar.flac": "rejected",
+    }
+    assert report.rejected_files[0].errors == [
+        "duration is 3116529.557 s (68,719,476,735 samples); expected 4.000 s (88,200 samples)"
+    ]
+    assert report.summary() == "Upload rejected: 1 of 3 files are invalid. Nothing was stored."
+    assert_nothing_stored(media_root)
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (
+            ["rain/a.wav", "rain/a.wav"],
+            "rain/a.wav: the name appears more than once in the archive",
+        ),
+        (
+            ["rain/a.wav", "Rain/A.WAV"],
+            "Rain/A.WAV: the same name as rain/a.wav once letter case and Unicode form are "
+            "ignored; rename one of them",
+        ),
+        (
+            ["rain/caf\u00e9.wav", "rain/cafe\u0301.wav"],
+            "rain/cafe\u0301.wav: the same name as rain/caf\u00e9.wav once letter case and "
+            "Unicode form are ignored; rename one of them",
+        ),
+    ],
+)
+def test_a_name_given_twice_rejects_the_archive(challenge, tmp_path, media_root, names, message):
+    # The first entry is the bad one: with one name for both, only the last could be read.
+    entries = [(info(names[0]), make_wav(sample_rate=44100)), (info(names[1]), make_wav(seed=1))]
+    report = run(challenge, write_raw_zip(tmp_path / "u.zip", entries))
+    assert report.problems == [message]
+    assert_nothing_stored(media_root)
+
+
+def test_a_path_longer_than_a_stored_name_is_rejected(challenge, tmp_path, media_root):
+    long_name = f"rain/{'x' * 300}.wav"
+    limit = Clip._meta.get_field("original_name").max_length
+    files = {"rain/ok.wav": make_wav(), long_name: make_wav(seed=1)}
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert report.problems == [
+        f"{long_name}: the path is 309 characters long; the limit is {limit}"
+    ]
+    assert_nothing_stored(media_root)
+
+
+@pytest.mark.parametrize(
+    ("phase", "message"),
+    [
+        (
+            "listening",
+            "the listening test is open: its stimuli are fixed, so no clips can be added",
+        ),
+        ("published", "the results of this challenge are published; nothing can change"),
+    ],
+)
+def test_no_import_once_the_listening_test_opened(challenge, tmp_path, media_root, phase, message):
+    Challenge.objects.filter(pk=challenge.pk).update(phase=phase)
+    challenge.refresh_from_db()
+    with pytest.raises(ImportPhaseError) as refused:
+        run(challenge, make_zip(tmp_path / "u.zip", reference_set(["rain"], 1)))
+    assert str(refused.value) == message
+    assert_nothing_stored(media_root)
+
+
+# --- the worker side of an upload --------------------------------------------------------------
+
+
+def stage(data: bytes) -> str:
+    return default_storage.save("staging/upload.zip", ContentFile(data))
+
+
+def test_an_upload_whose_system_was_deleted_fails_and_leaves_no_staged_file(
+    challenge, tmp_path, media_root
+):
+    team = create_team(challenge, name="Team")
+    system = create_system(team=team, track=challenge.tracks.get(code="A"), name="Sys")
+    staging = stage(make_zip(tmp_path / "u.zip", reference_set(["rain"], 1)).read_bytes())
+    job = Job.objects.create(
+        challenge=challenge,
+        kind=Job.Kind.IMPORT,
+        params={"staging": staging, "role": "system", "system_id": system.pk, "convert": False},
+    )
+    system.delete()
+    job = run_import_job(job.pk)
+    assert job.state == Job.State.FAILED
+    assert_nothing_stored(media_root)  # the staged zip included
+    assert job.error == "The system of this upload was deleted."
+
+
+def test_an_error_raised_while_a_staged_file_is_open_reaches_the_caller(media_root):
+    staging = stage(b"PK")
+    refused = pytest.raises(NotImplementedError, match="That compression method is not supported")
+    with refused, _as_local_file(staging) as path:
+        assert path.read_bytes() == b"PK"
+        raise NotImplementedError("That compression method is not supported")
