@@ -144,9 +144,22 @@ def _as_stats(x) -> GaussianStats:
     return x if isinstance(x, GaussianStats) else GaussianStats.from_embeddings(x)
 
 
+# The smallest subset FAD-inf extrapolates from is at least twice the embedding size: below
+# that FAD(N) bends away from a line in 1/N (the covariance is singular for N <= d), so the
+# intercept lands low, even below zero. The floor keeps small embeddings away from subsets too
+# small for a covariance worth fitting. fadtk starts at 500 embeddings for the same reason.
+INF_MIN_FACTOR = 2
+INF_MIN_FLOOR = 100
+
+
+def fad_infinity_min_size(dim: int) -> int:
+    """The smallest subset FAD-inf may use for embeddings of `dim` dimensions."""
+    return max(INF_MIN_FACTOR * int(dim), INF_MIN_FLOOR)
+
+
 @dataclass(frozen=True)
 class FadInfinity:
-    """FAD extrapolated to an infinite number of embeddings (Chung et al., as in fadtk)."""
+    """FAD extrapolated to an infinite number of embeddings (FAD-inf)."""
 
     value: float
     slope: float
@@ -159,22 +172,45 @@ def fad_infinity(
     embeddings: np.ndarray | Sequence[np.ndarray],
     reference: GaussianStats,
     *,
-    steps: int = 15,
+    steps: int = 25,
     min_size: int | None = None,
     seed: int = 0,
 ) -> FadInfinity:
     """Fit FAD(N) = FAD_inf + slope / N over random subsets of N embeddings; the intercept is FAD_inf.
 
-    FAD is biased upwards by a term proportional to 1/N, so a set's FAD depends on its size;
-    the extrapolation removes that and lets sets of different sizes be compared.
+    FAD is biased upwards by a term that falls as 1/N for large N, so a set's FAD depends on
+    its size; the extrapolation removes that and lets sets of different sizes be compared.
+    The method is Chong & Forsyth's ("Effectively Unbiased FID and Inception Score and where
+    to find them", CVPR 2020), as fadtk applies it to audio (Gui et al. 2024, "Adapting
+    Frechet Audio Distance for Generative Music Evaluation"): `steps` subset sizes evenly
+    spaced from the smallest to all embeddings. Subsets are drawn without replacement: drawing
+    with replacement (as fadtk does) repeats embeddings, which shrinks the covariance and
+    inflates FAD by more than the 1/N term removes.
+
+    The smallest subset is `fad_infinity_min_size(d)` (2 d, at least 100) unless `min_size`
+    asks for more; fewer embeddings than that raise ValueError. Even from 2 d the fit leaves
+    a few per cent of low bias (64-d Gaussians, 500 embeddings: about -4 %, where the plain
+    FAD is +42 %).
     """
     from scipy import stats as scipy_stats
 
     x = _stack(embeddings)
-    n = x.shape[0]
-    lowest = min_size or max(2, min(n // 2, max(x.shape[1] // 4, n // 10)))
-    if n < 4 or lowest >= n:
-        raise ValueError(f"FAD-inf needs more embeddings than {lowest}; got {n}")
+    n, d = x.shape
+    lowest = fad_infinity_min_size(d)
+    if min_size is not None:
+        if min_size < lowest:
+            raise ValueError(
+                f"FAD-inf subsets of {min_size} embeddings are too small for {d}-d embeddings: "
+                f"the smallest is {lowest} (2 x d, at least {INF_MIN_FLOOR})"
+            )
+        lowest = int(min_size)
+    if steps < 3:
+        raise ValueError(f"FAD-inf needs at least 3 subset sizes for a fit, got {steps}")
+    if n <= lowest:
+        raise ValueError(
+            f"FAD-inf needs more than {lowest} embeddings of {d} dimensions (subsets of 2 x d, "
+            f"at least {INF_MIN_FLOOR}); got {n}"
+        )
     sizes = sorted({int(s) for s in np.linspace(lowest, n, steps)})
     rng = np.random.default_rng(seed)
     values = []
@@ -199,7 +235,16 @@ def fad_bootstrap_interval(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile interval of FAD over clips drawn with replacement (frames stay with their clip)."""
+    """Basic (reverse percentile) bootstrap interval of FAD over clips drawn with replacement.
+
+    Frames stay with their clip. The interval is basic, not percentile, because FAD is biased
+    upwards and a resample makes it more so: clips drawn twice narrow the covariance, so the
+    resampled FADs sit above the estimate about as far as the estimate sits above the truth.
+    The percentile interval therefore lies above the estimate and can miss the truth entirely;
+    the basic interval, 2 x estimate minus the resampled quantiles, reflects that shift back.
+    BCa is no remedy here: with every resample above the estimate its bias correction is
+    infinite and the interval undefined.
+    """
     from scipy import stats as scipy_stats
 
     per_clip = [np.asarray(c, dtype=np.float64).reshape(-1, np.asarray(c).shape[-1]) for c in clips]
@@ -223,8 +268,8 @@ def fad_bootstrap_interval(
         statistic,
         n_resamples=n_resamples,
         confidence_level=confidence,
-        method="percentile",
+        method="basic",
         vectorized=False,
-        random_state=np.random.default_rng(seed),
+        rng=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)

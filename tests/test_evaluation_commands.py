@@ -70,6 +70,10 @@ def test_compute_fad_errors_are_clear(tmp_path):
         call_command("compute_fad", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"))
     with pytest.raises(CommandError, match="does not exist"):
         call_command("compute_fad", str(tmp_path / "nope"), str(tmp_path / "b.npy"))
+    # 50 embeddings are too few to extrapolate FAD-inf from subsets of 100 and more.
+    np.save(tmp_path / "c.npy", np.random.default_rng(0).normal(size=(50, 4)))
+    with pytest.raises(CommandError, match="FAD-inf needs more than 100 embeddings"):
+        call_command("compute_fad", str(tmp_path / "c.npy"), str(tmp_path / "c.npy"), "--inf")
     (tmp_path / "w").mkdir()
     for n in range(2):
         (tmp_path / "w" / f"{n}.wav").write_bytes(make_wav(seconds=0.5, seed=n))
