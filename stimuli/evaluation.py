@@ -8,7 +8,9 @@ Two pipelines of jobs, each started by an organizer (page, API or command):
 
 An embed job that succeeds queues the job after it, once (guarded by a lock on its own row), so a
 redelivered task never makes two. Every step is idempotent: embeddings are cached per clip and
-model, FAD rows are upserted on their unique key, medoids are replaced in one transaction. The
+model; FAD values are all computed before any is stored, then upserted on their unique key with
+stale rows removed and finalists selected in one transaction; medoids are replaced in one
+transaction. The
 same functions run synchronously for the demo and the command line (`run_evaluation`,
 `run_medoid_selection`).
 
@@ -413,7 +415,9 @@ def compute_fad_results(
     outputs = {s.pk: _clip_audio(challenge, role=Clip.Role.SYSTEM, system=s) for s in systems}
     total = sum(len(v) for v in outputs.values())
     done = 0
-    kept: set[tuple[int, int, str]] = set()
+    # Every value first: a failure part-way (an embedding missing, a bad reference) must leave
+    # the stored results and finalists as they were, never half old and half new.
+    computed: list[tuple[System, int, str, dict]] = []
     for system in systems:
         for category_id, audio_ids in outputs[system.pk].items():
             done += 1
@@ -429,31 +433,36 @@ def compute_fad_results(
                 if ref is None:
                     continue
                 ref_stats, n_reference, source = ref
-                value = frechet_distance(stats, ref_stats)
-                FadResult.objects.update_or_create(
-                    system=system,
-                    category_id=category_id,
-                    reference=reference,
-                    model_id=model_id,
-                    defaults={
-                        "challenge": challenge,
-                        "value": value,
-                        "n_clips": len(audio_ids),
-                        "n_reference": n_reference,
-                        "details": {"frames": stats.count, "reference_source": source},
-                    },
-                )
-                kept.add((system.pk, category_id, reference))
+                values = {
+                    "challenge": challenge,
+                    "value": frechet_distance(stats, ref_stats),
+                    "n_clips": len(audio_ids),
+                    "n_reference": n_reference,
+                    "details": {"frames": stats.count, "reference_source": source},
+                }
+                computed.append((system, category_id, reference, values))
             if progress:
                 progress(done, total, f"FAD of {system.name}, {categories[category_id].name}")
-    # Rows of this model for clips that no longer exist (a regenerated system) are stale.
-    stale = [
-        r.pk
-        for r in FadResult.objects.filter(challenge=challenge, model_id=model_id)
-        if (r.system_id, r.category_id, r.reference) not in kept
-    ]
-    FadResult.objects.filter(pk__in=stale).delete()
-    finalists = select_finalists(challenge, model_id)
+    kept = {(system.pk, category_id, reference) for system, category_id, reference, _ in computed}
+    with transaction.atomic():
+        # One writer per challenge: a retried job and a new run never interleave their rows.
+        Challenge.objects.select_for_update().get(pk=challenge.pk)
+        for system, category_id, reference, values in computed:
+            FadResult.objects.update_or_create(
+                system=system,
+                category_id=category_id,
+                reference=reference,
+                model_id=model_id,
+                defaults=values,
+            )
+        # Rows of this model for clips that no longer exist (a regenerated system) are stale.
+        stale = [
+            r.pk
+            for r in FadResult.objects.filter(challenge=challenge, model_id=model_id)
+            if (r.system_id, r.category_id, r.reference) not in kept
+        ]
+        FadResult.objects.filter(pk__in=stale).delete()
+        finalists = select_finalists(challenge, model_id)
     return {
         "model_id": model_id,
         "results": len(kept),

@@ -11,7 +11,7 @@ import pytest
 from stimuli import evaluation, selectors
 from stimuli.embeddings import load_embedding_model
 from stimuli.medoids import select_medoids
-from stimuli.models import Embedding, FadResult, Job, Medoid, ReferenceStats
+from stimuli.models import Clip, Embedding, FadResult, Job, Medoid, ReferenceStats
 from stimuli.services import create_challenge
 from tests.evaluation_setup import small_challenge, system
 
@@ -52,6 +52,33 @@ def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objectiv
     assert embed.result["computed"] == 0 and embed.result["cached"] == files
     assert Embedding.objects.count() == files
     assert dict(FadResult.objects.values_list("pk", "value")) == values
+
+
+def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(objective):
+    first = evaluation.run_evaluation(objective)
+    before = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
+    finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
+    # A run now would change the first system's FAD and pick two finalists per track...
+    close_dog = Clip.objects.filter(system=system(objective, "Close"), category__slug="dog_bark")
+    close_dog.filter(pk__in=list(close_dog.values_list("pk", flat=True)[:6])).delete()
+    evaluation.set_models(objective, finalists_per_track=2)
+    # ...but the last system's last category has lost its embeddings, so it fails there.
+    last = Clip.objects.filter(system=system(objective, "Farther"), category__slug="rain")
+    Embedding.objects.filter(audio__in=last.values("audio")).delete()
+    job = Job.objects.create(challenge=objective, kind=Job.Kind.FAD, params=first.params)
+    job = evaluation.run_fad(job.pk)
+    assert job.state == Job.State.FAILED and "have no logmel" in job.error
+    after = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
+    assert after == before
+    assert set(objective.systems.filter(is_finalist=True).values_list("name", flat=True)) == (
+        finalists
+    )
+    # A new run embeds them again, then stores the new values and the new finalists.
+    evaluation.run_evaluation(objective)
+    assert sorted(FadResult.objects.values_list("value", flat=True)) != sorted(
+        v for *_, v in before
+    )
+    assert objective.systems.filter(is_finalist=True).count() == 4
 
 
 def test_cache_is_keyed_on_model_options(objective):
