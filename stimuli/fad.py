@@ -14,10 +14,18 @@ Pure numpy and scipy, so the web process, workers and the command line share it.
 
 from __future__ import annotations
 
+import os
+import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
+
+# The largest statistics file accepted: OpenL3's largest embedding is 6144-d, and a float64
+# sigma of 8192-d is 512 MiB. Anything claiming more is refused before it is read.
+MAX_STATS_DIM = 8192
 
 
 @dataclass(frozen=True)
@@ -44,20 +52,33 @@ class GaussianStats:
         return cls(mu=mu, sigma=sigma, count=int(x.shape[0]))
 
     @classmethod
-    def from_npz(cls, path_or_file) -> GaussianStats:
-        """Published statistics: an `.npz` with `mu` and `sigma` (and optionally a count)."""
-        with np.load(path_or_file, allow_pickle=False) as data:
-            missing = {"mu", "sigma"} - set(data.files)
-            if missing:
-                raise ValueError(f"statistics file lacks {', '.join(sorted(missing))}")
-            mu = np.asarray(data["mu"], dtype=np.float64).reshape(-1)
-            sigma = np.asarray(data["sigma"], dtype=np.float64)
-            count = int(data["embedding_count"]) if "embedding_count" in data.files else 0
+    def from_npz(
+        cls, source: str | os.PathLike | IO[bytes], *, max_dim: int = MAX_STATS_DIM
+    ) -> GaussianStats:
+        """Published statistics: an `.npz` with `mu` and `sigma` (and optionally a count).
+
+        Every member's `.npy` header is checked before any array is read, so a malformed or
+        hostile file (a header declaring a huge array, pickled objects, a bad CRC) raises
+        ValueError with the reason instead of allocating memory or unpickling.
+        """
+        arrays = _read_stats_npz(source, max_dim)
+        mu = arrays["mu"].astype(np.float64)
+        sigma = arrays["sigma"].astype(np.float64)
+        count = 0
+        if "embedding_count" in arrays:
+            raw = arrays["embedding_count"].reshape(-1)
+            if raw.size != 1 or not np.isfinite(raw[0]) or raw[0] != np.floor(raw[0]):
+                raise ValueError("embedding_count is not one whole number")
+            if not 0 <= raw[0] < 2**31:
+                raise ValueError(f"embedding_count {raw[0]} is out of range")
+            count = int(raw[0])
         stats = cls(mu=mu, sigma=sigma, count=count)
         stats.check()
         return stats
 
     def check(self) -> None:
+        if self.mu.ndim != 1 or self.mu.shape[0] < 1:
+            raise ValueError(f"mu has shape {self.mu.shape}, expected [d] with d >= 1")
         d = self.mu.shape[0]
         if self.sigma.shape != (d, d):
             raise ValueError(f"sigma has shape {self.sigma.shape}, expected ({d}, {d}) for mu")
@@ -65,6 +86,8 @@ class GaussianStats:
             raise ValueError("statistics contain NaN or infinite values")
         if not np.allclose(self.sigma, self.sigma.T, rtol=1e-5, atol=1e-8 * max(1.0, _scale(self))):
             raise ValueError("sigma is not symmetric")
+        if np.any(np.diag(self.sigma) < 0):
+            raise ValueError("sigma has negative variances on its diagonal")
 
     def to_npz_bytes(self) -> bytes:
         import io
@@ -72,6 +95,90 @@ class GaussianStats:
         buffer = io.BytesIO()
         np.savez(buffer, mu=self.mu, sigma=self.sigma, embedding_count=np.int64(self.count))
         return buffer.getvalue()
+
+
+_STATS_MEMBERS = frozenset({"mu", "sigma", "embedding_count"})
+_MAX_MEMBERS = 16
+
+
+def _read_stats_npz(source: str | os.PathLike | IO[bytes], max_dim: int) -> dict[str, np.ndarray]:
+    """The arrays of a statistics `.npz`, read only once every header was found sound."""
+    from numpy.lib import format as npy
+
+    try:
+        with zipfile.ZipFile(source) as archive:
+            infos = archive.infolist()
+            if len(infos) > _MAX_MEMBERS:
+                raise ValueError(f"statistics file has {len(infos)} members; expected mu, sigma")
+            headers: dict[str, tuple[zipfile.ZipInfo, tuple, np.dtype, int]] = {}
+            for info in infos:
+                name = info.filename.removesuffix(".npy")
+                if name in headers:
+                    raise ValueError(f"statistics file holds {name} twice")
+                headers[name] = (info, *_npy_header(archive, info))
+            missing = {"mu", "sigma"} - headers.keys()
+            if missing:
+                raise ValueError(f"statistics file lacks {', '.join(sorted(missing))}")
+            _check_shapes({name: h[1] for name, h in headers.items()}, max_dim)
+            arrays = {}
+            for name in sorted(_STATS_MEMBERS & headers.keys()):
+                info, shape, dtype, offset = headers[name]
+                # Exactly a header and its data: the zip's own sizes cannot promise more.
+                if info.file_size != offset + _size(shape) * dtype.itemsize:
+                    raise ValueError(f"{name} is truncated or has trailing data")
+                with archive.open(info) as handle:
+                    arrays[name] = npy.read_array(handle, allow_pickle=False)
+            return arrays
+    # RuntimeError: an encrypted member; NotImplementedError: a compression zipfile lacks.
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+        OSError,
+        RuntimeError,
+        NotImplementedError,
+    ) as exc:
+        raise ValueError(f"not a readable .npz file: {exc}") from None
+
+
+def _npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype, int]:
+    """Shape, dtype and data offset of one member, from its header alone."""
+    from numpy.lib import format as npy
+
+    with archive.open(info) as handle:
+        try:
+            version = npy.read_magic(handle)
+            if version == (1, 0):
+                shape, _, dtype = npy.read_array_header_1_0(handle)
+            elif version == (2, 0):
+                shape, _, dtype = npy.read_array_header_2_0(handle)
+            else:
+                raise ValueError(f"unsupported .npy format version {version}")
+        except ValueError as exc:
+            raise ValueError(f"member {info.filename} is not a NumPy array ({exc})") from None
+        offset = handle.tell()
+    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biuf":
+        raise ValueError(f"member {info.filename} holds {dtype}, not numbers")
+    return shape, dtype, offset
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    size = 1
+    for extent in shape:
+        size *= int(extent)  # Python ints, so a forged header cannot overflow the check
+    return size
+
+
+def _check_shapes(shapes: dict[str, tuple], max_dim: int) -> None:
+    """Refuse shapes that cannot be statistics of at most `max_dim` dimensions."""
+    mu, sigma = shapes["mu"], shapes["sigma"]
+    if len(mu) != 1 or not 1 <= mu[0] <= max_dim:
+        raise ValueError(f"mu has shape {list(mu)}; expected [d] with 1 <= d <= {max_dim}")
+    d = int(mu[0])
+    if tuple(sigma) != (d, d):
+        raise ValueError(f"sigma has shape {list(sigma)}, expected [{d}, {d}] for mu")
+    if "embedding_count" in shapes and _size(shapes["embedding_count"]) != 1:
+        raise ValueError(f"embedding_count has shape {list(shapes['embedding_count'])}")
 
 
 def _scale(stats: GaussianStats) -> float:
