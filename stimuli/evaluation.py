@@ -8,7 +8,9 @@ Two pipelines of jobs, each started by an organizer (page, API or command):
 
 An embed job that succeeds queues the job after it, once (guarded by a lock on its own row), so a
 redelivered task never makes two. Every step is idempotent: embeddings are cached per clip and
-model, FAD rows are upserted on their unique key, medoids are replaced in one transaction. The
+model; FAD values are all computed before any is stored, then upserted on their unique key with
+stale rows removed and finalists selected in one transaction; medoids are replaced in one
+transaction. The
 same functions run synchronously for the demo and the command line (`run_evaluation`,
 `run_medoid_selection`).
 
@@ -28,7 +30,8 @@ from django.db import transaction
 from django.db.models import Q
 
 from . import selectors
-from .fad import GaussianStats, frechet_distance
+from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
+from .fad import MAX_STATS_DIM, GaussianStats, frechet_distance
 from .jobs import JobProgress, enqueue, reset_for_retry, run_job
 from .models import (
     AudioFile,
@@ -112,26 +115,59 @@ def load_model(choice: ModelChoice | dict):
 # --- what each step works on ----------------------------------------------------------------
 
 
-def _published_stats(challenge: Challenge, model_name: str, reference: str):
-    return {
-        s.category_id: s
-        for s in ReferenceStats.objects.filter(
-            challenge=challenge, model=model_name, reference=reference
-        )
-    }
+def _published_stats(
+    challenge: Challenge, model_id: str, reference: str
+) -> dict[int, ReferenceStats]:
+    """Per category, the published statistics for a FAD with the model `model_id`.
+
+    Statistics are kept per model name; those of this name but of another configuration
+    (options, weights) are refused, never used in its place and never silently replaced by
+    the reference audio.
+    """
+    name = split_model_id(model_id)[0]
+    rows = ReferenceStats.objects.filter(challenge=challenge, model=name, reference=reference)
+    out = {}
+    for row in rows.select_related("category").order_by("category__position", "pk"):
+        if not model_id_matches(row.model_id, model_id):
+            raise EvaluationError(_mismatch(row, model_id))
+        out[row.category_id] = row
+    return out
 
 
-def audio_to_embed(challenge: Challenge, purpose: str) -> list[AudioFile]:
-    """The distinct audio of the clips a step needs embeddings of."""
+def _mismatch(row: ReferenceStats, model_id: str) -> str:
+    made_with = (
+        "an undeclared configuration (imported before statistics named theirs)"
+        if split_model_id(row.model_id)[1] == UNDECLARED
+        else row.model_id
+    )
+    return (
+        f"the published {row.reference} statistics of {row.category.slug} were made with "
+        f"{made_with}, but this evaluation embeds with {model_id}: import statistics of this "
+        "model configuration, or set the FAD model to theirs"
+    )
+
+
+def check_published_stats(challenge: Challenge, model_id: str, dim: int) -> None:
+    """Refuse, before anything is embedded, published statistics the model cannot use."""
+    for reference in FadResult.Reference.values:
+        for row in _published_stats(challenge, model_id, reference).values():
+            if row.dim != dim:
+                raise EvaluationError(
+                    f"the published {reference} statistics of {row.category.slug} are "
+                    f"{row.dim}-d, but {model_id} gives {dim}-d embeddings"
+                )
+
+
+def audio_to_embed(challenge: Challenge, purpose: str, model_id: str) -> list[AudioFile]:
+    """The distinct audio of the clips a step needs embeddings of with the model `model_id`."""
     clips = Clip.objects.filter(challenge=challenge)
     if purpose == "fad":
-        choice = model_choice(challenge, "fad")
         refs = [FadResult.Reference.EVALUATION]
         if objective_settings(challenge).fad_development:
             refs.append(FadResult.Reference.DEVELOPMENT)
         wanted = Q(role=Clip.Role.SYSTEM)
         for ref in refs:
-            published = _published_stats(challenge, choice.name, ref)
+            published = _published_stats(challenge, model_id, ref)
             role = Clip.Role.EVALUATION if ref == "evaluation" else Clip.Role.DEVELOPMENT
             wanted |= Q(role=role) & ~Q(category_id__in=list(published))
         clips = clips.filter(wanted)
@@ -252,7 +288,9 @@ def run_embed(job_id: int, *, echo: Progress | None = None, chain: bool = True) 
         report(0, 0, "loading the embedding model")
         model = load_model(job.params["model"])
         progress.log(f"model {model.model_id} on {model.device}")
-        audio = audio_to_embed(challenge, purpose)
+        if purpose == "fad":
+            check_published_stats(challenge, model.model_id, model.timestamp_embedding_size)
+        audio = audio_to_embed(challenge, purpose, model.model_id)
         counts = embed_audio(model, audio, report)
         progress.log(
             f"{counts['computed']} embeddings computed, {counts['cached']} taken from the cache"
@@ -312,7 +350,6 @@ def run_fad(job_id: int, *, echo: Progress | None = None) -> Job:
         return compute_fad_results(
             challenge,
             model_id=job.params["model_id"],
-            model_name=job.params["model"]["name"],
             progress=_reporter(progress, echo),
             log=progress.log,
         )
@@ -375,14 +412,14 @@ def _stats_of(model_id: str, audio_ids: list[int]) -> GaussianStats:
 
 
 def reference_stats(
-    challenge: Challenge, model_id: str, model_name: str, reference: str
+    challenge: Challenge, model_id: str, reference: str
 ) -> dict[int, tuple[GaussianStats, int, str]]:
     """Per category: the reference's statistics, its size, and where they come from."""
-    out: dict[int, tuple[GaussianStats, int, str]] = {}
-    published = _published_stats(challenge, model_name, reference)
-    for category_id, row in published.items():
-        import io
+    import io
 
+    out: dict[int, tuple[GaussianStats, int, str]] = {}
+    published = _published_stats(challenge, model_id, reference)
+    for category_id, row in published.items():
         stats = GaussianStats.from_npz(io.BytesIO(bytes(row.data)))
         out[category_id] = (stats, row.count, f"published statistics ({row.source})")
     role = Clip.Role.EVALUATION if reference == "evaluation" else Clip.Role.DEVELOPMENT
@@ -396,7 +433,6 @@ def compute_fad_results(
     challenge: Challenge,
     *,
     model_id: str,
-    model_name: str,
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict:
@@ -405,7 +441,7 @@ def compute_fad_results(
     references = [FadResult.Reference.EVALUATION]
     if obj.fad_development:
         references.append(FadResult.Reference.DEVELOPMENT)
-    refs = {r: reference_stats(challenge, model_id, model_name, r) for r in references}
+    refs = {r: reference_stats(challenge, model_id, r) for r in references}
     if not refs[FadResult.Reference.EVALUATION] and log:
         log("no evaluation set (audio or statistics): finalists follow FAD-Dev")
     categories = {c.pk: c for c in Category.objects.filter(challenge=challenge)}
@@ -413,7 +449,9 @@ def compute_fad_results(
     outputs = {s.pk: _clip_audio(challenge, role=Clip.Role.SYSTEM, system=s) for s in systems}
     total = sum(len(v) for v in outputs.values())
     done = 0
-    kept: set[tuple[int, int, str]] = set()
+    # Every value first: a failure part-way (an embedding missing, a bad reference) must leave
+    # the stored results and finalists as they were, never half old and half new.
+    computed: list[tuple[System, int, str, dict]] = []
     for system in systems:
         for category_id, audio_ids in outputs[system.pk].items():
             done += 1
@@ -429,31 +467,42 @@ def compute_fad_results(
                 if ref is None:
                     continue
                 ref_stats, n_reference, source = ref
-                value = frechet_distance(stats, ref_stats)
-                FadResult.objects.update_or_create(
-                    system=system,
-                    category_id=category_id,
-                    reference=reference,
-                    model_id=model_id,
-                    defaults={
-                        "challenge": challenge,
-                        "value": value,
-                        "n_clips": len(audio_ids),
-                        "n_reference": n_reference,
-                        "details": {"frames": stats.count, "reference_source": source},
-                    },
-                )
-                kept.add((system.pk, category_id, reference))
+                if ref_stats.dim != stats.dim:
+                    raise EvaluationError(
+                        f"the {reference} reference of {categories[category_id].slug} "
+                        f"({source}) is {ref_stats.dim}-d, but {model_id} gives "
+                        f"{stats.dim}-d embeddings"
+                    )
+                values = {
+                    "challenge": challenge,
+                    "value": frechet_distance(stats, ref_stats),
+                    "n_clips": len(audio_ids),
+                    "n_reference": n_reference,
+                    "details": {"frames": stats.count, "reference_source": source},
+                }
+                computed.append((system, category_id, reference, values))
             if progress:
                 progress(done, total, f"FAD of {system.name}, {categories[category_id].name}")
-    # Rows of this model for clips that no longer exist (a regenerated system) are stale.
-    stale = [
-        r.pk
-        for r in FadResult.objects.filter(challenge=challenge, model_id=model_id)
-        if (r.system_id, r.category_id, r.reference) not in kept
-    ]
-    FadResult.objects.filter(pk__in=stale).delete()
-    finalists = select_finalists(challenge, model_id)
+    kept = {(system.pk, category_id, reference) for system, category_id, reference, _ in computed}
+    with transaction.atomic():
+        # One writer per challenge: a retried job and a new run never interleave their rows.
+        Challenge.objects.select_for_update().get(pk=challenge.pk)
+        for system, category_id, reference, values in computed:
+            FadResult.objects.update_or_create(
+                system=system,
+                category_id=category_id,
+                reference=reference,
+                model_id=model_id,
+                defaults=values,
+            )
+        # Rows of this model for clips that no longer exist (a regenerated system) are stale.
+        stale = [
+            r.pk
+            for r in FadResult.objects.filter(challenge=challenge, model_id=model_id)
+            if (r.system_id, r.category_id, r.reference) not in kept
+        ]
+        FadResult.objects.filter(pk__in=stale).delete()
+        finalists = select_finalists(challenge, model_id)
     return {
         "model_id": model_id,
         "results": len(kept),
@@ -535,6 +584,39 @@ def _clip_ids(challenge: Challenge, system: System) -> dict[int, list[int]]:
 
 # --- published reference statistics ----------------------------------------------------------
 
+# The VGGish configuration the DCASE 2023 Task 7 statistics are used with: the network as
+# Google's reference FAD runs it, 128-d, without the PCA and 8-bit postprocessing and without
+# the ReLU torchvggish appends, in 0.96 s examples: the vggish module's defaults, whose model
+# id is vggish:hop0.96-act0-raw@<weights>. Any weights file: torchvggish's port and Google's
+# checkpoint hold the same network but hash differently, and the statistics name neither.
+DCASE2023_VGGISH = make_model_id("vggish", "hop0.96-act0-raw", ANY_WEIGHTS)
+# What `import_reference_stats` accepts in place of a model id.
+STATS_PRESETS = {"vggish": DCASE2023_VGGISH}
+# Embedding sizes known without loading the model, so an import can check them at once;
+# other models' sizes are checked when a FAD job has loaded the model.
+EMBEDDING_SIZES = {"vggish": 128}
+# The options part of statistics imported before they declared a configuration (migration).
+UNDECLARED = "undeclared"
+
+
+def declared_model(value: str) -> str:
+    """The model id that imported statistics declare: a preset name or a full model id."""
+    value = value.strip()
+    if value in STATS_PRESETS:
+        return STATS_PRESETS[value]
+    try:
+        _, options, _ = split_model_id(value)
+    except ValueError:
+        presets = ", ".join(f"{k} ({v})" for k, v in STATS_PRESETS.items())
+        raise EvaluationError(
+            f"model {value!r}: name the model the statistics were made with as a model id, "
+            "name:options@weights as FAD results show it (weights * for any weights file), "
+            f"or one of {presets}"
+        ) from None
+    if options == UNDECLARED or len(value) > ReferenceStats._meta.get_field("model_id").max_length:
+        raise EvaluationError(f"model {value!r} is not a model id statistics can declare")
+    return value
+
 
 def import_reference_stats(
     challenge: Challenge,
@@ -547,7 +629,11 @@ def import_reference_stats(
     """Store published statistics per category, all or nothing.
 
     `files` maps a category (slug or name, any case, as for uploads) to an `.npz` path or file
-    holding `mu` and `sigma` (and optionally `embedding_count`).
+    holding `mu` and `sigma` (and optionally `embedding_count`). `model` is the model they
+    were made with: a model id (`name:options@weights`, weights `*` for any file) or a preset
+    (`vggish`: DCASE 2023 Task 7's configuration). A FAD job refuses statistics of another
+    configuration of its model. Every file is checked (shapes, finite, symmetric, the model's
+    embedding size where known) before anything is stored.
     """
     import hashlib
 
@@ -556,6 +642,9 @@ def import_reference_stats(
 
     if reference not in FadResult.Reference.values:
         raise EvaluationError(f"reference must be one of {', '.join(FadResult.Reference.values)}")
+    model_id = declared_model(model)
+    name = split_model_id(model_id)[0]
+    size = EMBEDDING_SIZES.get(name)
     lookup = _category_lookup(challenge)
     parsed = []
     errors = []
@@ -565,9 +654,12 @@ def import_reference_stats(
             errors.append(f"{label}: no category of this challenge matches")
             continue
         try:
-            stats = GaussianStats.from_npz(source_file)
-        except (ValueError, OSError, KeyError) as exc:
+            stats = GaussianStats.from_npz(source_file, max_dim=size or MAX_STATS_DIM)
+        except ValueError as exc:
             errors.append(f"{label}: {exc}")
+            continue
+        if size is not None and stats.dim != size:
+            errors.append(f"{label}: {stats.dim}-d statistics, but {name} embeddings are {size}-d")
             continue
         parsed.append((category, stats))
     dims = {s.dim for _, s in parsed}
@@ -582,9 +674,10 @@ def import_reference_stats(
             row, _ = ReferenceStats.objects.update_or_create(
                 category=category,
                 reference=reference,
-                model=model,
+                model=name,
                 defaults={
                     "challenge": challenge,
+                    "model_id": model_id,
                     "dim": stats.dim,
                     "count": stats.count,
                     "data": data,

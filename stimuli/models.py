@@ -11,7 +11,8 @@ import secrets
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Concat
 
 
 class Challenge(models.Model):
@@ -490,8 +491,12 @@ class Embedding(models.Model):
 class ReferenceStats(models.Model):
     """Published statistics (mean and covariance) of a reference set, used in place of its audio.
 
-    `model` is the embedding model's name (e.g. vggish): published statistics name a model, not
-    the platform's id of one set of weights.
+    `model_id` names the model the statistics were made with, in the form of the embedding
+    models' ids (`name:options@weights`); published statistics may leave the weights open
+    (`@*`) where the platform cannot hash the file their makers used. A FAD job uses them only
+    when its model matches and refuses them otherwise. `model` is the name part: one set of
+    statistics per category, reference and model name, so importing another configuration
+    replaces the earlier one.
     """
 
     challenge = models.ForeignKey(
@@ -500,6 +505,9 @@ class ReferenceStats(models.Model):
     category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="reference_stats")
     reference = models.CharField(max_length=16, choices=FadResult.Reference.choices)
     model = models.CharField(max_length=200)
+    model_id = models.CharField(
+        max_length=200, help_text="The model the statistics were made with: name:options@weights."
+    )
     dim = models.PositiveIntegerField()
     count = models.PositiveIntegerField(default=0, help_text="Embeddings behind the statistics.")
     data = models.BinaryField(help_text="An .npz with mu and sigma (float64).")
@@ -516,7 +524,13 @@ class ReferenceStats(models.Model):
                 condition=Q(reference__in=["evaluation", "development"]),
                 name="reference_stats_reference_valid",
             ),
+            models.CheckConstraint(condition=Q(dim__gte=1), name="reference_stats_dim_positive"),
+            models.CheckConstraint(
+                condition=Q(model_id__startswith=Concat("model", Value(":")))
+                & Q(model_id__contains="@"),
+                name="reference_stats_model_id_names_model",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.model} statistics of {self.category} ({self.reference})"
+        return f"{self.model_id} statistics of {self.category} ({self.reference})"

@@ -60,7 +60,12 @@ class StatsUploadSerializer(serializers.Serializer):
     files = serializers.ListField(
         child=serializers.FileField(), help_text="One <category>.npz (mu, sigma) per category."
     )
-    model = serializers.CharField(default="vggish")
+    model = serializers.CharField(
+        default="vggish",
+        help_text="The model the statistics were made with: a model id name:options@weights "
+        "(weights * for any weights file), or vggish for DCASE 2023 Task 7's VGGish "
+        f"({evaluation.DCASE2023_VGGISH}). FAD refuses statistics of another configuration.",
+    )
     reference = serializers.ChoiceField(choices=FadResult.Reference.values, default="evaluation")
     source = serializers.CharField(required=False, allow_blank=True, default="")
 
@@ -145,7 +150,13 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
         return Response(
             {
                 "stored": [
-                    {"category": r.category.slug, "dim": r.dim, "count": r.count} for r in rows
+                    {
+                        "category": r.category.slug,
+                        "model_id": r.model_id,
+                        "dim": r.dim,
+                        "count": r.count,
+                    }
+                    for r in rows
                 ]
             },
             status=status.HTTP_201_CREATED,

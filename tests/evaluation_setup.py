@@ -1,4 +1,5 @@
-"""A small challenge with structured audio for objective-evaluation tests.
+"""A small challenge with structured audio for objective-evaluation tests, and statistics
+files in good and bad shape.
 
 Reference sets and systems are synthesized like the demo's: a system's spectral `tilt` moves it
 away from the references (tilt 0), so FAD has a known order.
@@ -6,7 +7,11 @@ away from the references (tilt 0), so FAD has a known order.
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
+
+import numpy as np
 
 from stimuli import evaluation
 from stimuli.demo import write_set
@@ -56,3 +61,31 @@ def small_challenge(
 
 def system(challenge: Challenge, name: str) -> System:
     return challenge.systems.get(name=name)
+
+
+def npz_bytes(**members: bytes | np.ndarray) -> bytes:
+    """A zip of .npy members, arrays saved as numpy saves them, bytes as they are."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, value in members.items():
+            if isinstance(value, np.ndarray):
+                member = io.BytesIO()
+                np.save(member, value, allow_pickle=True)
+                value = member.getvalue()
+            archive.writestr(f"{name}.npy", value)
+    return buffer.getvalue()
+
+
+def npy_header(shape: tuple[int, ...], descr: str = "<f8") -> bytes:
+    """Only the header of an .npy, declaring an array that the file does not hold."""
+    member = io.BytesIO()
+    header = {"descr": descr, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(member, header)
+    return member.getvalue()
+
+
+def bad_crc() -> bytes:
+    raw = bytearray(npz_bytes(mu=np.zeros(128), sigma=np.eye(128)))
+    at = raw.index(np.float64(1.0).tobytes())  # sigma[0, 0], inside the zip's stored data
+    raw[at + 7] ^= 0xFF
+    return bytes(raw)

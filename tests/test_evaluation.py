@@ -3,17 +3,22 @@ medoids, and published reference statistics."""
 
 from __future__ import annotations
 
+import io
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
+from django.db import IntegrityError, transaction
 
 from stimuli import evaluation, selectors
 from stimuli.embeddings import load_embedding_model
+from stimuli.embeddings.base import model_id_matches
+from stimuli.fad import GaussianStats
 from stimuli.medoids import select_medoids
-from stimuli.models import Embedding, FadResult, Job, Medoid, ReferenceStats
+from stimuli.models import Clip, Embedding, FadResult, Job, Medoid, ReferenceStats
 from stimuli.services import create_challenge
-from tests.evaluation_setup import small_challenge, system
+from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge, system
 
 
 @pytest.fixture
@@ -52,6 +57,33 @@ def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objectiv
     assert embed.result["computed"] == 0 and embed.result["cached"] == files
     assert Embedding.objects.count() == files
     assert dict(FadResult.objects.values_list("pk", "value")) == values
+
+
+def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(objective):
+    first = evaluation.run_evaluation(objective)
+    before = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
+    finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
+    # A run now would change the first system's FAD and pick two finalists per track...
+    close_dog = Clip.objects.filter(system=system(objective, "Close"), category__slug="dog_bark")
+    close_dog.filter(pk__in=list(close_dog.values_list("pk", flat=True)[:6])).delete()
+    evaluation.set_models(objective, finalists_per_track=2)
+    # ...but the last system's last category has lost its embeddings, so it fails there.
+    last = Clip.objects.filter(system=system(objective, "Farther"), category__slug="rain")
+    Embedding.objects.filter(audio__in=last.values("audio")).delete()
+    job = Job.objects.create(challenge=objective, kind=Job.Kind.FAD, params=first.params)
+    job = evaluation.run_fad(job.pk)
+    assert job.state == Job.State.FAILED and "have no logmel" in job.error
+    after = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
+    assert after == before
+    assert set(objective.systems.filter(is_finalist=True).values_list("name", flat=True)) == (
+        finalists
+    )
+    # A new run embeds them again, then stores the new values and the new finalists.
+    evaluation.run_evaluation(objective)
+    assert sorted(FadResult.objects.values_list("value", flat=True)) != sorted(
+        v for *_, v in before
+    )
+    assert objective.systems.filter(is_finalist=True).count() == 4
 
 
 def test_cache_is_keyed_on_model_options(objective):
@@ -122,9 +154,92 @@ def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_di
         challenge.categories.values_list("slug", flat=True)
     )
     assert all(r.dim == 128 and r.count > 0 and r.model == "vggish" for r in rows)
+    assert {r.model_id for r in rows} == {"vggish:hop0.96-act0-raw@*"}
     # Importing again replaces, never duplicates.
     evaluation.import_reference_stats(challenge, files)
     assert ReferenceStats.objects.filter(challenge=challenge).count() == 7
+
+
+def test_dcase_statistics_declare_the_vggish_configuration_the_platform_computes():
+    # The declaration must be what the vggish module's ids say, whichever weights it loads:
+    # its defaults match (no PCA, no final ReLU, 0.96 s examples), any other option does not.
+    default = load_embedding_model("vggish", weights="random", device="cpu")
+    assert default.timestamp_embedding_size == evaluation.EMBEDDING_SIZES["vggish"]
+    assert model_id_matches(evaluation.DCASE2023_VGGISH, default.model_id)
+    for options in ({"activation": True}, {"hop_size": 0.5}):
+        other = load_embedding_model("vggish", options, weights="random", device="cpu")
+        assert not model_id_matches(evaluation.DCASE2023_VGGISH, other.model_id), options
+
+
+def test_models_named_by_statistics_are_model_ids(db):
+    challenge = create_challenge(name="Stats", slug="stats")
+    path = io.BytesIO(GaussianStats(np.zeros(4), np.eye(4), 10).to_npz_bytes())
+    for model in ("logmel", "logmel:mels2", "logmel@none", ":x@y", "logmel:undeclared@undeclared"):
+        with pytest.raises(evaluation.EvaluationError, match="model"):
+            evaluation.import_reference_stats(challenge, {"rain": path}, model=model)
+    assert not ReferenceStats.objects.exists()
+    assert model_id_matches("logmel:mels2-win0.5-hop0.25@*", "logmel:mels2-win0.5-hop0.25@none")
+    assert not model_id_matches("logmel:mels2-win0.5-hop0.25@abc", "logmel:mels2-win0.5-hop0.25@d")
+    assert not model_id_matches("logmel:mels2-win0.5-hop0.25@*", "logmel:mels4-win0.5-hop0.25@d")
+
+
+def test_reference_statistics_keep_their_invariants_in_the_database(db):
+    challenge = create_challenge(name="Stats", slug="stats")
+    category = challenge.categories.get(slug="rain")
+    row = {"challenge": challenge, "category": category, "reference": "evaluation", "count": 1}
+    row |= {"data": b"", "sha256": "0" * 64}
+    for model, model_id, dim in (
+        ("vggish", "logmel:x@y", 128),  # the id names another model
+        ("vggish", "vggish:hop0.96-act0-raw", 128),  # no weights part
+        ("vggish", "vggish:hop0.96-act0-raw@*", 0),  # no dimensions
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            ReferenceStats.objects.create(**row, model=model, model_id=model_id, dim=dim)
+    ReferenceStats.objects.create(**row, model="vggish", model_id="vggish:a@*", dim=128)
+
+
+BAD_STATISTICS = [
+    (bad_crc(), "not a readable .npz file: Bad CRC-32"),
+    (b"not a zip at all", "not a readable .npz file"),
+    (npz_bytes(mu=np.zeros(128), sigma=b"sigma as text"), "sigma.npy is not a NumPy array"),
+    (
+        npz_bytes(mu=np.array([object()] * 128), sigma=np.eye(128)),
+        "mu.npy holds object, not numbers",
+    ),
+    (npz_bytes(mu=npy_header((2**40,)), sigma=npy_header((2**40, 2**40))), r"mu has shape"),
+    (npz_bytes(mu=np.zeros(128), sigma=npy_header((128, 128))), "sigma is truncated"),
+    (npz_bytes(mu=np.zeros((1, 128)), sigma=np.eye(128)), r"mu has shape \[1, 128\]"),
+    (npz_bytes(mu=np.zeros(0), sigma=np.eye(0)), r"mu has shape \[0\]"),
+    (npz_bytes(mu=np.zeros(128), sigma=np.eye(64)), r"sigma has shape \[64, 64\]"),
+    (npz_bytes(mu=np.zeros(64), sigma=np.eye(64)), "64-d statistics, but vggish .* 128-d"),
+    (npz_bytes(mu=np.full(128, np.nan), sigma=np.eye(128)), "NaN or infinite"),
+    (npz_bytes(mu=np.zeros(128), sigma=np.triu(np.ones((128, 128)))), "not symmetric"),
+    (
+        npz_bytes(mu=np.zeros(128), sigma=np.eye(128), embedding_count=np.array(-5)),
+        "embedding_count -5 is out of range",
+    ),
+    (
+        npz_bytes(mu=np.zeros(128), sigma=np.eye(128), extra=npy_header((3,), "|O")),
+        "extra.npy holds object",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_STATISTICS)
+def test_malformed_statistics_files_are_refused_with_the_reason(db, content, message):
+    challenge = create_challenge(name="Stats", slug="stats")
+    good = io.BytesIO(npz_bytes(mu=np.zeros(128), sigma=np.eye(128)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(evaluation.EvaluationError, match=f"rain: (.* )?{message}"):
+            evaluation.import_reference_stats(
+                challenge, {"dog_bark": good, "rain": io.BytesIO(content)}
+            )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # a header's claims are checked before anything is allocated
+    assert not ReferenceStats.objects.exists()
 
 
 def test_bad_statistics_store_nothing(db, tmp_path):
@@ -141,13 +256,18 @@ def test_bad_statistics_store_nothing(db, tmp_path):
 
 
 def test_fad_uses_published_statistics_instead_of_audio(objective, tmp_path: Path):
-    # Statistics of a different model name are ignored; those of the FAD model take the place
-    # of the evaluation audio of their category.
+    # Statistics of the FAD model's configuration take the place of the evaluation audio of
+    # their category; those of other models (here VGGish's) do not stand in for anything.
     model = load_embedding_model("logmel")
     rng = np.random.default_rng(0)
     path = tmp_path / "rain.npz"
     np.savez(path, mu=rng.normal(size=128), sigma=np.eye(128), embedding_count=1000)
-    evaluation.import_reference_stats(objective, {"rain": path}, model="logmel", source="paper")
+    evaluation.import_reference_stats(
+        objective, {"rain": path}, model=model.model_id, source="paper"
+    )
+    vggish = tmp_path / "dog_bark.npz"
+    np.savez(vggish, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
+    evaluation.import_reference_stats(objective, {"dog_bark": vggish}, model="vggish")
     evaluation.run_evaluation(objective)
     rain = FadResult.objects.get(
         system=system(objective, "Close"), category__slug="rain", reference="evaluation"
@@ -159,6 +279,47 @@ def test_fad_uses_published_statistics_instead_of_audio(objective, tmp_path: Pat
         system=system(objective, "Close"), category__slug="dog_bark", reference="evaluation"
     )
     assert dog.details["reference_source"] == "audio"
+
+
+def test_statistics_of_another_configuration_are_refused_before_anything_is_embedded(
+    objective, tmp_path: Path
+):
+    path = tmp_path / "rain.npz"
+    np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
+    declared = "logmel:mels64-win0.5-hop0.25@*"
+    evaluation.import_reference_stats(objective, {"rain": path}, model=declared)
+    evaluation.set_models(objective, fad_model_options={"hop_s": 0.5})
+    job = evaluation.run_evaluation(objective)
+    assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
+    assert (
+        "the published evaluation statistics of rain were made with "
+        "logmel:mels64-win0.5-hop0.25@*, but this evaluation embeds with "
+        "logmel:mels64-win0.5-hop0.5@none" in job.error
+    )
+    assert not Embedding.objects.exists() and not FadResult.objects.exists()
+    # The configuration they declare uses them.
+    evaluation.set_models(objective, fad_model_options={})
+    assert evaluation.run_evaluation(objective).state == Job.State.SUCCEEDED
+    rain = FadResult.objects.filter(category__slug="rain", reference="evaluation").first()
+    assert rain.details["reference_source"].startswith("published statistics")
+    # Statistics imported before they declared a configuration match no model.
+    ReferenceStats.objects.update(model_id="logmel:undeclared@undeclared")
+    job = evaluation.run_evaluation(objective)
+    assert job.state == Job.State.FAILED and "an undeclared configuration" in job.error
+
+
+def test_statistics_of_another_embedding_size_are_refused(objective, tmp_path: Path):
+    path = tmp_path / "rain.npz"
+    np.savez(path, mu=np.zeros(64), sigma=np.eye(64), embedding_count=1000)
+    evaluation.import_reference_stats(
+        objective, {"rain": path}, model="logmel:mels64-win0.5-hop0.25@*"
+    )
+    job = evaluation.run_evaluation(objective)
+    assert job.state == Job.State.FAILED
+    assert "statistics of rain are 64-d, but logmel:mels64-win0.5-hop0.25@none gives 128-d" in (
+        job.error
+    )
+    assert not Embedding.objects.exists()
 
 
 def test_clear_errors_before_anything_runs(db, tmp_path):

@@ -70,6 +70,10 @@ def test_compute_fad_errors_are_clear(tmp_path):
         call_command("compute_fad", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"))
     with pytest.raises(CommandError, match="does not exist"):
         call_command("compute_fad", str(tmp_path / "nope"), str(tmp_path / "b.npy"))
+    # 50 embeddings are too few to extrapolate FAD-inf from subsets of 100 and more.
+    np.save(tmp_path / "c.npy", np.random.default_rng(0).normal(size=(50, 4)))
+    with pytest.raises(CommandError, match="FAD-inf needs more than 100 embeddings"):
+        call_command("compute_fad", str(tmp_path / "c.npy"), str(tmp_path / "c.npy"), "--inf")
     (tmp_path / "w").mkdir()
     for n in range(2):
         (tmp_path / "w" / f"{n}.wav").write_bytes(make_wav(seconds=0.5, seed=n))
@@ -96,6 +100,12 @@ def test_import_reference_stats_command(dcase_stats_dir):
     out = io.StringIO()
     call_command("import_reference_stats", "dcase", str(dcase_stats_dir), stdout=out)
     assert "7 evaluation statistics stored." in out.getvalue()
-    assert ReferenceStats.objects.filter(challenge=challenge, model="vggish").count() == 7
+    assert "rain: 128-d, 1000 embeddings, vggish:hop0.96-act0-raw@*" in out.getvalue()
+    rows = ReferenceStats.objects.filter(challenge=challenge, model="vggish")
+    assert rows.count() == 7 and set(rows.values_list("model_id", flat=True)) == {
+        "vggish:hop0.96-act0-raw@*"
+    }
+    with pytest.raises(CommandError, match="name the model the statistics were made with"):
+        call_command("import_reference_stats", "dcase", str(dcase_stats_dir), "--model", "openl3")
     with pytest.raises(CommandError, match="no challenge 'nope'"):
         call_command("import_reference_stats", "nope", str(dcase_stats_dir))

@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from stimuli.models import FadResult, Job, Medoid, ReferenceStats
-from tests.evaluation_setup import small_challenge
+from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge
 
 
 @pytest.fixture
@@ -127,13 +127,36 @@ def test_api_settings_and_reference_statistics(api_client, objective):
     )
     assert response.status_code == 400 and "dog_bark: statistics file lacks sigma" in response.text
     assert not ReferenceStats.objects.exists()
+    # Files that are no statistics at all, or claim arrays they do not hold, are a client's
+    # error with the reason, never a server error.
+    huge = npz_bytes(mu=npy_header((2**40,)), sigma=npy_header((2**40, 2**40)))
+    for content, reason in ((bad_crc(), "Bad CRC-32"), (huge, "mu has shape [1099511627776]")):
+        response = api_client.post(
+            api(objective.slug, "reference-stats"),
+            {"files": [SimpleUploadedFile("rain.npz", content)]},
+            format="multipart",
+        )
+        assert response.status_code == 400 and reason in response.json()["detail"]
+    response = api_client.post(
+        api(objective.slug, "reference-stats"),
+        {"files": [SimpleUploadedFile("rain.npz", rain)], "model": "logmel"},
+        format="multipart",
+    )
+    assert (
+        response.status_code == 400
+        and "name the model the statistics were made with" in (response.json()["detail"])
+    )
+    assert not ReferenceStats.objects.exists()
     response = api_client.post(
         api(objective.slug, "reference-stats"),
         {"files": [SimpleUploadedFile("rain.npz", rain)], "source": "DCASE"},
         format="multipart",
     )
     assert response.status_code == 201
-    assert response.json()["stored"][0]["category"] == "rain"
+    stored = response.json()["stored"]
+    assert stored == [
+        {"category": "rain", "model_id": "vggish:hop0.96-act0-raw@*", "dim": 128, "count": 1000}
+    ]
 
 
 def test_schema_documents_the_objective_endpoints(client):

@@ -19,6 +19,41 @@ BUILTIN_MODULES = {
 }
 
 
+# In a declared model id, the weights part that stands for any weights file of the model: for
+# published statistics, whose makers' file the platform cannot hash.
+ANY_WEIGHTS = "*"
+MODEL_ID_LENGTH = 200
+
+
+def make_model_id(name: str, options_id: str, weights_id: str) -> str:
+    """`name:options@weights`, the form every embedding cache key and FAD result carries."""
+    return f"{name}:{options_id}@{weights_id}"[:MODEL_ID_LENGTH]
+
+
+def split_model_id(model_id: str) -> tuple[str, str, str]:
+    """(name, options, weights) of a model id; ValueError when it has not that form.
+
+    Names (built-ins, import paths) hold no ':' and weights ids (hashes, 'random', versions)
+    no '@', so the first ':' and the last '@' delimit the options, whatever they contain.
+    """
+    name, colon, rest = model_id.partition(":")
+    options, at, weights = rest.rpartition("@")
+    if not (colon and at and name.strip() and options and weights):
+        raise ValueError(f"{model_id!r} is not a model id of the form name:options@weights")
+    return name, options, weights
+
+
+def model_id_matches(declared: str, model_id: str) -> bool:
+    """Whether a model with `model_id` is the one `declared` names (`@*`: any weights file)."""
+    name, options, weights = split_model_id(declared)
+    if weights != ANY_WEIGHTS:
+        return declared == model_id
+    try:
+        return split_model_id(model_id)[:2] == (name, options)
+    except ValueError:
+        return False
+
+
 class WeightsMissing(FileNotFoundError):
     """A model's weights file is not where the settings say; the message says how to get it."""
 
@@ -79,7 +114,7 @@ class EmbeddingModel:
         """Stable across runs: name, options and weights; the embedding cache is keyed on it."""
         options = json.dumps(self.spec.options, sort_keys=True, separators=(",", ":"))
         resolved = getattr(self.model, "options_id", None) or options
-        return f"{self.spec.name}:{resolved}@{self.weights_id}"[:200]
+        return make_model_id(self.spec.name, resolved, self.weights_id)
 
     @property
     def device(self) -> str:

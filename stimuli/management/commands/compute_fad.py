@@ -41,9 +41,18 @@ class Command(BaseCommand):
         parser.add_argument("--weights", default="", help="Weights file of the model.")
         parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if any).")
         parser.add_argument("--batch-size", type=int, default=32)
-        parser.add_argument("--inf", action="store_true", help="Also FAD-inf (A's embeddings).")
         parser.add_argument(
-            "--bootstrap", type=int, default=0, metavar="N", help="95%% interval, N resamples."
+            "--inf",
+            action="store_true",
+            help="Also FAD-inf of A's embeddings (Chong & Forsyth's extrapolation, as in fadtk; "
+            "needs more than 2 x d embeddings, at least 100).",
+        )
+        parser.add_argument(
+            "--bootstrap",
+            type=int,
+            default=0,
+            metavar="N",
+            help="95%% basic bootstrap interval over A's clips, N resamples.",
         )
         parser.add_argument("--seed", type=int, default=0)
 
@@ -60,15 +69,18 @@ class Command(BaseCommand):
         if options["inf"] or options["bootstrap"]:
             if a_clips is None:
                 raise CommandError("--inf and --bootstrap need embeddings or audio for A")
-            if options["inf"]:
-                result = fad_infinity(a_clips, b_stats, seed=options["seed"])
-                out["fad_inf"] = result.value
-                out["fad_inf_r2"] = result.r_squared
-            if options["bootstrap"]:
-                low, high = fad_bootstrap_interval(
-                    a_clips, b_stats, n_resamples=options["bootstrap"], seed=options["seed"]
-                )
-                out["ci95"] = [low, high]
+            try:
+                if options["inf"]:
+                    result = fad_infinity(a_clips, b_stats, seed=options["seed"])
+                    out["fad_inf"] = result.value
+                    out["fad_inf_r2"] = result.r_squared
+                if options["bootstrap"]:
+                    low, high = fad_bootstrap_interval(
+                        a_clips, b_stats, n_resamples=options["bootstrap"], seed=options["seed"]
+                    )
+                    out["ci95"] = [low, high]
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
         self.stdout.write(json.dumps(out))
 
     def _load(self, path: Path):

@@ -20,7 +20,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("challenge", help="Challenge slug.")
         parser.add_argument("folder", help="Folder of <category>.npz files.")
-        parser.add_argument("--model", default="vggish", help="Model the statistics come from.")
+        parser.add_argument(
+            "--model",
+            default="vggish",
+            help="The model the statistics were made with: a model id name:options@weights as "
+            "FAD results show it (weights * for any weights file), or vggish for DCASE 2023 "
+            f"Task 7's VGGish ({evaluation.DCASE2023_VGGISH}, the default). A FAD job refuses "
+            "statistics of another configuration of its model.",
+        )
         parser.add_argument(
             "--reference", default="evaluation", choices=["evaluation", "development"]
         )
@@ -45,5 +52,7 @@ class Command(BaseCommand):
         except evaluation.EvaluationError as exc:
             raise CommandError(str(exc)) from None
         for row in rows:
-            self.stdout.write(f"{row.category.slug}: {row.dim}-d, {row.count} embeddings")
+            self.stdout.write(
+                f"{row.category.slug}: {row.dim}-d, {row.count} embeddings, {row.model_id}"
+            )
         self.stdout.write(f"{len(rows)} {options['reference']} statistics stored.")
