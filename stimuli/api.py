@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from . import selectors, services
 from .imports import ImportRequestError
-from .jobs import enqueue, reset_for_retry
+from .jobs import enqueue, fail_if_stale, reset_for_retry
 from .models import Category, Challenge, Clip, Job, System, Team, Track
 
 
@@ -300,20 +300,33 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request, challenge_slug=None, pk=None):
+        from . import generation, tasks
+
         job = self.get_object()
         if job.kind == Job.Kind.IMPORT:
             raise ValidationError({"detail": "An upload cannot be retried; upload the file again."})
-        if job.state != Job.State.FAILED:
-            raise ValidationError(
-                {"detail": f"Only a failed job can be retried; this one is {job.state}."}
-            )
-        job = reset_for_retry(job)
-        from . import tasks
-
+        # Looked up first: a job reset to queued with no task to run it would wait forever.
         task = getattr(tasks, job.params.get("task", ""), None)
         if task is None:
             raise ValidationError({"detail": f"No task is known for jobs of kind '{job.kind}'."})
-        enqueue(job, task)
+        job = fail_if_stale(job)  # its worker was lost with no delivery of its task left
+        if job.kind in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
+            # The generation rules: the latest job of a system only, and not once the listening
+            # test has fixed the stimuli.
+            try:
+                job = generation.retry(job)
+            except generation.GenerationConflict as exc:
+                raise Conflict(str(exc)) from None
+            except generation.GenerationError as exc:
+                raise ValidationError({"detail": str(exc)}) from None
+        else:
+            if job.state != Job.State.FAILED:
+                raise ValidationError(
+                    {"detail": f"Only a failed job can be retried; this one is {job.state}."}
+                )
+            job = reset_for_retry(job)
+            enqueue(job, task)
+        job.refresh_from_db()
         return Response(JobSerializer(job).data)
 
 

@@ -9,7 +9,7 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from stimuli.models import Challenge, Clip, Team
+from stimuli.models import Challenge, Clip, Job, Team
 from stimuli.services import create_system, create_team
 from tests.factories import reference_set
 
@@ -79,3 +79,13 @@ def test_deleting_a_challenge_with_systems_is_a_409(api_client, challenge):
     assert "systems" in response.json()["detail"]
     assert Challenge.objects.filter(pk=challenge.pk).exists()
     assert challenge.systems.count() == 1 and challenge.tracks.count() == 2
+
+
+def test_retrying_a_job_without_a_task_leaves_it_failed(api_client, challenge):
+    job = Job.objects.create(
+        challenge=challenge, kind=Job.Kind.PUBLISH_RESULTS, state=Job.State.FAILED, params={}
+    )
+    response = api_client.post(f"/api/challenges/{challenge.slug}/jobs/{job.pk}/retry/")
+    assert response.status_code == 400 and "No task is known" in response.json()["detail"]
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED  # not stranded in the queue with nothing to run it
