@@ -216,17 +216,33 @@ def validate_generator(generator: Generator, limits: Limits | None = None) -> di
     except SandboxError as exc:
         report = {"ok": False, "summary": f"Invalid generator: {exc.message}", "problems": []}
         report["problems"].append({"code": exc.code, "message": exc.message, "detail": ""})
-    Generator.objects.filter(pk=generator.pk).update(
-        state=Generator.State.VALID if report["ok"] else Generator.State.INVALID,
-        report=report,
-        validated_at=timezone.now(),
-        updated_at=timezone.now(),
-    )
+    with transaction.atomic():
+        current = Generator.objects.select_for_update().filter(pk=generator.pk).first()
+        if current is None or _code(current) != _code(generator):
+            # New code was attached while this ran: the verdict is about code that is gone, and
+            # the new code's own validation job decides its state.
+            report["stale"] = True
+            return report
+        Generator.objects.filter(pk=generator.pk).update(
+            state=Generator.State.VALID if report["ok"] else Generator.State.INVALID,
+            report=report,
+            validated_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
     return report
 
 
+def _code(generator: Generator) -> tuple:
+    """What a validation verdict is about: the code and the settings it was loaded with."""
+    return (generator.module, generator.archive, generator.archive_sha256, generator.config)
+
+
 def retry(job: Job) -> Job:
-    """Queue a failed generation or validation job again; a generation resumes where it stopped."""
+    """Queue a failed generation or validation job again; a generation resumes where it stopped.
+
+    A generation job is retried only while it is the system's latest: an older one, run again,
+    would replace the clips of the newer job when it succeeds.
+    """
     from . import tasks
 
     if job.kind not in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
@@ -282,6 +298,9 @@ def run_validation(job_id: int) -> Job:
             progress.log(f"[{problem['code']}] {problem['message']}")
         progress(1, 1, report["summary"])
         result = {"ok": report["ok"], "summary": report["summary"]}
+        if report.get("stale"):
+            result["stale"] = True
+            progress.log("new code was attached while this ran: its verdict was not recorded")
         if not report["ok"]:
             result.update(_failed=True, _error=report["summary"][:2000])
         return result

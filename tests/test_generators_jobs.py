@@ -300,3 +300,35 @@ def test_a_listening_test_opened_during_the_job_keeps_the_earlier_clips(small_ch
     job = run_generation(job.pk, echo=open_the_test)
     assert job.state == Job.State.FAILED and "the earlier clips were kept" in job.error
     assert clips <= set(system.clips.values_list("pk", flat=True))
+
+
+# --- a validation result is about the code it validated ------------------------------------------
+
+
+def test_a_stale_validation_does_not_judge_newer_code(small_challenge):
+    team = create_team(small_challenge, name="Team")
+    system = create_system(team=team, track=small_challenge.tracks.first(), name="Swapped")
+    generation.set_generator(system, module="stimuli.generators.baseline", validate=False)
+    being_validated = Generator.objects.get(system=system)  # what the validation job loaded
+    # Meanwhile new, broken code is attached (its own validation is still to come) ...
+    generation.set_generator(system, module="tests.generator_fixtures.raises", validate=False)
+    # ... and then the old validation finishes: the old code was fine.
+    report = generation.validate_generator(being_validated)
+    assert report["ok"] is True and report["stale"] is True
+    generator = Generator.objects.get(system=system)
+    assert generator.module == "tests.generator_fixtures.raises"
+    assert generator.state == Generator.State.PENDING and generator.validated_at is None
+
+    # The same with only the settings changed: the verdict was about the old settings.
+    generation.set_generator(system, module="stimuli.generators.baseline", validate=False)
+    being_validated = Generator.objects.get(system=system)
+    generation.set_generator(
+        system, module="stimuli.generators.baseline", config={"brightness": 2}, validate=False
+    )
+    assert generation.validate_generator(being_validated)["stale"] is True
+    assert Generator.objects.get(system=system).state == Generator.State.PENDING
+
+    # A validation of the current code is recorded.
+    current = Generator.objects.get(system=system)
+    assert "stale" not in generation.validate_generator(current)
+    assert Generator.objects.get(system=system).validated_at is not None
