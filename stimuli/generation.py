@@ -137,6 +137,12 @@ def set_generator(
             fields.update(archive=stored, archive_name=name, archive_sha256=sha)
     elif not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", module):
         raise GenerationError(f"'{module}' is not a module path (like package.module)")
+    previous = (
+        Generator.objects.select_for_update()
+        .filter(system=system)
+        .values_list("archive", flat=True)
+        .first()
+    )
     generator, _ = Generator.objects.update_or_create(
         system=system,
         defaults={
@@ -147,6 +153,9 @@ def set_generator(
             "validated_at": None,
         },
     )
+    if previous and previous != generator.archive:
+        # After the commit only: were the transaction rolled back, the row would still name it.
+        transaction.on_commit(lambda: delete_archive_if_unused(previous))
     if system.kind != System.Kind.GENERATOR:
         system.kind = System.Kind.GENERATOR
         system.save(update_fields=["kind"])
@@ -154,6 +163,17 @@ def set_generator(
         start_validation(generator, user=user)
         generator.refresh_from_db()  # validated already when tasks run in-process
     return generator
+
+
+def delete_archive_if_unused(name: str) -> bool:
+    """Delete a stored generator archive that no generator names any more; True if deleted.
+
+    Archives are stored by content hash, so another system may share the same file.
+    """
+    if Generator.objects.filter(archive=name).exists():
+        return False
+    default_storage.delete(name)
+    return True
 
 
 class prepared_source:

@@ -209,3 +209,32 @@ def test_api_refuses_generation_once_the_stimuli_are_fixed(api_client, small, ph
     assert response.status_code == 409, response.content
     assert phase[:7] in response.json()["errors"][0]
     assert not Job.objects.filter(kind=Job.Kind.GENERATE).exists()
+
+
+def test_a_replaced_archive_is_deleted_once_no_generator_uses_it(
+    organizer_client, small, media_root, django_capture_on_commit_callbacks
+):
+    system = small.systems.get()
+    other = create_system(team=small.teams.get(), track=small.tracks.first(), name="Shared")
+    code = generator_zip()  # built once: a zip records the time its members were written
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(organizer_client, small, system, code)
+        upload(organizer_client, small, other, code)  # the same file, stored once
+    first = Generator.objects.get(system=system).archive
+    assert Generator.objects.get(system=other).archive == first
+    assert (media_root / first).exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(organizer_client, small, system, generator_zip(broken=True))
+    assert (media_root / first).exists()  # still the other system's code
+    second = Generator.objects.get(system=system).archive
+    assert second != first and (media_root / second).exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        organizer_client.post(
+            reverse("generators:code", args=[small.slug, other.pk]),
+            {"module": "tests.generator_fixtures.good"},
+            HTTP_HX_REQUEST="true",
+        )
+    assert not (media_root / first).exists()  # no generator names it any more
+    assert (media_root / second).exists()
