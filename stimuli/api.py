@@ -5,20 +5,37 @@ Every endpoint calls the same services as the pages and the command line.
 
 from __future__ import annotations
 
+import copy
+
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError, RestrictedError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from . import selectors, services
 from .imports import ImportPhaseError, ImportRequestError
-from .jobs import enqueue, reset_for_retry
+from .jobs import enqueue, fail_if_stale, reset_for_retry
 from .models import Category, Challenge, Clip, Job, System, Team, Track
+
+
+class Conflict(APIException):
+    """409: the request is well formed but the stored data does not allow it now."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state of the data."
+    default_code = "conflict"
+
+
+def _protected_detail(what: str, exc: ProtectedError | RestrictedError) -> str:
+    blocking = getattr(exc, "protected_objects", None) or getattr(exc, "restricted_objects", ())
+    kinds = sorted({str(obj._meta.verbose_name_plural) for obj in blocking})
+    return f"{what} cannot be deleted: {', '.join(kinds)} depend on it; delete those first."
 
 
 class CategorySerializer(serializers.ModelSerializer):
@@ -44,6 +61,35 @@ class ChallengeSerializer(serializers.ModelSerializer):
             "channels", "bit_depth", "categories", "tracks", "created_at",
         ]  # fmt: skip
         read_only_fields = ["created_at"]
+        # The ranges the model's constraints enforce, as messages that name the field.
+        extra_kwargs = {
+            "clip_duration_s": {"max_value": 60},
+            "sample_rate": {"min_value": 8_000, "max_value": 192_000},
+            "channels": {"min_value": 1, "max_value": 2},
+        }
+
+    def validate_clip_duration_s(self, value: float) -> float:
+        if value <= 0:
+            raise ValidationError("Ensure this value is greater than 0.")
+        return value
+
+    def validate_bit_depth(self, value: int) -> int:
+        if value not in (16, 24):
+            raise ValidationError("Clips are stored as 16-bit or 24-bit PCM.")
+        return value
+
+    def validate(self, attrs):
+        # The model's checks (ranges, supported bit depths) as 400s; the database's constraints
+        # would otherwise fail the save with a 500. Creation is checked by the service.
+        if self.instance is not None:
+            candidate = copy.copy(self.instance)
+            for name, value in attrs.items():
+                setattr(candidate, name, value)
+            try:
+                candidate.full_clean()
+            except DjangoValidationError as exc:
+                raise ValidationError(exc.message_dict) from None
+        return attrs
 
     def create(self, validated_data):
         try:
@@ -56,6 +102,16 @@ class TeamSerializer(serializers.ModelSerializer):
     class Meta:
         model = Team
         fields = ["id", "name", "affiliation"]
+
+    def validate_name(self, value: str) -> str:
+        challenge = self.context.get("challenge")
+        if challenge is not None:
+            taken = Team.objects.filter(challenge=challenge, name=value)
+            if self.instance is not None:
+                taken = taken.exclude(pk=self.instance.pk)
+            if taken.exists():
+                raise ValidationError("A team with this name already exists.")
+        return value
 
 
 class SystemSerializer(serializers.ModelSerializer):
@@ -115,10 +171,40 @@ class UploadSerializer(serializers.Serializer):
     )
 
 
+# What stored clips were checked against: changing it would leave clips that break the spec.
+CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
+
+
 class ChallengeViewSet(viewsets.ModelViewSet):
     queryset = Challenge.objects.prefetch_related("categories", "tracks")
     serializer_class = ChallengeSerializer
     lookup_field = "slug"
+
+    def perform_update(self, serializer):
+        challenge = serializer.instance
+        changed = [
+            name
+            for name in CLIP_SPEC_FIELDS
+            if name in serializer.validated_data
+            and serializer.validated_data[name] != getattr(challenge, name)
+        ]
+        with transaction.atomic():
+            Challenge.objects.select_for_update().get(pk=challenge.pk)
+            if changed and Clip.objects.filter(challenge=challenge).exists():
+                raise Conflict(
+                    f"{', '.join(changed)} cannot change: this challenge already stores clips "
+                    "checked against the current clip spec"
+                )
+            try:
+                serializer.save()
+            except IntegrityError:  # a slug taken by a request that committed meanwhile
+                raise ValidationError({"slug": ["A challenge with this slug exists."]}) from None
+
+    def perform_destroy(self, instance):
+        try:
+            instance.delete()
+        except (ProtectedError, RestrictedError) as exc:
+            raise Conflict(_protected_detail(f"Challenge '{instance.slug}'", exc)) from None
 
 
 class ChallengeScopedMixin:
@@ -155,6 +241,19 @@ class TeamViewSet(ChallengeScopedMixin, viewsets.ModelViewSet):
             )
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from None
+
+    def perform_update(self, serializer):
+        try:
+            with transaction.atomic():
+                serializer.save()
+        except IntegrityError:  # the same name taken by a request that committed meanwhile
+            raise ValidationError({"name": ["A team with this name already exists."]}) from None
+
+    def perform_destroy(self, instance):
+        try:
+            instance.delete()
+        except (ProtectedError, RestrictedError) as exc:
+            raise Conflict(_protected_detail(f"Team '{instance.name}'", exc)) from None
 
 
 class SystemViewSet(ChallengeScopedMixin, viewsets.ModelViewSet):
@@ -201,20 +300,33 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request, challenge_slug=None, pk=None):
+        from . import generation, tasks
+
         job = self.get_object()
         if job.kind == Job.Kind.IMPORT:
             raise ValidationError({"detail": "An upload cannot be retried; upload the file again."})
-        if job.state != Job.State.FAILED:
-            raise ValidationError(
-                {"detail": f"Only a failed job can be retried; this one is {job.state}."}
-            )
-        job = reset_for_retry(job)
-        from . import tasks
-
+        # Looked up first: a job reset to queued with no task to run it would wait forever.
         task = getattr(tasks, job.params.get("task", ""), None)
         if task is None:
             raise ValidationError({"detail": f"No task is known for jobs of kind '{job.kind}'."})
-        enqueue(job, task)
+        job = fail_if_stale(job)  # its worker was lost with no delivery of its task left
+        if job.kind in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
+            # The generation rules: the latest job of a system only, and not once the listening
+            # test has fixed the stimuli.
+            try:
+                job = generation.retry(job)
+            except generation.GenerationConflict as exc:
+                raise Conflict(str(exc)) from None
+            except generation.GenerationError as exc:
+                raise ValidationError({"detail": str(exc)}) from None
+        else:
+            if job.state != Job.State.FAILED:
+                raise ValidationError(
+                    {"detail": f"Only a failed job can be retried; this one is {job.state}."}
+                )
+            job = reset_for_retry(job)
+            enqueue(job, task)
+        job.refresh_from_db()
         return Response(JobSerializer(job).data)
 
 

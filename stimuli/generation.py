@@ -7,6 +7,10 @@ the batches it lost and gets the same audio. Each batch is checked against the c
 stored in one transaction (audio files plus clip rows, `source_job` set); resuming counts what
 the job already stored. A generator that breaks a rule ends its own job failed, with the error
 and the generator's log on the job; other jobs are not affected.
+
+The clips of earlier generation jobs of the system stay until a new job succeeds: they are
+deleted in the transaction that marks it succeeded, so a failed run never leaves a system with
+fewer clips than before. Until then the new job's clips are told apart by their `source_job`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import File
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from . import storage
@@ -42,8 +47,17 @@ from .generators.sandbox import (
 )
 from .generators.validate import validate_source
 from .imports import _audio_row
-from .jobs import JobProgress, enqueue, reset_for_retry, run_job
+from .jobs import (
+    JobProgress,
+    enqueue,
+    fail_if_stale,
+    is_stale,  # noqa: F401  (pages and tests read it from here, where it used to live)
+    reset_for_retry,
+    run_job,
+    stale_after_s,
+)
 from .models import AudioFile, Challenge, Clip, Generator, Job, System
+from .phases import PhaseError, check_clips_can_change
 
 DEFAULT_BATCH_SIZE = 10
 NAME_PATTERN = re.compile(r"^generated/(?P<category>[^/]+)/(?P<index>\d+)\.wav$")
@@ -51,6 +65,10 @@ NAME_PATTERN = re.compile(r"^generated/(?P<category>[^/]+)/(?P<index>\d+)\.wav$"
 
 class GenerationError(Exception):
     """A generation request that cannot work, or output that breaks the clip spec."""
+
+
+class GenerationConflict(GenerationError):
+    """A request that is well formed but clashes with the state of the challenge or its jobs."""
 
 
 def output_spec(challenge: Challenge) -> OutputSpec:
@@ -119,6 +137,12 @@ def set_generator(
             fields.update(archive=stored, archive_name=name, archive_sha256=sha)
     elif not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", module):
         raise GenerationError(f"'{module}' is not a module path (like package.module)")
+    previous = (
+        Generator.objects.select_for_update()
+        .filter(system=system)
+        .values_list("archive", flat=True)
+        .first()
+    )
     generator, _ = Generator.objects.update_or_create(
         system=system,
         defaults={
@@ -129,6 +153,9 @@ def set_generator(
             "validated_at": None,
         },
     )
+    if previous and previous != generator.archive:
+        # After the commit only: were the transaction rolled back, the row would still name it.
+        transaction.on_commit(lambda: delete_archive_if_unused(previous))
     if system.kind != System.Kind.GENERATOR:
         system.kind = System.Kind.GENERATOR
         system.save(update_fields=["kind"])
@@ -136,6 +163,17 @@ def set_generator(
         start_validation(generator, user=user)
         generator.refresh_from_db()  # validated already when tasks run in-process
     return generator
+
+
+def delete_archive_if_unused(name: str) -> bool:
+    """Delete a stored generator archive that no generator names any more; True if deleted.
+
+    Archives are stored by content hash, so another system may share the same file.
+    """
+    if Generator.objects.filter(archive=name).exists():
+        return False
+    default_storage.delete(name)
+    return True
 
 
 class prepared_source:
@@ -198,29 +236,75 @@ def validate_generator(generator: Generator, limits: Limits | None = None) -> di
     except SandboxError as exc:
         report = {"ok": False, "summary": f"Invalid generator: {exc.message}", "problems": []}
         report["problems"].append({"code": exc.code, "message": exc.message, "detail": ""})
-    Generator.objects.filter(pk=generator.pk).update(
-        state=Generator.State.VALID if report["ok"] else Generator.State.INVALID,
-        report=report,
-        validated_at=timezone.now(),
-        updated_at=timezone.now(),
-    )
+    with transaction.atomic():
+        current = Generator.objects.select_for_update().filter(pk=generator.pk).first()
+        if current is None or _code(current) != _code(generator):
+            # New code was attached while this ran: the verdict is about code that is gone, and
+            # the new code's own validation job decides its state.
+            report["stale"] = True
+            return report
+        Generator.objects.filter(pk=generator.pk).update(
+            state=Generator.State.VALID if report["ok"] else Generator.State.INVALID,
+            report=report,
+            validated_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
     return report
 
 
+def _code(generator: Generator) -> tuple:
+    """What a validation verdict is about: the code and the settings it was loaded with."""
+    return (generator.module, generator.archive, generator.archive_sha256, generator.config)
+
+
 def retry(job: Job) -> Job:
-    """Queue a failed generation or validation job again; a generation resumes where it stopped."""
+    """Queue a failed generation or validation job again; a generation resumes where it stopped.
+
+    A generation job is retried only while it is the system's latest: an older one, run again,
+    would replace the clips of the newer job when it succeeds.
+    """
     from . import tasks
 
     if job.kind not in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
         raise GenerationError(f"a {job.kind} job is not a generation job")
-    if is_stale(job):  # its worker died and no delivery of its task is left
-        Job.objects.filter(pk=job.pk).update(state=Job.State.FAILED, error="the worker was lost")
-        job.refresh_from_db()
-    if job.state != Job.State.FAILED:
-        raise GenerationError(f"only a failed job can be retried; this one is {job.state}")
-    job = reset_for_retry(job)
-    enqueue(job, getattr(tasks, job.params["task"]))
+    task = getattr(tasks, job.params.get("task", ""), None)
+    if task is None:  # checked before the job is touched, so it is never left queued for nothing
+        raise GenerationError(f"no task is known for job #{job.pk}")
+    fail_if_stale(job)  # its worker died and no delivery of its task is left
+    system_id = job.params["system_id"]
+    with transaction.atomic():
+        system = System.objects.get(pk=system_id)
+        # The locks start_generation takes, in its order: no start slips in between.
+        challenge = Challenge.objects.select_for_update().get(pk=system.challenge_id)
+        Generator.objects.select_for_update().filter(system_id=system_id).first()
+        job = Job.objects.get(pk=job.pk)
+        if job.state != Job.State.FAILED:
+            raise GenerationError(f"only a failed job can be retried; this one is {job.state}")
+        if job.kind == Job.Kind.GENERATE:
+            _check_phase(challenge)
+            other = (
+                Job.objects.filter(kind=Job.Kind.GENERATE, params__system_id=system_id)
+                .exclude(pk=job.pk)
+                .filter(Q(pk__gt=job.pk) | Q(state__in=[Job.State.QUEUED, Job.State.RUNNING]))
+                .order_by("-pk")
+                .first()
+            )
+            if other is not None:
+                raise GenerationConflict(
+                    f"generation job #{other.pk} of '{system}' is newer or still under way "
+                    f"({other.state}); only the system's latest generation can be retried "
+                    "(this one would replace its clips)"
+                )
+        job = reset_for_retry(job)
+        enqueue(job, task)
     return job
+
+
+def _check_phase(challenge: Challenge) -> None:
+    try:
+        check_clips_can_change(challenge)
+    except PhaseError as exc:
+        raise GenerationConflict(str(exc)) from None
 
 
 def run_validation(job_id: int) -> Job:
@@ -234,6 +318,9 @@ def run_validation(job_id: int) -> Job:
             progress.log(f"[{problem['code']}] {problem['message']}")
         progress(1, 1, report["summary"])
         result = {"ok": report["ok"], "summary": report["summary"]}
+        if report.get("stale"):
+            result["stale"] = True
+            progress.log("new code was attached while this ran: its verdict was not recorded")
         if not report["ok"]:
             result.update(_failed=True, _error=report["summary"][:2000])
         return result
@@ -253,7 +340,10 @@ def start_generation(
     user: AbstractBaseUser | None = None,
     enqueue_task: bool = True,
 ) -> Job:
-    """Queue a generation job for the system (the running one, if one is already under way)."""
+    """Queue a generation job for the system (the running one, if one is already under way).
+
+    Refused (GenerationConflict) once the listening test has fixed the stimuli.
+    """
     generator = Generator.objects.filter(system=system).first()
     if generator is None:
         raise GenerationError(f"system '{system}' has no generator code")
@@ -268,6 +358,8 @@ def start_generation(
     from .tasks import generate_clips
 
     with transaction.atomic():
+        # Locked, then checked again: the listening test cannot open between check and start.
+        _check_phase(Challenge.objects.select_for_update().get(pk=system.challenge_id))
         Generator.objects.select_for_update().get(pk=generator.pk)  # one start at a time
         running = Job.objects.filter(
             kind=Job.Kind.GENERATE,
@@ -315,16 +407,6 @@ def generate_now(
     return run_generation(job.pk, echo=progress)
 
 
-def stale_after_s() -> float:
-    """A running generation job whose row has not moved for this long has lost its worker."""
-    return float(getattr(settings, "FOLEY_JOB_STALE_S", 300))
-
-
-def is_stale(job: Job) -> bool:
-    age = (timezone.now() - job.updated_at).total_seconds()
-    return job.state == Job.State.RUNNING and age > stale_after_s()
-
-
 class Heartbeat:
     """Touches the job row every few seconds while a worker is on it, even inside a long call."""
 
@@ -344,14 +426,10 @@ def run_generation(job_id: int, *, echo: Callable[[int, int, str], None] | None 
     """The body of the `generate_clips` task: generate what the job has not stored yet.
 
     A second delivery of the task while a live worker is still on the job (the broker redelivers
-    a message held longer than its visibility timeout) is dropped: the job's heartbeat is fresh.
-    A job whose worker died has a stale heartbeat and is resumed.
+    a message held longer than its visibility timeout) is dropped by `run_job`: the job's
+    heartbeat is fresh. A job whose worker died has a stale heartbeat and is resumed. When the
+    job succeeds, the clips of the system's earlier generations go in the same transaction.
     """
-    current = Job.objects.get(pk=job_id)
-    if current.state == Job.State.RUNNING and not is_stale(current):
-        JobProgress(current).log("a second delivery of this job found it running; dropped it")
-        current.refresh_from_db()
-        return current
 
     def work(job: Job, progress: JobProgress) -> dict:
         def report(done: int, total: int, message: str) -> None:
@@ -361,7 +439,29 @@ def run_generation(job_id: int, *, echo: Callable[[int, int, str], None] | None 
 
         return generate_clips(job, report, progress.log)
 
-    return run_job(job_id, work)
+    return run_job(job_id, work, on_success=replace_earlier_clips)
+
+
+def replace_earlier_clips(job: Job, result: dict) -> str | None:
+    """Delete the clips of the system's earlier generation jobs, now that `job` succeeded.
+
+    Runs in the transaction that marks the job succeeded. Returns an error (and deletes nothing)
+    when the listening test opened while the job ran.
+    """
+    system = System.objects.get(pk=job.params["system_id"])
+    challenge = Challenge.objects.select_for_update().get(pk=system.challenge_id)
+    try:
+        check_clips_can_change(challenge)
+    except PhaseError as exc:
+        return f"[phase] {exc}; the earlier clips were kept"
+    _, deleted = Clip.objects.filter(
+        system=system, source_job__kind=Job.Kind.GENERATE, source_job_id__lt=job.pk
+    ).delete()
+    replaced = deleted.get(Clip._meta.label, 0)
+    if replaced:
+        result["replaced"] = replaced
+        JobProgress(job).log(f"removed {replaced} clips of earlier generations of this system")
+    return None
 
 
 def _stored_indices(job: Job, system: System) -> dict[str, set[int]]:
@@ -389,14 +489,11 @@ def generate_clips(
     categories = list(challenge.categories.all())
     total = n * len(categories)
 
-    # A new generation replaces what earlier generation jobs of this system produced.
-    replaced, _ = (
-        Clip.objects.filter(system=system, source_job__kind=Job.Kind.GENERATE)
-        .exclude(source_job=job)
-        .delete()
-    )
-    if replaced:
-        log(f"removed {replaced} rows of an earlier generation of this system")
+    try:  # a job queued before the listening test opened must not run after
+        check_clips_can_change(challenge)
+    except PhaseError as exc:
+        log(f"[phase] {exc}")
+        return {"clips": 0, "_failed": True, "_error": f"[phase] {exc}"}
     stored = _stored_indices(job, system)
     done = sum(len(v) for v in stored.values())
     if done:
@@ -510,7 +607,17 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
                     if created:
                         written.append(check.sha256)
                 name = clip_name(category.slug, index)
-                twin = Clip.objects.filter(system=system, category=category, audio=audio).first()
+                twin = (
+                    Clip.objects.filter(system=system, category=category, audio=audio)
+                    .select_related("source_job")
+                    .first()
+                )
+                if twin is not None and _earlier_generation(twin, job):
+                    # The same sound as a clip of an earlier generation (the same code and seed
+                    # give the same audio): this job takes that clip over instead of storing it
+                    # twice, and what refers to it (medoids) stays.
+                    Clip.objects.filter(pk=twin.pk).update(source_job=job, original_name=name)
+                    continue
                 if twin is not None:
                     raise GenerationError(
                         f"{name} is identical to {twin.original_name}; a generator must give "
@@ -529,6 +636,11 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
         for sha in written:
             storage.delete_audio(sha)
         raise
+
+
+def _earlier_generation(clip: Clip, job: Job) -> bool:
+    source = clip.source_job
+    return source is not None and source.kind == Job.Kind.GENERATE and source.pk < job.pk
 
 
 def zip_module(folder: Path, dest: Path) -> Path:

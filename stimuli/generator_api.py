@@ -101,7 +101,9 @@ class GeneratorViewSet(
         body["generator"] = GeneratorSerializer(generator).data
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=GenerateSerializer, responses={202: JobSerializer, 400: ERRORS})
+    @extend_schema(
+        request=GenerateSerializer, responses={202: JobSerializer, 400: ERRORS, 409: ERRORS}
+    )
     @action(detail=True, methods=["post"])
     def generate(self, request, challenge_slug=None, system_id=None):
         """Queue a generation job (or return the one under way for this system)."""
@@ -112,11 +114,13 @@ class GeneratorViewSet(
             job = generation.start_generation(
                 generator.system, user=request.user, **serializer.validated_data
             )
+        except generation.GenerationConflict as exc:  # e.g. the listening test is open
+            return _errors(str(exc), status.HTTP_409_CONFLICT)
         except generation.GenerationError as exc:
             return _errors(str(exc))
         job.refresh_from_db()
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-def _errors(message: str) -> Response:
-    return Response({"errors": [message]}, status=status.HTTP_400_BAD_REQUEST)
+def _errors(message: str, code: int = status.HTTP_400_BAD_REQUEST) -> Response:
+    return Response({"errors": [message]}, status=code)

@@ -73,9 +73,11 @@ def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
 
 
-def _status(request: HttpRequest) -> int:
+def _status(request: HttpRequest, exc: Exception | None = None) -> int:
     # htmx swaps only 2xx answers by default; a plain form post gets the real status.
-    return 200 if request.htmx else 400
+    if request.htmx:
+        return 200
+    return 409 if isinstance(exc, generation.GenerationConflict) else 400
 
 
 @organizer_required
@@ -125,7 +127,7 @@ def generate(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
             _status(request),
         )
     except generation.GenerationError as exc:
-        return _panel(request, challenge, {system.pk: str(exc)}, _status(request))
+        return _panel(request, challenge, {system.pk: str(exc)}, _status(request, exc))
     return _panel(request, challenge)
 
 
@@ -137,5 +139,6 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     try:
         generation.retry(job)
     except generation.GenerationError as exc:
-        return _panel(request, challenge, {job.params.get("system_id"): str(exc)}, _status(request))
+        errors = {job.params.get("system_id"): str(exc)}
+        return _panel(request, challenge, errors, _status(request, exc))
     return _panel(request, challenge)

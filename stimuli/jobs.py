@@ -1,7 +1,11 @@
 """The life of a background job: queued, running, succeeded or failed, with progress on its row.
 
-Celery tasks take a job id and call `run_job`, which makes a rerun of a finished job a no-op and
-lets a job whose worker died be picked up again (Celery redelivers it with acks_late).
+Celery tasks take a job id and call `run_job`. A worker runs a job only after claiming it: one
+UPDATE that moves a queued job (or a running one whose heartbeat went stale: its worker died and
+Celery redelivered the task, with acks_late) to running and counts the attempt. Exactly one of
+two deliveries arriving together wins the claim; the other, and any delivery of a finished job,
+does nothing. A worker records the outcome only while the job is still its own, so a worker that
+was given up for dead and comes back cannot overwrite what the worker that took over wrote.
 """
 
 from __future__ import annotations
@@ -10,9 +14,12 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from .models import Job
@@ -46,41 +53,117 @@ class JobProgress:
             job.save(update_fields=["log", "updated_at"])
 
 
-def run_job(job_id: int, work: Callable[[Job, JobProgress], dict[str, Any] | None]) -> Job:
-    """Run `work` for the job unless it already finished; record the outcome on the row."""
+def stale_after_s() -> float:
+    """A running job whose row has not moved for this long has lost its worker."""
+    return float(getattr(settings, "FOLEY_JOB_STALE_S", 300))
+
+
+def is_stale(job: Job) -> bool:
+    age = (timezone.now() - job.updated_at).total_seconds()
+    return job.state == Job.State.RUNNING and age > stale_after_s()
+
+
+def fail_if_stale(job: Job) -> Job:
+    """Mark a running job whose worker was lost failed, so that it can be retried.
+
+    Needed when no delivery of its task is left to take it over. The row changes only if it is
+    still running and stale at the moment of the UPDATE.
+    """
+    lost = timezone.now() - timedelta(seconds=stale_after_s())
+    Job.objects.filter(pk=job.pk, state=Job.State.RUNNING, updated_at__lt=lost).update(
+        state=Job.State.FAILED,
+        error="the worker was lost",
+        finished_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    job.refresh_from_db()
+    return job
+
+
+def claim(job_id: int) -> Job | None:
+    """Make the job this worker's (running, one more attempt), or None when it is not free.
+
+    Free means queued, or running with a stale heartbeat. The check and the change are one
+    UPDATE, so two workers can never both claim it; `attempts` afterwards identifies the claim.
+    """
+    now = timezone.now()
+    lost = now - timedelta(seconds=stale_after_s())
+    free = Q(state=Job.State.QUEUED) | Q(state=Job.State.RUNNING, updated_at__lt=lost)
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_id)
-        if job.is_finished:
-            return job
-        job.state = Job.State.RUNNING
-        job.attempts += 1
-        job.started_at = timezone.now()
-        job.error = ""
-        job.save(update_fields=["state", "attempts", "started_at", "error", "updated_at"])
+        claimed = Job.objects.filter(free, pk=job_id).update(
+            state=Job.State.RUNNING,
+            attempts=F("attempts") + 1,
+            started_at=now,
+            error="",
+            updated_at=now,
+        )
+        return Job.objects.get(pk=job_id) if claimed else None
+
+
+def run_job(
+    job_id: int,
+    work: Callable[[Job, JobProgress], dict[str, Any] | None],
+    *,
+    on_success: Callable[[Job, dict[str, Any]], str | None] | None = None,
+) -> Job:
+    """Claim the job, run `work` and record the outcome on the row; see the module docstring.
+
+    `on_success` runs in the transaction that marks the job succeeded, with the job's row locked,
+    so what it changes lands together with the success or not at all. It returns an error to
+    fail the job instead (its changes are kept: return before changing anything to refuse).
+    """
+    job = claim(job_id)
+    if job is None:
+        current = Job.objects.get(pk=job_id)
+        if not current.is_finished:
+            JobProgress(current).log("a second delivery of this job found it running; dropped it")
+            current.refresh_from_db()
+        return current
+    mine = Q(pk=job_id, state=Job.State.RUNNING, attempts=job.attempts)
     progress = JobProgress(job)
     try:
         result = work(job, progress) or {}
-    except Exception as exc:
-        logger.exception("job %s failed", job_id)
-        Job.objects.filter(pk=job_id).update(
-            state=Job.State.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
-            log=(job.log + traceback.format_exc())[-200_000:],
-            finished_at=timezone.now(),
-            updated_at=timezone.now(),
-        )
-    else:
         failed = bool(result.pop("_failed", False))
         error = result.pop("_error", "")
-        Job.objects.filter(pk=job_id).update(
-            state=Job.State.FAILED if failed else Job.State.SUCCEEDED,
-            result=result,
-            error=error,
-            finished_at=timezone.now(),
-            updated_at=timezone.now(),
-        )
+        with transaction.atomic():
+            if Job.objects.select_for_update().filter(mine).first() is None:
+                _log_lost(job)
+                job.refresh_from_db()
+                return job
+            if not failed and on_success is not None:
+                refused = on_success(job, result)
+                if refused:
+                    failed, error = True, refused
+            Job.objects.filter(mine).update(
+                state=Job.State.FAILED if failed else Job.State.SUCCEEDED,
+                result=result,
+                error=error,
+                finished_at=timezone.now(),
+                updated_at=timezone.now(),
+            )
+    except Exception as exc:
+        logger.exception("job %s failed", job_id)
+        with transaction.atomic():
+            # Locked, so no log line written meanwhile is lost when the traceback is appended.
+            current = Job.objects.select_for_update().filter(mine).first()
+            if current is not None:
+                current.state = Job.State.FAILED
+                current.error = f"{type(exc).__name__}: {exc}"
+                current.log = (current.log + traceback.format_exc())[-200_000:]
+                current.finished_at = timezone.now()
+                current.save(update_fields=["state", "error", "log", "finished_at", "updated_at"])
+        if current is None:
+            _log_lost(job)
     job.refresh_from_db()
     return job
+
+
+def _log_lost(job: Job) -> None:
+    logger.warning("job %s attempt %s was taken over by another worker", job.pk, job.attempts)
+    JobProgress(job).log(
+        f"attempt {job.attempts} ended after another worker had taken the job over; "
+        "its outcome was discarded"
+    )
 
 
 def enqueue(job: Job, task: Any) -> None:

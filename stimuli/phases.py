@@ -1,12 +1,18 @@
-"""What a challenge's phase still allows to change: one rule for imports and the objective stage.
+"""What a challenge's phase still lets change: one rule for imports, generation and the
+objective stage.
 
-Once the listening test is open its stimuli are fixed, and what they were drawn from must stay as
-it is; once the results are published nothing changes at all.
+Once the listening test opens, its stimuli (the finalists' medoid clips) are fixed: replacing a
+system's clips would delete medoids and the stimuli made of them, under raters already at work.
+Once results are published nothing may change at all.
 """
 
 from __future__ import annotations
 
 from .models import Challenge
+
+
+class PhaseError(Exception):
+    """The challenge's phase does not allow the change; the message says why."""
 
 
 def phase_conflict(challenge: Challenge, *, fixed_by_listening: str | None = None) -> str | None:
@@ -20,3 +26,9 @@ def phase_conflict(challenge: Challenge, *, fixed_by_listening: str | None = Non
     if fixed_by_listening and challenge.phase == Challenge.Phase.LISTENING:
         return f"the listening test is open: its stimuli are fixed, so {fixed_by_listening}"
     return None
+
+
+def check_clips_can_change(challenge: Challenge) -> None:
+    """Raise PhaseError unless system clips (and what is chosen from them) may still change."""
+    if conflict := phase_conflict(challenge, fixed_by_listening="system clips cannot change"):
+        raise PhaseError(conflict)

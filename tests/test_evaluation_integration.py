@@ -58,7 +58,14 @@ def test_killed_worker_leaves_the_job_to_another_which_finishes_it_once(celery_w
     assert 8 <= stored < total
     assert Job.objects.get(pk=embed.pk).state == Job.State.RUNNING
 
-    env = {**celery_worker.env, "CELERY_RESTORE_INTERVAL": "1", "CELERY_RESTORE_THROTTLE": "1"}
+    # This worker looks for abandoned messages every second, and takes a job over once its
+    # heartbeat is a second old (300 s in production); a fresher one it would leave alone.
+    env = {
+        **celery_worker.env,
+        "CELERY_RESTORE_INTERVAL": "1",
+        "CELERY_RESTORE_THROTTLE": "1",
+        "FOLEY_JOB_STALE_S": "1",
+    }
     second = WorkerProcess(env, tmp_path / "second-worker.log")
     second.start()
     try:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from django.db import connection
 
 from stimuli import generation
+from stimuli.jobs import run_job
 from stimuli.models import Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
 from tests.conftest import wait_for_job
@@ -104,3 +107,33 @@ def test_killed_worker_job_resumes_on_another_with_the_same_audio(celery_worker,
     assert generation.generate_now(twin, 20, 0, batch_size=2).state == Job.State.SUCCEEDED
     names = dict(system.clips.values_list("original_name", "audio__sha256"))
     assert names == dict(twin.clips.values_list("original_name", "audio__sha256"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_at_once_run_the_job_once():
+    """Two workers get the same job at the same moment: one claims it, the other leaves it."""
+    job = Job.objects.create(kind=Job.Kind.FAD)
+    start = threading.Barrier(2)
+    runs: list[tuple[str, int]] = []
+
+    def work(job, progress):
+        runs.append((threading.current_thread().name, job.attempts))
+        time.sleep(1.0)  # long enough for the other delivery to arrive while this one runs
+        return {"by": threading.current_thread().name}
+
+    def deliver():
+        try:
+            start.wait(10)
+            run_job(job.pk, work)
+        finally:
+            connection.close()  # each thread has its own database connection
+
+    threads = [threading.Thread(target=deliver, name=f"worker-{i}") for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    job.refresh_from_db()
+    assert len(runs) == 1, runs
+    assert job.state == Job.State.SUCCEEDED and job.attempts == 1
+    assert job.result == {"by": runs[0][0]}

@@ -6,7 +6,7 @@ import pytest
 
 from stimuli import generation
 from stimuli.generation import GenerationError, generate_now, run_generation, start_generation
-from stimuli.models import Clip, Generator, Job
+from stimuli.models import Challenge, Clip, Generator, Job, Medoid
 from stimuli.services import create_challenge, create_system, create_team
 
 
@@ -181,3 +181,154 @@ def test_a_second_delivery_leaves_a_live_job_alone_and_a_stale_one_is_resumed(
     job = generation.retry(Job.objects.get(pk=job.pk))  # organizers can restart it
     job.refresh_from_db()
     assert job.state == Job.State.SUCCEEDED and system.clips.count() == 8
+
+
+# --- a new generation replaces the old clips only once it succeeded ------------------------------
+
+
+def test_a_failed_regeneration_keeps_the_clips_of_the_last_good_one(db):
+    challenge = create_challenge(
+        name="Keep",
+        slug="keep",
+        clip_duration_s=1.0,
+        categories=[("rain", "Rain"), ("gunshot", "Gunshot")],
+    )
+    system = make_system(challenge, "Kept")
+    good = generate_now(system, 2, seed=1)
+    assert good.state == Job.State.SUCCEEDED, good.error
+    kept = audio_by_name(system)
+
+    # New code: rain works, then gunshot raises part-way through the job.
+    Generator.objects.filter(system=system).update(module="tests.generator_fixtures.flaky")
+    failed = generate_now(system, 2, seed=2)
+    assert failed.state == Job.State.FAILED and "gunshot decoder" in failed.error
+    earlier = Clip.objects.filter(system=system, source_job=good)
+    assert dict(earlier.values_list("original_name", "audio__sha256")) == kept
+    assert Clip.objects.filter(system=system, source_job=failed).count() == 2  # rain, to resume
+
+    # Fixed, the same job resumes; its success replaces the earlier clips in one step.
+    Generator.objects.filter(system=system).update(module="stimuli.generators.baseline")
+    job = generation.retry(failed)
+    job.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert job.result["replaced"] == 4
+    assert set(system.clips.values_list("source_job", flat=True)) == {failed.pk}
+    assert system.clips.count() == 4
+
+
+def test_a_rerun_with_the_same_seed_takes_over_the_identical_clips(small_challenge):
+    system = make_system(small_challenge, "Same seed")
+    first = generate_now(system, 4, seed=1, batch_size=2)
+    sounds = audio_by_name(system)
+    clip = system.clips.get(original_name="generated/rain/0000.wav")
+    Medoid.objects.create(
+        challenge=small_challenge, system=system, category=clip.category, clip=clip, position=0
+    )
+    second = generate_now(system, 4, seed=1, batch_size=2)
+    assert second.state == Job.State.SUCCEEDED, second.error
+    assert audio_by_name(system) == sounds  # one clip per sound, no "identical" failure
+    assert set(system.clips.values_list("source_job", flat=True)) == {second.pk}
+    assert Medoid.objects.get().clip_id == clip.pk  # the same row: what refers to it stays
+    assert not Clip.objects.filter(source_job=first).exists()
+
+
+def test_an_older_failed_job_cannot_be_retried_over_a_newer_one(small_challenge):
+    system = make_system(small_challenge, "Older")
+    Generator.objects.filter(system=system).update(
+        module="tests.generator_fixtures.raises", state=Generator.State.PENDING
+    )
+    old = generate_now(system, 2)
+    assert old.state == Job.State.FAILED
+    Generator.objects.filter(system=system).update(
+        module="stimuli.generators.baseline", state=Generator.State.VALID
+    )
+    new = generate_now(system, 2, seed=5)
+    assert new.state == Job.State.SUCCEEDED
+    with pytest.raises(generation.GenerationConflict, match=f"job #{new.pk} .* newer"):
+        generation.retry(old)
+    assert Job.objects.get(pk=old.pk).state == Job.State.FAILED
+    assert set(system.clips.values_list("source_job", flat=True)) == {new.pk}
+
+
+# --- the listening test fixes the stimuli ----------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", [Challenge.Phase.LISTENING, Challenge.Phase.PUBLISHED])
+def test_generation_is_refused_once_the_stimuli_are_fixed(small_challenge, phase):
+    system = make_system(small_challenge, "Finalist")
+    done = generate_now(system, 2)
+    clip = system.clips.first()
+    Medoid.objects.create(
+        challenge=small_challenge, system=system, category=clip.category, clip=clip, position=0
+    )
+    Challenge.objects.filter(pk=small_challenge.pk).update(phase=phase)
+    with pytest.raises(generation.GenerationConflict, match=phase.value[:7]):
+        start_generation(system, n_per_category=2)
+    failed = Job.objects.create(
+        challenge=small_challenge,
+        kind=Job.Kind.GENERATE,
+        state=Job.State.FAILED,
+        params={**done.params, "n_per_category": 2},
+    )
+    with pytest.raises(generation.GenerationConflict, match=phase.value[:7]):
+        generation.retry(failed)
+    assert Job.objects.get(pk=failed.pk).state == Job.State.FAILED
+    assert system.clips.count() == 4 and Medoid.objects.filter(clip=clip).exists()
+
+
+def test_a_job_queued_before_the_listening_test_opened_changes_nothing(small_challenge):
+    system = make_system(small_challenge, "Queued")
+    generate_now(system, 2)
+    clips = set(system.clips.values_list("pk", flat=True))
+    job = start_generation(system, n_per_category=2, seed=9, enqueue_task=False)
+    Challenge.objects.filter(pk=small_challenge.pk).update(phase=Challenge.Phase.LISTENING)
+    job = run_generation(job.pk)
+    assert job.state == Job.State.FAILED and "listening test is open" in job.error
+    assert set(system.clips.values_list("pk", flat=True)) == clips
+
+
+def test_a_listening_test_opened_during_the_job_keeps_the_earlier_clips(small_challenge):
+    system = make_system(small_challenge, "Overtaken")
+    generate_now(system, 2)
+    clips = set(system.clips.values_list("pk", flat=True))
+    job = start_generation(system, n_per_category=2, seed=9, batch_size=1, enqueue_task=False)
+
+    def open_the_test(done, total, message):
+        if done == 1:
+            Challenge.objects.filter(pk=small_challenge.pk).update(phase="listening")
+
+    job = run_generation(job.pk, echo=open_the_test)
+    assert job.state == Job.State.FAILED and "the earlier clips were kept" in job.error
+    assert clips <= set(system.clips.values_list("pk", flat=True))
+
+
+# --- a validation result is about the code it validated ------------------------------------------
+
+
+def test_a_stale_validation_does_not_judge_newer_code(small_challenge):
+    team = create_team(small_challenge, name="Team")
+    system = create_system(team=team, track=small_challenge.tracks.first(), name="Swapped")
+    generation.set_generator(system, module="stimuli.generators.baseline", validate=False)
+    being_validated = Generator.objects.get(system=system)  # what the validation job loaded
+    # Meanwhile new, broken code is attached (its own validation is still to come) ...
+    generation.set_generator(system, module="tests.generator_fixtures.raises", validate=False)
+    # ... and then the old validation finishes: the old code was fine.
+    report = generation.validate_generator(being_validated)
+    assert report["ok"] is True and report["stale"] is True
+    generator = Generator.objects.get(system=system)
+    assert generator.module == "tests.generator_fixtures.raises"
+    assert generator.state == Generator.State.PENDING and generator.validated_at is None
+
+    # The same with only the settings changed: the verdict was about the old settings.
+    generation.set_generator(system, module="stimuli.generators.baseline", validate=False)
+    being_validated = Generator.objects.get(system=system)
+    generation.set_generator(
+        system, module="stimuli.generators.baseline", config={"brightness": 2}, validate=False
+    )
+    assert generation.validate_generator(being_validated)["stale"] is True
+    assert Generator.objects.get(system=system).state == Generator.State.PENDING
+
+    # A validation of the current code is recorded.
+    current = Generator.objects.get(system=system)
+    assert "stale" not in generation.validate_generator(current)
+    assert Generator.objects.get(system=system).validated_at is not None

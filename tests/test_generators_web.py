@@ -11,7 +11,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from stimuli.models import Generator, Job
+from stimuli import generation
+from stimuli.models import Challenge, Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
 
 FIXTURE_DIR = Path(__file__).parent / "generator_fixtures"
@@ -178,3 +179,62 @@ def test_api_is_for_organizers_only_and_in_the_schema(client, rater_user, small,
         else schema.content.decode()
     )
     assert "/api/challenges/{challenge_slug}/generators/{system_id}/generate/" in paths
+
+
+def test_api_refuses_to_retry_an_older_job_over_a_newer_one(api_client, small):
+    system = small.systems.get()
+    generation.set_generator(system, module="tests.generator_fixtures.raises", validate=False)
+    old = generation.generate_now(system, 2)
+    assert old.state == Job.State.FAILED
+    generation.set_generator(system, module="tests.generator_fixtures.good", validate=False)
+    Generator.objects.update(state=Generator.State.VALID)
+    new = generation.generate_now(system, 2)
+    assert new.state == Job.State.SUCCEEDED and system.clips.count() == 2
+
+    response = api_client.post(f"/api/challenges/{small.slug}/jobs/{old.pk}/retry/")
+    assert response.status_code == 409, response.content
+    assert f"job #{new.pk}" in response.json()["detail"]
+    assert Job.objects.get(pk=old.pk).state == Job.State.FAILED
+    assert set(system.clips.values_list("source_job", flat=True)) == {new.pk}
+
+
+@pytest.mark.parametrize("phase", ["listening", "published"])
+def test_api_refuses_generation_once_the_stimuli_are_fixed(api_client, small, phase):
+    system = small.systems.get()
+    generation.set_generator(system, module="tests.generator_fixtures.good", validate=False)
+    Generator.objects.update(state=Generator.State.VALID)
+    Challenge.objects.filter(pk=small.pk).update(phase=phase)
+    url = f"/api/challenges/{small.slug}/generators/{system.pk}/generate/"
+    response = api_client.post(url, {"n_per_category": 2}, format="json")
+    assert response.status_code == 409, response.content
+    assert phase[:7] in response.json()["errors"][0]
+    assert not Job.objects.filter(kind=Job.Kind.GENERATE).exists()
+
+
+def test_a_replaced_archive_is_deleted_once_no_generator_uses_it(
+    organizer_client, small, media_root, django_capture_on_commit_callbacks
+):
+    system = small.systems.get()
+    other = create_system(team=small.teams.get(), track=small.tracks.first(), name="Shared")
+    code = generator_zip()  # built once: a zip records the time its members were written
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(organizer_client, small, system, code)
+        upload(organizer_client, small, other, code)  # the same file, stored once
+    first = Generator.objects.get(system=system).archive
+    assert Generator.objects.get(system=other).archive == first
+    assert (media_root / first).exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(organizer_client, small, system, generator_zip(broken=True))
+    assert (media_root / first).exists()  # still the other system's code
+    second = Generator.objects.get(system=system).archive
+    assert second != first and (media_root / second).exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        organizer_client.post(
+            reverse("generators:code", args=[small.slug, other.pk]),
+            {"module": "tests.generator_fixtures.good"},
+            HTTP_HX_REQUEST="true",
+        )
+    assert not (media_root / first).exists()  # no generator names it any more
+    assert (media_root / second).exists()

@@ -1,0 +1,101 @@
+"""Running a job: exactly one worker claims it; a second delivery leaves a live job alone, a job
+whose worker died is taken over, and a worker that lost its job records nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from stimuli.jobs import claim, run_job
+from stimuli.models import Job
+
+pytestmark = pytest.mark.django_db
+
+
+def running_job(**fields) -> Job:
+    return Job.objects.create(kind=Job.Kind.FAD, state=Job.State.RUNNING, attempts=1, **fields)
+
+
+def test_a_second_delivery_of_a_running_job_is_dropped():
+    job = running_job()  # its worker's heartbeat (updated_at) is fresh
+    calls: list[int] = []
+    again = run_job(job.pk, lambda job, progress: calls.append(job.attempts) or {"n": 1})
+    assert calls == []
+    assert again.state == Job.State.RUNNING and again.attempts == 1 and again.result == {}
+    assert "second delivery" in again.log
+
+
+def test_a_job_left_running_by_a_dead_worker_is_taken_over_and_finished_once(settings):
+    settings.FOLEY_JOB_STALE_S = 60
+    job = running_job()
+    Job.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    calls: list[int] = []
+    done = run_job(job.pk, lambda job, progress: calls.append(job.attempts) or {"n": 1})
+    assert calls == [2]
+    assert done.state == Job.State.SUCCEEDED and done.attempts == 2 and done.result == {"n": 1}
+    again = run_job(job.pk, lambda job, progress: calls.append(job.attempts))
+    assert calls == [2] and again.attempts == 2  # a finished job is not run again
+
+
+def test_only_queued_or_stale_jobs_can_be_claimed(settings):
+    settings.FOLEY_JOB_STALE_S = 60
+    queued = Job.objects.create(kind=Job.Kind.FAD)
+    assert claim(queued.pk).attempts == 1
+    assert claim(queued.pk) is None  # now running, with a fresh heartbeat
+    for state in (Job.State.SUCCEEDED, Job.State.FAILED):
+        finished = Job.objects.create(kind=Job.Kind.FAD, state=state)
+        Job.objects.filter(pk=finished.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+        assert claim(finished.pk) is None
+
+
+def test_a_worker_that_lost_its_job_does_not_overwrite_the_outcome(settings):
+    job = Job.objects.create(kind=Job.Kind.FAD)
+    committed: list[str] = []
+
+    def on_success(job, result):
+        committed.append(result["by"])
+
+    def stalls(job, progress):
+        # This worker hangs past the stale limit; a redelivery takes the job over and ends it.
+        settings.FOLEY_JOB_STALE_S = 0
+        Job.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(seconds=1))
+        other = run_job(job.pk, lambda job, progress: {"by": "second"}, on_success=on_success)
+        assert other.state == Job.State.SUCCEEDED and other.attempts == 2
+        return {"by": "first"}
+
+    final = run_job(job.pk, stalls, on_success=on_success)
+    assert final.result == {"by": "second"} and final.attempts == 2
+    assert committed == ["second"]  # the first worker's success step never ran
+    assert "its outcome was discarded" in final.log
+
+
+def test_a_refusing_success_step_fails_the_job():
+    job = Job.objects.create(kind=Job.Kind.FAD)
+    final = run_job(job.pk, lambda job, progress: {"n": 1}, on_success=lambda j, r: "too late")
+    assert final.state == Job.State.FAILED and final.error == "too late"
+    assert final.result == {"n": 1}
+
+
+def test_an_exception_fails_the_job_and_keeps_its_log():
+    job = Job.objects.create(kind=Job.Kind.FAD)
+
+    def breaks(job, progress):
+        progress.log("half-way")
+        raise RuntimeError("disk full")
+
+    final = run_job(job.pk, breaks)
+    assert final.state == Job.State.FAILED and final.error == "RuntimeError: disk full"
+    assert "half-way" in final.log and "Traceback" in final.log
+
+
+def test_only_a_stale_running_job_is_marked_failed_for_a_retry(settings):
+    from stimuli.jobs import fail_if_stale
+
+    settings.FOLEY_JOB_STALE_S = 60
+    live = running_job()
+    assert fail_if_stale(live).state == Job.State.RUNNING
+    Job.objects.filter(pk=live.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    lost = fail_if_stale(live)
+    assert lost.state == Job.State.FAILED and lost.error == "the worker was lost"
