@@ -32,7 +32,7 @@ from django.db.models import Q
 from . import selectors
 from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
 from .fad import MAX_STATS_DIM, GaussianStats, frechet_distance
-from .jobs import JobProgress, enqueue, reset_for_retry, run_job
+from .jobs import JobProgress, enqueue, fail_if_stale, reset_for_retry, run_job
 from .models import (
     AudioFile,
     Category,
@@ -158,9 +158,18 @@ def check_published_stats(challenge: Challenge, model_id: str, dim: int) -> None
                 )
 
 
+# A generation in progress (or failed) stores its clips batch by batch beside the system's
+# current ones, which stay until it succeeds: the objective stage reads the current ones alone.
+SETTLED = (
+    Q(source_job__isnull=True)
+    | ~Q(source_job__kind=Job.Kind.GENERATE)
+    | Q(source_job__state=Job.State.SUCCEEDED)
+)
+
+
 def audio_to_embed(challenge: Challenge, purpose: str, model_id: str) -> list[AudioFile]:
     """The distinct audio of the clips a step needs embeddings of with the model `model_id`."""
-    clips = Clip.objects.filter(challenge=challenge)
+    clips = Clip.objects.filter(SETTLED, challenge=challenge)
     if purpose == "fad":
         refs = [FadResult.Reference.EVALUATION]
         if objective_settings(challenge).fad_development:
@@ -266,6 +275,7 @@ def retry(job: Job) -> Job:
     }.get(job.kind)
     if task is None:
         raise EvaluationError(f"a {job.kind} job is not an objective-stage job")
+    job = fail_if_stale(job)  # a job whose worker was lost can be retried too
     if job.state != Job.State.FAILED:
         raise EvaluationError(f"only a failed job can be retried; this one is {job.state}")
     job = reset_for_retry(job)
@@ -396,7 +406,7 @@ def _run_pipeline(embed: Job, second: Callable, progress: Progress | None) -> Jo
 def _clip_audio(challenge: Challenge, **filters) -> dict[int, list[int]]:
     """Audio ids per category id for the clips matching `filters`."""
     out: dict[int, list[int]] = {}
-    rows = Clip.objects.filter(challenge=challenge, **filters).values_list(
+    rows = Clip.objects.filter(SETTLED, challenge=challenge, **filters).values_list(
         "category_id", "audio_id"
     )
     for category_id, audio_id in rows.order_by("category_id", "original_name", "pk"):
@@ -576,7 +586,7 @@ def compute_medoids(
 
 def _clip_ids(challenge: Challenge, system: System) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
-    rows = Clip.objects.filter(challenge=challenge, system=system, role=Clip.Role.SYSTEM)
+    rows = Clip.objects.filter(SETTLED, challenge=challenge, system=system, role=Clip.Role.SYSTEM)
     for category_id, pk in rows.values_list("category_id", "pk").order_by("category_id", "pk"):
         out.setdefault(category_id, []).append(pk)
     return out

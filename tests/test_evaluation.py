@@ -361,3 +361,44 @@ def test_unknown_model_fails_the_job_with_the_reason(objective):
     assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
     assert "cannot import 'no_such_package.model'" in job.error
     assert not FadResult.objects.exists()
+
+
+def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
+    evaluation.run_evaluation(objective)
+    before = dict(
+        FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
+    )
+    close = system(objective, "Close")
+    running = Job.objects.create(
+        challenge=objective, kind=Job.Kind.GENERATE, state=Job.State.RUNNING
+    )
+    # Half a batch of a regeneration, nothing like the system's current clips.
+    for clip in Clip.objects.filter(system=system(objective, "Far"))[:6]:
+        Clip.objects.create(
+            challenge=objective,
+            category=clip.category,
+            role=Clip.Role.SYSTEM,
+            system=close,
+            audio=clip.audio,
+            source_job=running,
+        )
+    evaluation.run_evaluation(objective)
+    after = dict(
+        FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
+    )
+    assert after == pytest.approx(before)
+    assert FadResult.objects.filter(system=close, reference="evaluation").first().n_clips == 12
+
+
+def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    job = evaluation.run_evaluation(objective)
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING, updated_at=timezone.now() - timedelta(hours=1)
+    )
+    job.refresh_from_db()
+    retried = evaluation.retry(job)
+    assert retried.state in (Job.State.QUEUED, Job.State.SUCCEEDED)
