@@ -25,6 +25,9 @@
   namespace; without either, the audit hook refuses Python-level reads of them.
 - Output comes back as .npy files; the header's shape and dtype are checked against the clips
   asked for before any data is read, and the data is read with allow_pickle=False semantics.
+- Archives: checked from the zip's central directory alone (names, file count, compression
+  method and ratio, expanded size) before anything is unpacked; unpacking, on the worker, cuts
+  every member at its declared size.
 
 `enforcement()` says which of these this machine provides; reports and job logs include it.
 """
@@ -47,14 +50,16 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.util import find_spec
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from ..archives import RATIO_CHECK_MIN_BYTES, _check_name
 from .api import OutputSpec
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -75,8 +80,32 @@ PROC_READ_PATHS = [
 ]
 # What the CUDA driver reads to find its devices.
 GPU_PROC_READ_PATHS = ["/proc/driver/nvidia", "/proc/devices"]
-MAX_ARCHIVE_BYTES = 8 * 1024**3
-MAX_ARCHIVE_FILES = 10_000
+MANIFEST = "foley-generator.json"
+MAX_MANIFEST_BYTES = 64 * 1024
+# Methods Python's zipfile can read; anything else would fail only when unpacked.
+ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
+def _zip_read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a corrupt or hostile zip member can raise, from zipfile and its codecs."""
+    errors: list[type[BaseException]] = [
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        EOFError,
+        NotImplementedError,
+        RuntimeError,  # encrypted members
+        ValueError,
+        OSError,  # bz2 reports bad data as OSError
+    ]
+    with contextlib.suppress(ImportError):
+        import lzma
+
+        errors.append(lzma.LZMAError)
+    return tuple(errors)
+
+
+ZIP_READ_ERRORS = _zip_read_errors()
 
 
 class SandboxError(Exception):
@@ -106,6 +135,35 @@ class Limits:
         from django.conf import settings
 
         return cls(**getattr(settings, "FOLEY_SANDBOX_LIMITS", {}))
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """What a generator archive may hold; checked from its central directory, before unpacking."""
+
+    max_files: int = 10_000
+    max_expanded_bytes: int = 8 * 1024**3
+    # Members over archives.RATIO_CHECK_MIN_BYTES may not expand more than this many times.
+    max_ratio: int = 100
+
+    @classmethod
+    def from_settings(cls) -> ArchiveLimits:
+        from django.conf import settings
+
+        return cls(
+            max_files=settings.FOLEY_GENERATOR_MAX_FILES,
+            max_expanded_bytes=settings.FOLEY_GENERATOR_MAX_EXPANDED_BYTES,
+            max_ratio=settings.FOLEY_GENERATOR_MAX_RATIO,
+        )
+
+
+@dataclass(frozen=True)
+class ArchiveContents:
+    """A checked generator archive: its module, where `load_model` looks, and what to unpack."""
+
+    module: str
+    model_path: str | None
+    members: tuple[zipfile.ZipInfo, ...]
 
 
 @dataclass
@@ -147,65 +205,169 @@ class GeneratorSource:
         )
 
     @classmethod
-    def from_archive(cls, archive: Path | str, dest: Path | str) -> GeneratorSource:
-        """Unpack a .zip or a wheel into `dest` and find its module.
+    def from_archive(
+        cls, archive: Path | str, dest: Path | str, limits: ArchiveLimits | None = None
+    ) -> GeneratorSource:
+        """Check a .zip or a wheel (`inspect_archive`), unpack it into `dest`, find its module.
 
-        The module is named by `foley-generator.json` ({"module": ..., "model_path": ...}) when
-        the archive has one, else it is the archive's one top-level package or .py file.
         `load_model` gets the unpacked folder (where the weights are) unless the manifest names
         a path inside it.
         """
+        contents = inspect_archive(archive, limits)
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
-        _safe_extract(Path(archive), dest)
-        manifest = dest / "foley-generator.json"
+        _unpack(Path(archive), contents.members, dest)
         model_path = str(dest)
-        if manifest.exists():
-            try:
-                data = json.loads(manifest.read_text())
-                module = str(data["module"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise SandboxError("archive", f"foley-generator.json is invalid: {exc}") from None
-            if data.get("model_path"):
-                inner = (dest / str(data["model_path"])).resolve()
-                if not inner.is_relative_to(dest.resolve()):
-                    raise SandboxError("archive", "model_path points outside the archive")
-                model_path = str(inner)
-        else:
-            candidates = sorted(
-                {p.name for p in dest.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-                | {p.stem for p in dest.glob("*.py")}
-            )
-            if len(candidates) != 1:
-                found = ", ".join(candidates) or "none"
-                raise SandboxError(
-                    "archive",
-                    "the archive must hold exactly one top-level module or package, or a "
-                    f"foley-generator.json naming it (found: {found})",
-                )
-            module = candidates[0]
+        if contents.model_path:
+            inner = (dest / contents.model_path).resolve()
+            if not inner.is_relative_to(dest.resolve()):
+                raise SandboxError("archive", "model_path points outside the archive")
+            model_path = str(inner)
         return cls(
-            module=module, sys_path=[str(dest)], read_paths=[str(dest)], model_path=model_path
+            module=contents.module,
+            sys_path=[str(dest)],
+            read_paths=[str(dest)],
+            model_path=model_path,
         )
 
 
-def _safe_extract(archive: Path, dest: Path) -> None:
-    if not zipfile.is_zipfile(archive):
-        raise SandboxError("archive", f"{archive.name} is not a zip archive or a wheel")
-    with zipfile.ZipFile(archive) as zf:
-        members = zf.infolist()
-        if len(members) > MAX_ARCHIVE_FILES:
-            raise SandboxError("archive", f"the archive holds more than {MAX_ARCHIVE_FILES} files")
-        if sum(m.file_size for m in members) > MAX_ARCHIVE_BYTES:
-            raise SandboxError("archive", "the archive expands to more than 8 GiB")
-        root = dest.resolve()
+def inspect_archive(archive: Path | str, limits: ArchiveLimits | None = None) -> ArchiveContents:
+    """Check a generator archive from its central directory, unpacking nothing.
+
+    Names, member kinds, the file count, every member's compression method and ratio and the
+    total expanded size are checked; only the small manifest is read. The module is named by
+    `foley-generator.json` ({"module": ..., "model_path": ...}) when the archive has one, else
+    it is the archive's one top-level package or .py file. Any problem, a damaged archive
+    included, is a SandboxError("archive", ...).
+    """
+    archive = Path(archive)
+    limits = limits or ArchiveLimits()
+    with _open_zip(archive) as zf:
+        members = tuple(zf.infolist())
+        _check_members(members, limits)
+        manifest = next((m for m in members if m.filename == MANIFEST), None)
+        data = None
+        if manifest is not None:
+            if manifest.file_size > MAX_MANIFEST_BYTES:
+                raise SandboxError("archive", f"{MANIFEST} is over {MAX_MANIFEST_BYTES:,} bytes")
+            data = _parse_manifest(b"".join(_member_chunks(zf, manifest)))
+    if data is not None:
+        module = data["module"]
+        model_path = data.get("model_path") or None
+        if model_path is not None and _check_name(model_path):
+            raise SandboxError("archive", "model_path points outside the archive")
+        return ArchiveContents(module, model_path, members)
+    candidates = set()
+    for member in members:
+        parts = PurePosixPath(member.filename).parts
+        if len(parts) == 2 and parts[1] == "__init__.py":
+            candidates.add(parts[0])
+        elif len(parts) == 1 and parts[0].endswith(".py") and not member.is_dir():
+            candidates.add(parts[0][: -len(".py")])
+    if len(candidates) != 1:
+        found = ", ".join(sorted(candidates)) or "none"
+        raise SandboxError(
+            "archive",
+            "the archive must hold exactly one top-level module or package, or a "
+            f"foley-generator.json naming it (found: {found})",
+        )
+    return ArchiveContents(candidates.pop(), None, members)
+
+
+def _check_members(members: tuple[zipfile.ZipInfo, ...], limits: ArchiveLimits) -> None:
+    files = [m for m in members if not m.is_dir()]
+    if len(files) > limits.max_files:
+        raise SandboxError(
+            "archive", f"the archive holds {len(files):,} files; the limit is {limits.max_files:,}"
+        )
+    total = 0
+    for member in members:
+        name = member.filename
+        problem = _check_name(name)
+        if problem:
+            raise SandboxError("archive", f"{name}: a path outside the archive ({problem})")
+        mode = member.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise SandboxError("archive", f"{name}: symbolic links are not allowed")
+        if member.create_system == 3 and stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise SandboxError("archive", f"{name}: only files and folders are allowed")
+        if member.flag_bits & 0x1:
+            raise SandboxError("archive", f"{name}: encrypted entries are not supported")
+        if member.compress_type not in ZIP_METHODS:
+            raise SandboxError(
+                "archive",
+                f"{name}: compression method {member.compress_type} is not supported "
+                "(use deflate, or none)",
+            )
+        ratio = member.file_size / max(member.compress_size, 1)
+        if member.file_size > RATIO_CHECK_MIN_BYTES and ratio > limits.max_ratio:
+            raise SandboxError(
+                "archive",
+                f"{name}: compression ratio {ratio:,.0f}:1 exceeds the limit of "
+                f"{limits.max_ratio}:1 (possible zip bomb)",
+            )
+        total += member.file_size
+    if total > limits.max_expanded_bytes:
+        raise SandboxError(
+            "archive",
+            f"the archive expands to {total:,} bytes; the limit is {limits.max_expanded_bytes:,}",
+        )
+
+
+def _open_zip(archive: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(archive)
+    except ZIP_READ_ERRORS as exc:
+        raise SandboxError("archive", f"not a zip archive or a wheel ({exc})") from None
+
+
+def _member_chunks(zf: zipfile.ZipFile, member: zipfile.ZipInfo) -> Iterator[bytes]:
+    """A member's bytes, never more than its declared size; damage is a SandboxError."""
+    size = 0
+    try:
+        with zf.open(member) as src:
+            while chunk := src.read(1 << 20):
+                size += len(chunk)
+                if size > member.file_size:
+                    raise SandboxError(
+                        "archive", f"{member.filename}: expands beyond its declared size"
+                    )
+                yield chunk
+    except ZIP_READ_ERRORS as exc:
+        raise SandboxError("archive", f"{member.filename}: damaged ({exc})") from None
+
+
+def _parse_manifest(raw: bytes) -> dict:
+    """The manifest's settings: a module name and, optionally, a model path inside the archive."""
+    try:
+        data = json.loads(raw)
+        if not isinstance(data["module"], str) or not isinstance(data.get("model_path") or "", str):
+            raise TypeError("module and model_path must be strings")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SandboxError("archive", f"{MANIFEST} is invalid: {exc}") from None
+    return data
+
+
+def _unpack(archive: Path, members: tuple[zipfile.ZipInfo, ...], dest: Path) -> None:
+    """Unpack checked members; each stops at its declared size, so the total is capped too."""
+    root = dest.resolve()
+    with _open_zip(archive) as zf:
         for member in members:
-            target = (dest / member.filename).resolve()
-            if member.filename.startswith("/") or not target.is_relative_to(root):
+            target = dest / member.filename
+            if not target.resolve().is_relative_to(root):
                 raise SandboxError("archive", f"{member.filename}: a path outside the archive")
-            if (member.external_attr >> 16) & 0o170000 == 0o120000:
-                raise SandboxError("archive", f"{member.filename}: symbolic links are not allowed")
-        zf.extractall(dest)
+            try:
+                if member.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "xb") as dst:
+                    for chunk in _member_chunks(zf, member):
+                        dst.write(chunk)
+            except (FileExistsError, NotADirectoryError) as exc:
+                raise SandboxError(
+                    "archive", f"{member.filename}: clashes with another name in the archive"
+                ) from exc
 
 
 @dataclass(frozen=True)
