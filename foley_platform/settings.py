@@ -151,6 +151,12 @@ FOLEY_SANDBOX_LIMITS = {
     "address_space_mb": env.int("FOLEY_SANDBOX_ADDRESS_SPACE_MB", default=32768),
 }
 FOLEY_GENERATOR_MAX_BYTES = env.int("FOLEY_GENERATOR_MAX_BYTES", default=2 * 1024**3)
+# Checked from a generator archive's central directory in the upload request, before unpacking.
+FOLEY_GENERATOR_MAX_EXPANDED_BYTES = env.int(
+    "FOLEY_GENERATOR_MAX_EXPANDED_BYTES", default=8 * 1024**3
+)
+FOLEY_GENERATOR_MAX_FILES = env.int("FOLEY_GENERATOR_MAX_FILES", default=10_000)
+FOLEY_GENERATOR_MAX_RATIO = env.int("FOLEY_GENERATOR_MAX_RATIO", default=100)
 # A running generation job whose heartbeat is older than this has lost its worker: a second
 # delivery of its task resumes it (a fresh heartbeat means a live worker: the delivery is dropped).
 FOLEY_JOB_STALE_S = env.float("FOLEY_JOB_STALE_S", default=300.0)

@@ -38,12 +38,14 @@ from . import storage
 from .audio import ClipSpec, encode_wav, inspect_audio
 from .generators.api import OutputSpec, check_output, derive_seed, to_float
 from .generators.sandbox import (
+    ArchiveLimits,
     GeneratorSource,
     Limits,
     Sandbox,
     SandboxError,
     cuda_visible,
     enforcement,
+    inspect_archive,
 )
 from .generators.validate import validate_source
 from .imports import _audio_row
@@ -91,14 +93,14 @@ def clip_name(category_slug: str, index: int) -> str:
 def check_archive(path: Path) -> str:
     """The module an archive holds; raises GenerationError with the reason when it holds none.
 
-    The cheap part of the upload check (names and layout only), run inside the web request;
-    loading and generating run as a validation job.
+    The cheap part of the upload check, run inside the web request: the zip's central directory
+    (names, sizes, compression) and the small manifest, nothing unpacked. Unpacking, loading and
+    generating run on a worker as a validation job.
     """
-    with tempfile.TemporaryDirectory(prefix="foley-archive-") as tmp:
-        try:
-            return GeneratorSource.from_archive(path, Path(tmp)).module
-        except SandboxError as exc:
-            raise GenerationError(exc.message) from None
+    try:
+        return inspect_archive(path, ArchiveLimits.from_settings()).module
+    except SandboxError as exc:
+        raise GenerationError(exc.message) from None
 
 
 @transaction.atomic
@@ -191,7 +193,9 @@ class prepared_source:
             local = root / Path(generator.archive).name
             with default_storage.open(generator.archive, "rb") as src, open(local, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-            source = GeneratorSource.from_archive(local, root / "code")
+            source = GeneratorSource.from_archive(
+                local, root / "code", ArchiveLimits.from_settings()
+            )
             local.unlink()
         else:
             source = GeneratorSource.from_module(generator.module)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import time
 import zipfile
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from stimuli.generators.sandbox import (
     Sandbox,
     SandboxError,
     landlock_abi,
+    namespace_support,
     network_namespace_command,
 )
 from stimuli.generators.validate import validate_target
@@ -302,3 +305,141 @@ def test_moving_a_file_out_of_the_folder_is_refused(tmp_path):
         sandbox.generate(f"move:{target}", 1, 0)
     assert caught.value.code == "write_outside" and str(target) in caught.value.message
     assert not target.exists()
+
+
+# --- the worker's secrets, daemons, oversized output and archives ---------------------------
+
+SNOOP_WORKER = """
+import os, sys
+from stimuli.generators.sandbox import GeneratorSource, Limits, Sandbox, SandboxError
+
+mode, how, workdir = sys.argv[1:4]
+sandbox = Sandbox(
+    GeneratorSource.from_module("tests.generator_fixtures.snoop"),
+    limits=Limits(load_timeout_s=60, call_timeout_s=30),
+    workdir=workdir,
+    kernel_rules=mode != "hook",
+    namespaces=mode == "full",
+)
+with sandbox:
+    try:
+        sandbox.generate(f"{how}:{os.getpid()}", 1, 0)
+        print("refused: none")
+    except SandboxError as exc:
+        print(f"refused: {exc.code}")
+"""
+
+
+def snoop(tmp_path: Path, mode: str, how: str) -> tuple[str, bytes]:
+    """Run the snooping generator from a worker process that holds a secret in its environment.
+
+    /proc/<pid>/environ shows the environment a process started with, so the secret must be
+    there from the start: the worker is a fresh process, not this test.
+    """
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", SNOOP_WORKER, mode, how, str(tmp_path)],
+        env={**os.environ, "FOLEY_WORKER_SECRET": SECRET},
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    stolen = (tmp_path / "scratch" / "stolen.bin").read_bytes()
+    assert b"FOLEY_SAMPLE_RATE=" in stolen  # its own /proc/self stays readable
+    return done.stdout.strip(), stolen
+
+
+SECRET = "postgres://foley:hunter2@db.internal/foley"
+
+
+@pytest.mark.parametrize("how", ["python", "c"])
+def test_worker_environment_is_out_of_reach_in_the_sandbox(tmp_path, how):
+    """With the kernel rules this machine has: its own PID namespace and /proc, and Landlock."""
+    if not (namespace_support().pid or landlock_abi() >= 1):
+        pytest.skip("neither PID namespaces nor Landlock here: C code can read /proc freely")
+    outcome, stolen = snoop(tmp_path, "full", how)
+    assert SECRET.encode() not in stolen
+    if namespace_support().pid:
+        # The runner is the second process of its own namespace: the worker is not in its /proc.
+        assert stolen.startswith(b"pid 2\n")
+        assert outcome == "refused: none"  # nothing to refuse: there is nothing else to read
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="no Landlock on this kernel")
+@pytest.mark.parametrize("how", ["python", "c"])
+def test_worker_environment_is_unreadable_without_a_pid_namespace(tmp_path, how):
+    """Landlock alone (a worker where unshare fails): /proc is readable only for the process's
+    own entries, so even C code cannot read the worker's environment; Python's attempt is also
+    refused and reported by the audit hook."""
+    outcome, stolen = snoop(tmp_path, "landlock", how)
+    assert SECRET.encode() not in stolen
+    assert not stolen.startswith(b"pid 2\n")  # no namespace: the worker really is its parent
+    assert outcome == ("refused: process" if how == "python" else "refused: none")
+
+
+def test_without_kernel_rules_reading_the_worker_environment_is_refused(tmp_path):
+    """The audit hook alone refuses and reports Python-level reads of other processes' /proc
+    entries; C code gets around it (documented: that needs Landlock or a PID namespace)."""
+    outcome, stolen = snoop(tmp_path, "hook", "python")
+    assert outcome == "refused: process"
+    assert SECRET.encode() not in stolen
+
+
+def _beats(path: Path, wait: float = 10.0) -> str:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if text := path.read_text():
+                return text
+        time.sleep(0.05)
+    raise AssertionError(f"no heartbeat in {path}")
+
+
+@pytest.mark.parametrize("kernel_rules", [True, False], ids=["namespaces", "no-namespaces"])
+def test_a_daemon_left_by_the_generator_dies_with_the_sandbox(tmp_path, kernel_rules):
+    """A grandchild in a session of its own (fork, setsid, fork) is outside the runner's process
+    group; closing the sandbox still stops it (its PID namespace, or the process tree)."""
+    source = GeneratorSource.from_module(f"{FIXTURES}.daemon")
+    heartbeat = tmp_path / "scratch" / "heartbeat"
+    with Sandbox(source, limits=LIMITS, workdir=tmp_path, kernel_rules=kernel_rules) as sandbox:
+        assert sandbox.generate("beat", 1, 0).shape == (1, 88200)
+        first = _beats(heartbeat)
+        time.sleep(0.3)
+        assert _beats(heartbeat) != first  # the daemon is alive and beating
+    last = heartbeat.read_text()
+    time.sleep(0.6)
+    assert heartbeat.read_text() == last
+
+
+@pytest.mark.parametrize("kernel_rules", [True, False], ids=["namespaces", "no-namespaces"])
+def test_memory_watch_counts_a_daemon_in_a_session_of_its_own(tmp_path, kernel_rules):
+    source = GeneratorSource.from_module(f"{FIXTURES}.daemon")
+    sandbox = Sandbox(source, limits=LIMITS, workdir=tmp_path, kernel_rules=kernel_rules)
+    with sandbox, pytest.raises(SandboxError) as caught:
+        sandbox.generate("hog", 1, 0)  # the call sleeps past the 4 s time limit
+    assert caught.value.code == "memory", caught.value
+    assert "600 MiB memory limit" in caught.value.message
+
+
+def test_oversized_output_is_refused_from_its_header_without_loading_it():
+    """The output declares 1 GiB; the sandbox reads the .npy header, compares it with the clips
+    it asked for and refuses, without allocating the gigabyte."""
+    import tracemalloc
+
+    source = GeneratorSource.from_module(f"{FIXTURES}.huge_output")
+    with Sandbox(source, limits=LIMITS) as sandbox:
+        tracemalloc.start()  # numpy reports its array buffers to tracemalloc
+        try:
+            with pytest.raises(SandboxError) as caught:
+                sandbox.generate("rain", 2, 0)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert caught.value.code == "wrong_shape"
+    assert "[2, 134217728]" in caught.value.message and "[2, 88200]" in caught.value.message
+    assert peak < 50 * 1024**2, f"{peak:,} bytes allocated to refuse it"

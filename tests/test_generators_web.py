@@ -7,6 +7,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -28,7 +29,11 @@ def small(db):
     return challenge
 
 
-def generator_zip(broken: bool = False) -> bytes:
+def generator_zip(
+    broken: bool = False,
+    weights: bytes = b"\0" * 16,
+    compression: int = zipfile.ZIP_STORED,
+) -> bytes:
     body = (FIXTURE_DIR / "_common.py").read_text() + (
         "\n\ndef load_model(path):\n    return Model()\n\n"
         "def generate(model, category, n, seed):\n"
@@ -36,9 +41,9 @@ def generator_zip(broken: bool = False) -> bytes:
            "    return tones(model, category, n, seed)\n")
     )  # fmt: skip
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
+    with zipfile.ZipFile(buffer, "w", compression) as zf:
         zf.writestr("zipgen/__init__.py", body)
-        zf.writestr("zipgen/weights.bin", b"\0" * 16)
+        zf.writestr("zipgen/weights.bin", weights)
     return buffer.getvalue()
 
 
@@ -238,3 +243,84 @@ def test_a_replaced_archive_is_deleted_once_no_generator_uses_it(
         )
     assert not (media_root / first).exists()  # no generator names it any more
     assert (media_root / second).exists()
+
+
+def api_upload(api_client, challenge, system, data: bytes):
+    return api_client.post(
+        f"/api/challenges/{challenge.slug}/generators/",
+        {"system": system.name, "archive": SimpleUploadedFile("gen.zip", data)},
+        format="multipart",
+    )
+
+
+def assert_nothing_stored(media_root):
+    assert not Generator.objects.exists()
+    assert not Job.objects.exists()
+    assert not (media_root / "generators").exists()
+
+
+def test_zip_bomb_is_refused_from_the_directory(api_client, small, media_root):
+    """64 MiB of zeros packs into about 64 KiB: the ratio is read from the central directory
+    and the upload refused before anything is unpacked."""
+    bomb = generator_zip(weights=b"\0" * (64 * 1024**2), compression=zipfile.ZIP_DEFLATED)
+    assert len(bomb) < 1024**2
+    response = api_upload(api_client, small, small.systems.get(), bomb)
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert error.startswith("zipgen/weights.bin: compression ratio") and "zip bomb" in error
+    assert_nothing_stored(media_root)
+
+
+def test_expanded_size_limit_comes_from_the_settings(api_client, small, media_root, settings):
+    settings.FOLEY_GENERATOR_MAX_EXPANDED_BYTES = 1024**2
+    weights = np.random.default_rng(0).bytes(2 * 1024**2)  # incompressible: ratio 1
+    response = api_upload(api_client, small, small.systems.get(), generator_zip(weights=weights))
+    assert response.status_code == 400
+    assert "the limit is 1,048,576" in response.json()["errors"][0]
+    assert_nothing_stored(media_root)
+
+
+def with_method(data: bytes, method: int) -> bytes:
+    """The archive with every member's compression method (local and central headers) changed."""
+    patched = bytearray(data)
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = patched.find(signature)
+        while at != -1:
+            patched[at + offset : at + offset + 2] = method.to_bytes(2, "little")
+            at = patched.find(signature, at + 4)
+    return bytes(patched)
+
+
+def test_unsupported_compression_method_is_a_clear_400(api_client, small, media_root):
+    data = with_method(generator_zip(), 98)  # PPMd: zipfile cannot read it
+    response = api_upload(api_client, small, small.systems.get(), data)
+    assert response.status_code == 400, response.content
+    assert "compression method 98 is not supported" in response.json()["errors"][0]
+    assert_nothing_stored(media_root)
+
+
+def test_damaged_member_is_reported_by_the_validation_not_a_500(api_client, small, media_root):
+    """A bad CRC shows only when the member is unpacked, which happens on the worker: the upload
+    is accepted (its directory is sound) and the validation job reports the damage."""
+    weights = b"\x01" * 4096
+    data = generator_zip(weights=weights).replace(weights, b"\x01" * 4095 + b"\x02")
+    response = api_upload(api_client, small, small.systems.get(), data)
+    assert response.status_code == 202, response.content
+    generator = Generator.objects.get()
+    assert generator.state == Generator.State.INVALID
+    [problem] = generator.report["problems"]
+    assert problem["code"] == "archive"
+    assert "zipgen/weights.bin: damaged (Bad CRC-32" in problem["message"]
+
+
+def test_damaged_manifest_is_a_clear_400(api_client, small, media_root):
+    manifest = json.dumps({"module": "zipgen"}).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("zipgen/__init__.py", "")
+        zf.writestr("foley-generator.json", manifest)
+    data = buffer.getvalue().replace(manifest, manifest.replace(b"zipgen", b"zipgem"))
+    response = api_upload(api_client, small, small.systems.get(), data)
+    assert response.status_code == 400, response.content
+    assert "foley-generator.json: damaged (Bad CRC-32" in response.json()["errors"][0]
+    assert_nothing_stored(media_root)

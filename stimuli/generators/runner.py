@@ -3,13 +3,16 @@
 Run as ``python -I -B runner.py CONFIG.json``; self-contained (standard library and numpy only)
 so it never needs the platform's code or settings on its import path. It:
 
+0. when it is PID 1 of a namespace of its own, forks: the first process stays as the namespace's
+   init (it reaps orphans and passes on how the runner ended), the child carries on;
 1. keeps the original stdout as a private reply channel and points fd 1 at stderr, so whatever
    the generator prints goes to the log and cannot corrupt the replies;
 2. restricts itself with Landlock when the kernel has it: read-only access to the system, the
    Python installation and the generator's code; read-write access to its scratch folder only;
    no TCP connect or bind (Landlock ABI 4+);
 3. installs an audit hook that refuses, and records, network use, writes outside the scratch
-   folder and (when the kernel restrictions are missing) starting other programs;
+   folder, reads of other processes' /proc entries (outside a PID namespace of its own) and
+   (when the kernel restrictions are missing) starting other programs;
 4. imports the module, calls `load_model`, then answers requests read from stdin, one JSON object
    a line: ``{"op": "generate", "category": ..., "n": ..., "seed": ..., "out": "name.npy"}``.
    Output goes to ``out/name.npy`` in the scratch folder (never pickles); each reply is one JSON
@@ -22,20 +25,26 @@ import ctypes
 import importlib
 import json
 import os
+import re
+import signal
 import socket
 import sys
 import time
 import traceback
+from typing import NoReturn
 
 VIOLATIONS: list[dict] = []
 SCRATCH = ""
 WRITABLE: list[str] = []
 REFUSE_PROCESSES = False
+# Outside a PID namespace of its own, /proc holds the worker's entries (its environ, maps, mem).
+REFUSE_OTHER_PROCESSES = False
 
 # --- Landlock ------------------------------------------------------------------------------------
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1, 2, 4, 8
 _TRUNCATE, _IOCTL_DEV, _REFER = 1 << 14, 1 << 15, 1 << 13
 _FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
@@ -132,6 +141,19 @@ _NETWORK_EVENTS = {
 _PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn"}
 
 
+_PROC_ENTRY = re.compile(r"^/proc/(\d+)(?:/|$)")
+
+
+def _other_process(path: str) -> bool:
+    """Whether `path` names another process's /proc entry (its own and its threads' are fine)."""
+    # The path as written is enough: the hook refuses Python-level links to outside the folder,
+    # and the system's own links into /proc (/dev/fd, /etc/mtab) lead to /proc/self.
+    match = _PROC_ENTRY.match(os.path.abspath(path))
+    return bool(match) and not (
+        int(match[1]) == os.getpid() or os.path.exists(f"/proc/self/task/{match[1]}")
+    )
+
+
 def _inside(path: str) -> bool:
     real = os.path.realpath(path)
     return any(real == root or real.startswith(root + os.sep) for root in WRITABLE)
@@ -155,6 +177,8 @@ def _hook(event: str, args: tuple) -> None:
             and not _inside(path)
         ):
             _refuse("write_outside", f"opened {path} for writing outside its folder")
+        if REFUSE_OTHER_PROCESSES and isinstance(path, str) and _other_process(path):
+            _refuse("process", f"reading another process's {path} is not allowed")
     elif event in _PATH_EVENTS:
         # Both ends of a rename or a link count: moving a file out is writing outside.
         paths = args[:2] if event in ("os.rename", "os.link", "os.symlink") else args[:1]
@@ -217,8 +241,32 @@ def _as_array(value):
     return np.ascontiguousarray(array)
 
 
+def _be_init(child: int) -> NoReturn:
+    """PID 1 of the runner's namespace: reap whatever is orphaned into it until the runner ends.
+
+    The runner itself does not stay PID 1: the kernel ignores signals an init has no handler for
+    (SIGXCPU from RLIMIT_CPU among them), and `unshare` cannot pass on a death by SIGKILL. So
+    this process exits with 128 + the signal when the runner dies of one, as a shell reports it;
+    its exit takes every other process of the namespace with it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if pid == child:
+            if os.WIFSIGNALED(status):
+                os._exit(128 + os.WTERMSIG(status))
+            os._exit(os.waitstatus_to_exitcode(status))
+
+
 def main(config_path: str) -> int:
-    global SCRATCH, WRITABLE, REFUSE_PROCESSES
+    global SCRATCH, WRITABLE, REFUSE_PROCESSES, REFUSE_OTHER_PROCESSES
+    if os.getpid() == 1:
+        child = os.fork()
+        if child:
+            _be_init(child)
     with open(config_path) as handle:
         config = json.load(handle)
     channel = os.fdopen(os.dup(1), "w")
@@ -233,6 +281,11 @@ def main(config_path: str) -> int:
     if config.get("landlock", True):
         enforced = apply_landlock(config["read_paths"], [SCRATCH, "/dev/null"], config["devices"])
     REFUSE_PROCESSES = not (enforced["filesystem"] and config.get("network_namespace"))
+    REFUSE_OTHER_PROCESSES = not config.get("pid_namespace")
+    if not config.get("pid_namespace"):
+        # Orphans of its children (a daemon started with setsid) come to the runner rather than
+        # to the machine's init, so the sandbox still finds them in the runner's process tree.
+        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     sys.addaudithook(_hook)
     sys.path[:0] = config["sys_path"]
 
