@@ -267,11 +267,16 @@ def set_open(challenge: Challenge, is_open: bool) -> ListeningTest:
     test = listening_test(challenge)
     if is_open and not Stimulus.objects.filter(challenge=challenge).exists():
         raise ListeningError("The listening test has no stimuli yet; prepare it first.", 409)
-    test.is_open = is_open
-    test.save(update_fields=["is_open", "updated_at"])
-    if is_open and challenge.phase in (Challenge.Phase.SETUP, Challenge.Phase.OBJECTIVE):
-        challenge.phase = Challenge.Phase.LISTENING
-        challenge.save(update_fields=["phase"])
+    with transaction.atomic():
+        # The challenge's lock: imports and generations check the phase under it before they
+        # store clips, so none lands after the test has opened.
+        locked = Challenge.objects.select_for_update().get(pk=challenge.pk)
+        test.is_open = is_open
+        test.save(update_fields=["is_open", "updated_at"])
+        if is_open and locked.phase in (Challenge.Phase.SETUP, Challenge.Phase.OBJECTIVE):
+            locked.phase = Challenge.Phase.LISTENING
+            locked.save(update_fields=["phase"])
+    challenge.phase = locked.phase
     return test
 
 
