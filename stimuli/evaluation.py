@@ -140,10 +140,13 @@ def _mismatch(row: ReferenceStats, model_id: str) -> str:
         if split_model_id(row.model_id)[1] == UNDECLARED
         else row.model_id
     )
+    hint = (
+        ' (VGGish with options {"preset": "dcase2023"})' if row.model_id == DCASE2023_VGGISH else ""
+    )
     return (
         f"the published {row.reference} statistics of {row.category.slug} were made with "
         f"{made_with}, but this evaluation embeds with {model_id}: import statistics of this "
-        "model configuration, or set the FAD model to theirs"
+        f"model configuration, or set the FAD model to theirs{hint}"
     )
 
 
@@ -594,12 +597,15 @@ def _clip_ids(challenge: Challenge, system: System) -> dict[int, list[int]]:
 
 # --- published reference statistics ----------------------------------------------------------
 
-# The VGGish configuration the DCASE 2023 Task 7 statistics are used with: the network as
-# Google's reference FAD runs it, 128-d, without the PCA and 8-bit postprocessing and without
-# the ReLU torchvggish appends, in 0.96 s examples: the vggish module's defaults, whose model
-# id is vggish:hop0.96-act0-raw@<weights>. Any weights file: torchvggish's port and Google's
-# checkpoint hold the same network but hash differently, and the statistics name neither.
-DCASE2023_VGGISH = make_model_id("vggish", "hop0.96-act0-raw", ANY_WEIGHTS)
+# The VGGish configuration the DCASE 2023 Task 7 statistics were made with: the task's own
+# FAD pipeline (22,050 Hz clips read as 16 kHz, divided by their largest sample, 1 s windows
+# every 0.5 s; raw 128-d embeddings), the vggish module's preset "dcase2023", whose model id is
+# vggish:dcase2023-act0-raw@<weights>. Embeddings of the module's defaults (resampled audio,
+# 0.96 s examples) are not comparable with them. Any weights file: torchvggish's port and
+# Google's checkpoint hold the same network but hash differently, and the statistics name
+# neither.
+# (Spelt out: importing the module would load torch wherever evaluation is imported.)
+DCASE2023_VGGISH = make_model_id("vggish", "dcase2023-act0-raw", ANY_WEIGHTS)
 # What `import_reference_stats` accepts in place of a model id.
 STATS_PRESETS = {"vggish": DCASE2023_VGGISH}
 # Embedding sizes known without loading the model, so an import can check them at once;

@@ -252,3 +252,118 @@ def test_wrong_state_dict_is_refused(tmp_path) -> None:
     torch.save({"conv.weight": torch.zeros(1)}, path)
     with pytest.raises(ValueError, match="holds no complete VGGish"):
         vggish.load_model(str(path))
+
+
+# --- preset dcase2023: DCASE 2023 Task 7's own FAD pipeline ---
+
+
+def ref_dcase_examples(pcm: np.ndarray) -> np.ndarray:
+    """The task's pipeline in numpy, from its description: 16-bit samples as integers, divided
+    by max(0.1, their largest value), windows of 16,000 every 8,000 read as 16 kHz audio, one
+    96-frame example each -> [windows, 96, 64]."""
+    samples = pcm.astype(np.float64)
+    samples = samples / max(0.1, samples.max())
+    starts = range(0, len(samples) - 16000 + 1, 8000)
+    examples = [ref_waveform_to_examples(samples[i : i + 16000]) for i in starts]
+    assert all(len(e) == 1 for e in examples)  # 98 STFT frames: one 96-frame example
+    return np.concatenate(examples)
+
+
+def dcase_clip(seconds: float = 4.0, seed: int = 0) -> np.ndarray:
+    """A 22,050 Hz clip as 16-bit samples."""
+    return np.round(make_signal(seconds, 22050, seed=seed) * 20000).astype(np.int16)
+
+
+@pytest.fixture(scope="module")
+def dcase_model():
+    return vggish.load_model("random", device="cpu", preset="dcase2023")
+
+
+def test_dcase_preset_gives_ten_examples_per_clip_like_the_published_stats(
+    dcase_model, dcase_stats_dir
+) -> None:
+    # 100 clips a category in the official statistics.
+    counts = {int(np.load(path)["embedding_count"]) for path in dcase_stats_dir.glob("*.npz")}
+    assert counts == {1000}
+    audio = np.stack([dcase_clip(seed=s) for s in (0, 1)]).astype(np.float32) / 32768
+    assert audio.shape == (2, 88200)
+    emb = vggish.embed_batch(audio, 22050, dcase_model)
+    assert emb.shape == (2, counts.pop() // 100, 128) and np.isfinite(emb).all()
+    # Windows start every 8,000 samples read as 16 kHz: centres 0.5 s apart.
+    emb, stamps = vggish.get_timestamp_embeddings(torch.from_numpy(audio), dcase_model)
+    np.testing.assert_allclose(stamps[0].numpy(), 487.5 + 500.0 * np.arange(10))
+
+
+def test_dcase_preset_matches_numpy_reference_of_the_official_pipeline(dcase_model) -> None:
+    pcm = dcase_clip(seed=3)
+    # The platform decodes 16-bit audio to float full scale.
+    audio = torch.from_numpy((pcm.astype(np.float32) / 32768)[None])
+    with torch.inference_mode():
+        got = dcase_model.examples(dcase_model.prepare(audio, 22050))[0].numpy()
+    expected = ref_dcase_examples(pcm)
+    assert expected.shape == got.shape == (10, 96, 64)
+    assert np.abs(got - expected).max() < LOGMEL_ATOL
+    # A clip with no positive sample meets the pipeline's floor of 0.1 (in 16-bit units).
+    quiet = -np.abs(dcase_clip(seed=4) // 1000).astype(np.int16)
+    with torch.inference_mode():
+        got = dcase_model.examples(torch.from_numpy((quiet.astype(np.float32) / 32768)[None]))
+    assert np.abs(got[0].numpy() - ref_dcase_examples(quiet)).max() < LOGMEL_ATOL
+
+
+def test_dcase_preset_does_not_resample(dcase_model) -> None:
+    # 2 kHz at 22,050 Hz, read as 16 kHz: the log-mel peaks in the band of 1,451 Hz.
+    t = np.arange(88200) / 22050
+    tone = (0.5 * np.sin(2 * np.pi * 2000.0 * t)).astype(np.float32)[None]
+    with torch.inference_mode():
+        logmel = dcase_model.examples(dcase_model.prepare(torch.from_numpy(tone), 22050))
+    peak_band = int(logmel[0].mean(dim=(0, 1)).argmax())
+    mel = vggish.mel_matrix()
+
+    def band_of(hz: float) -> int:
+        return int(mel[round(hz / 16000 * vggish.N_FFT)].argmax())
+
+    assert band_of(2000.0) != band_of(2000.0 * 16000 / 22050)
+    assert peak_band == band_of(2000.0 * 16000 / 22050)
+    # The default pipeline resamples, so there the tone stays at 2 kHz.
+    default = vggish.load_model("random", device="cpu")
+    with torch.inference_mode():
+        logmel = default.examples(default.prepare(torch.from_numpy(tone), 22050))
+    assert int(logmel[0].mean(dim=(0, 1)).argmax()) == band_of(2000.0)
+
+
+def test_dcase_preset_normalises_the_peak(dcase_model) -> None:
+    clip = dcase_clip(seed=5).astype(np.float32) / 32768
+    with torch.inference_mode():
+        loud = dcase_model.examples(torch.from_numpy(clip[None]))
+        quiet = dcase_model.examples(torch.from_numpy(0.05 * clip[None]))
+        scaled = dcase_model.examples(torch.from_numpy(clip[None] / clip.max()))
+    # Any gain gives the same examples: the clip is divided by its largest sample.
+    assert (loud - quiet).abs().max().item() < LOGMEL_ATOL
+    assert (loud - scaled).abs().max().item() < LOGMEL_ATOL
+    # Its largest sample, not its absolute peak: a clip whose negative side is larger than its
+    # positive side is divided by the positive one.
+    skewed = np.where(clip < 0, 3 * clip, clip).astype(np.float32)
+    assert -skewed.min() > skewed.max()
+    with torch.inference_mode():
+        got = dcase_model.examples(torch.from_numpy(skewed[None]))[0].numpy()
+    expected = ref_dcase_examples(skewed.astype(np.float64) * 32768)
+    assert np.abs(got - expected).max() < LOGMEL_ATOL
+
+
+def test_dcase_preset_model_id_options_and_short_clips(checkpoint) -> None:
+    model = load_embedding_model(
+        "vggish", {"preset": "dcase2023"}, weights=str(checkpoint), device="cpu"
+    )
+    default = load_embedding_model("vggish", weights=str(checkpoint), device="cpu")
+    assert model.model_id.startswith("vggish:dcase2023-act0-raw@")
+    assert model.model_id != default.model_id  # the embedding cache keeps them apart
+    # Audio at another rate is brought to 22,050 Hz first, as the task required of clips.
+    emb = model.embed(make_signal(4.0, 44100)[None].astype(np.float32), 44100)
+    assert emb.shape == (1, 10, 128)
+    # Shorter than one window: padded with silence to one example rather than dropped.
+    assert model.embed(np.zeros((2, 5000), dtype=np.float32), 22050).shape == (2, 1, 128)
+    for options in ({"postprocess": True}, {"activation": True}, {"hop_size": 0.5}):
+        with pytest.raises(ValueError, match="fixes its pipeline"):
+            vggish.load_model("random", preset="dcase2023", **options)
+    with pytest.raises(ValueError, match="presets are dcase2023"):
+        vggish.load_model("random", preset="dcase2024")

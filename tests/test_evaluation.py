@@ -4,6 +4,7 @@ medoids, and published reference statistics."""
 from __future__ import annotations
 
 import io
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_di
         challenge.categories.values_list("slug", flat=True)
     )
     assert all(r.dim == 128 and r.count > 0 and r.model == "vggish" for r in rows)
-    assert {r.model_id for r in rows} == {"vggish:hop0.96-act0-raw@*"}
+    assert {r.model_id for r in rows} == {"vggish:dcase2023-act0-raw@*"}
     # Importing again replaces, never duplicates.
     evaluation.import_reference_stats(challenge, files)
     assert ReferenceStats.objects.filter(challenge=challenge).count() == 7
@@ -162,13 +163,26 @@ def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_di
 
 def test_dcase_statistics_declare_the_vggish_configuration_the_platform_computes():
     # The declaration must be what the vggish module's ids say, whichever weights it loads:
-    # its defaults match (no PCA, no final ReLU, 0.96 s examples), any other option does not.
-    default = load_embedding_model("vggish", weights="random", device="cpu")
-    assert default.timestamp_embedding_size == evaluation.EMBEDDING_SIZES["vggish"]
-    assert model_id_matches(evaluation.DCASE2023_VGGISH, default.model_id)
-    for options in ({"activation": True}, {"hop_size": 0.5}):
+    # the dcase2023 preset (the task's own pipeline) matches; the defaults (resampled audio,
+    # 0.96 s examples) and every other option do not.
+    dcase = load_embedding_model("vggish", {"preset": "dcase2023"}, weights="random", device="cpu")
+    assert dcase.timestamp_embedding_size == evaluation.EMBEDDING_SIZES["vggish"]
+    assert model_id_matches(evaluation.DCASE2023_VGGISH, dcase.model_id)
+    for options in ({}, {"activation": True}, {"hop_size": 0.5}):
         other = load_embedding_model("vggish", options, weights="random", device="cpu")
         assert not model_id_matches(evaluation.DCASE2023_VGGISH, other.model_id), options
+
+
+def test_dcase_statistics_refuse_the_vggish_defaults_and_name_the_preset(db, tmp_path):
+    challenge = create_challenge(name="Stats", slug="stats")
+    path = tmp_path / "rain.npz"
+    np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
+    evaluation.import_reference_stats(challenge, {"rain": path})
+    with pytest.raises(
+        evaluation.EvaluationError, match=re.escape('options {"preset": "dcase2023"}')
+    ):
+        evaluation.check_published_stats(challenge, "vggish:hop0.96-act0-raw@abc", 128)
+    evaluation.check_published_stats(challenge, "vggish:dcase2023-act0-raw@abc", 128)
 
 
 def test_models_named_by_statistics_are_model_ids(db):

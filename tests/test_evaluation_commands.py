@@ -100,10 +100,10 @@ def test_import_reference_stats_command(dcase_stats_dir):
     out = io.StringIO()
     call_command("import_reference_stats", "dcase", str(dcase_stats_dir), stdout=out)
     assert "7 evaluation statistics stored." in out.getvalue()
-    assert "rain: 128-d, 1000 embeddings, vggish:hop0.96-act0-raw@*" in out.getvalue()
+    assert "rain: 128-d, 1000 embeddings, vggish:dcase2023-act0-raw@*" in out.getvalue()
     rows = ReferenceStats.objects.filter(challenge=challenge, model="vggish")
     assert rows.count() == 7 and set(rows.values_list("model_id", flat=True)) == {
-        "vggish:hop0.96-act0-raw@*"
+        "vggish:dcase2023-act0-raw@*"
     }
     with pytest.raises(CommandError, match="name the model the statistics were made with"):
         call_command("import_reference_stats", "dcase", str(dcase_stats_dir), "--model", "openl3")

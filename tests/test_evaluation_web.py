@@ -155,7 +155,7 @@ def test_api_settings_and_reference_statistics(api_client, objective):
     assert response.status_code == 201
     stored = response.json()["stored"]
     assert stored == [
-        {"category": "rain", "model_id": "vggish:hop0.96-act0-raw@*", "dim": 128, "count": 1000}
+        {"category": "rain", "model_id": "vggish:dcase2023-act0-raw@*", "dim": 128, "count": 1000}
     ]
 
 

@@ -18,6 +18,40 @@ its cut-off set to match resampy's `kaiser_best`, which Google's vggish_input an
 examples then differ from resampy's by at most 0.04 (log units) in any band, where soxr's HQ
 filter and julius' defaults, which keep more of 7.3-7.5 kHz, differ by up to 0.5 in the top band.
 
+Preset `dcase2023`: DCASE 2023 Task 7's own FAD pipeline. The challenge's published FADs and
+its evaluation-set statistics (`mu`/`sigma` of 1,000 embeddings per category: 100 clips x 10)
+come from the task's evaluation code (github.com/DCASE2023-Task7-Foley-Sound-Synthesis/
+dcase2023_task7_eval_fad, commit 1a2bb03, April 2023), which runs the Beam pipeline of
+google-research's `frechet_audio_distance` unchanged in what matters here. It does not prepare
+audio as `vggish_input` does, and its statistics are only comparable with embeddings made the
+same way, so FAD against the official statistics must use this preset (model id
+`vggish:dcase2023-act0-raw@<weights>`; the statistics import declares it). What it does:
+
+- Reading (`create_embeddings_beam.py` `ReadWavFiles`, l. 296-303): `scipy.io.wavfile.read`
+  keeps the samples and drops the sample rate; nothing resamples, so the 22,050 Hz clips the
+  challenge requires (`FADWrapper.py` `sanity_check`, l. 91-105) are read as 16 kHz audio: the
+  1,451 Hz of the log-mel is 2 kHz in the file, and the mel range 125-7500 Hz covers 172-10,336
+  Hz of it. 16-bit samples stay integers (no division by 32768).
+- Loudness (`audioset_model.py` `extract_features`, l. 85-87, normalize=True): the whole clip is
+  divided by max(0.1, its largest sample) - the signed maximum, not the absolute peak, so the
+  positive peak becomes 1.0. In 16-bit units the 0.1 floor only matters for a clip with no
+  positive sample; here audio is float full scale, so the floor is 0.1 / 32768. (A float WAV read
+  by scipy would meet the floor at 0.1 full scale; the challenge's clips are 16-bit.)
+- Windows (l. 88-92, with `step_size=8000` from `create_embeddings_main.py` l. 34-37): 16,000
+  samples every 8,000, complete windows only: 10 per 4 s clip (88,200 samples; the last 200
+  are dropped). A clip shorter than one window gives none there; here it is zero-padded to
+  one window so that every clip counts, as the default pipeline does with short clips.
+- Front end (l. 96-111): `mel_features.log_mel_spectrogram` on each window at 16 kHz - the
+  same STFT, mel and log as above - and `mel_features.frame` in 96 frames: 98 frames per
+  window give one example, frames 0-95 (the window's first 15,600 samples).
+- Network (`vggish_slim.py` l. 104-106 and `vggish_params.OUTPUT_TENSOR_NAME`): Google's
+  `vggish_model.ckpt`, output `vggish/embedding`, the last linear layer without activation; no
+  PCA or quantisation (`BatchedInference` feeds `process_batch`'s output straight to the
+  statistics, l. 243-250).
+Clips at other rates are first resampled to 22,050 Hz (as the challenge required of
+submissions) and then read the same way. Timestamps count the samples as 16 kHz audio, as the
+pipeline reads them.
+
 HEAR module; `load_model` also takes options like the other built-ins.
 """
 
@@ -53,6 +87,16 @@ EMBEDDING_SIZE = 128
 RESAMPLE_ZEROS, RESAMPLE_ROLLOFF = 24, 0.92
 # Postprocessing as released with AudioSet: PCA, clip to [-2, 2], 8-bit quantisation.
 QUANT_MIN, QUANT_MAX = -2.0, 2.0
+
+# DCASE 2023 Task 7's FAD pipeline (module docstring): 22,050 Hz clips read as 16 kHz audio,
+# divided by their largest sample, in windows of 16,000 samples every 8,000, one example each.
+DCASE2023 = "dcase2023"
+PRESETS = ("", DCASE2023)
+DCASE_RATE = 22_050
+DCASE_WINDOW = 16_000
+DCASE_STEP = 8_000
+DCASE_PEAK_FLOOR = 0.1 / 32768  # the pipeline's 0.1, in 16-bit sample units
+DCASE_OPTIONS_ID = "dcase2023-act0-raw"
 
 
 def default_weights_file(**options) -> str:
@@ -151,9 +195,11 @@ class VGGishModel(nn.Module):
         pca: tuple[torch.Tensor, torch.Tensor] | None,
         weights_id: str,
         options_id: str,
+        preset: str = "",
     ):
         super().__init__()
         self.sample_rate = SAMPLE_RATE
+        self.preset = preset
         self.scene_embedding_size = self.timestamp_embedding_size = EMBEDDING_SIZE
         self.hop_frames = max(1, round(float(hop_size) * SAMPLE_RATE / HOP))
         self.batch_frames = max(1, int(batch_frames))
@@ -168,14 +214,41 @@ class VGGishModel(nn.Module):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.to(self.device)
 
+    def prepare(self, audio: torch.Tensor, input_rate: int) -> torch.Tensor:
+        """Audio [n, samples] at `input_rate` as the model reads it, on the model's device: at
+        16 kHz, or for `dcase2023` at 22,050 Hz, whose samples the model takes for 16 kHz."""
+        target = DCASE_RATE if self.preset == DCASE2023 else SAMPLE_RATE
+        return resample(audio.to(self.device), input_rate, target)
+
     def examples(self, audio: torch.Tensor) -> torch.Tensor:
         """Log-mel examples [n, patches, 96, 64] of audio [n, samples] at 16 kHz."""
+        if self.preset == DCASE2023:
+            return self.dcase_examples(audio)
         # Google's framing drops a clip shorter than one example (0.975 s); padding it with
         # silence to one example keeps every clip in the evaluation.
         shortest = (PATCH - 1) * HOP + WINDOW
         if audio.shape[-1] < shortest:
             audio = nn.functional.pad(audio, (0, shortest - audio.shape[-1]))
         return patches(self.frontend(audio), self.hop_frames)
+
+    def dcase_examples(self, audio: torch.Tensor) -> torch.Tensor:
+        """DCASE 2023 Task 7's examples [n, windows, 96, 64]: one per 16,000-sample window."""
+        audio = audio.float()
+        audio = audio / audio.amax(dim=-1, keepdim=True).clamp_min(DCASE_PEAK_FLOOR)
+        if audio.shape[-1] < DCASE_WINDOW:
+            audio = nn.functional.pad(audio, (0, DCASE_WINDOW - audio.shape[-1]))
+        # Of each window's 98 STFT frames the example takes the first 96, which read only its
+        # first 15,600 samples: the rest is not transformed at all.
+        used = (PATCH - 1) * HOP + WINDOW
+        windows = audio.unfold(-1, DCASE_WINDOW, DCASE_STEP)[..., :used]
+        n, count = windows.shape[:2]
+        logmel = self.frontend(windows.reshape(n * count, used))
+        return logmel.reshape(n, count, PATCH, N_MELS)
+
+    def example_starts(self, count: int) -> torch.Tensor:
+        """First sample of each of `count` examples (float32), in the audio the model reads."""
+        step = DCASE_STEP if self.preset == DCASE2023 else self.hop_frames * HOP
+        return torch.arange(count, device=self.device, dtype=torch.float32) * step
 
     def embed_examples(self, examples: torch.Tensor) -> torch.Tensor:
         """Embeddings [m, 128] of examples [m, 96, 64], in chunks of `batch_frames`."""
@@ -196,8 +269,7 @@ class VGGishModel(nn.Module):
         emb = emb.reshape(n, count, EMBEDDING_SIZE)
         # Centre of each example: its first frame's start plus half the span it covers.
         span = (PATCH - 1) * HOP + WINDOW
-        starts = torch.arange(count, device=emb.device, dtype=torch.float32) * self.hop_frames
-        stamps = (starts * HOP + span / 2) * 1000.0 / SAMPLE_RATE
+        stamps = (self.example_starts(count) + span / 2) * 1000.0 / SAMPLE_RATE
         return emb, stamps.expand(n, -1)
 
 
@@ -323,9 +395,19 @@ def load_model(
     hop_size: float = 0.96,
     batch_frames: int = 128,
     pca_file: str = "",
+    preset: str = "",
 ) -> VGGishModel:
     """VGGish from torchvggish's state dict or Google's TensorFlow checkpoint; `"random"` gives
-    a fixed random init (tests)."""
+    a fixed random init (tests). `preset="dcase2023"`: DCASE 2023 Task 7's FAD pipeline (module
+    docstring), which fixes the other options to its own (no PCA, no final ReLU)."""
+    preset = str(preset or "").strip().lower()
+    if preset not in PRESETS:
+        raise ValueError(f"VGGish preset {preset!r}: the presets are {', '.join(PRESETS[1:])}")
+    if preset and (postprocess or activation or abs(float(hop_size) - 0.96) > 1e-9):
+        raise ValueError(
+            f"the VGGish preset {preset} fixes its pipeline: it takes no postprocess, "
+            "activation or hop_size"
+        )
     params: dict = {}
     weights: Path | None = None
     if model_file_path == "random":
@@ -367,6 +449,8 @@ def load_model(
     hop_frames = max(1, round(float(hop_size) * SAMPLE_RATE / HOP))
     options_id = f"hop{hop_frames * HOP / SAMPLE_RATE:g}-act{int(bool(activation))}"
     options_id += f"-pca{pca_id}" if postprocess else "-raw"
+    if preset == DCASE2023:
+        options_id = DCASE_OPTIONS_ID
     return VGGishModel(
         net,
         device=device,
@@ -375,6 +459,7 @@ def load_model(
         pca=pca,
         weights_id=weights_id,
         options_id=options_id,
+        preset=preset,
     )
 
 
@@ -391,14 +476,14 @@ def get_scene_embeddings(audio: torch.Tensor, model: VGGishModel) -> torch.Tenso
     return emb.mean(dim=1)
 
 
-def resample(audio: torch.Tensor, input_rate: int) -> torch.Tensor:
-    """Audio [n, samples] at `input_rate` -> [n, samples'] at 16 kHz, on the audio's device."""
-    if int(input_rate) == SAMPLE_RATE:
+def resample(audio: torch.Tensor, input_rate: int, rate: int = SAMPLE_RATE) -> torch.Tensor:
+    """Audio [n, samples] at `input_rate` -> [n, samples'] at `rate`, on the audio's device."""
+    if int(input_rate) == int(rate):
         return audio
     import julius
 
     return julius.resample_frac(
-        audio, int(input_rate), SAMPLE_RATE, zeros=RESAMPLE_ZEROS, rolloff=RESAMPLE_ROLLOFF
+        audio, int(input_rate), int(rate), zeros=RESAMPLE_ZEROS, rolloff=RESAMPLE_ROLLOFF
     )
 
 
@@ -406,6 +491,6 @@ def embed_batch(audio: np.ndarray, input_rate: int, model: VGGishModel) -> np.nd
     """Frame embeddings [n, patches, 128] of float32 audio [n, samples] at any rate."""
     x = torch.from_numpy(np.ascontiguousarray(np.atleast_2d(audio), dtype=np.float32))
     with torch.inference_mode():
-        x = resample(x.to(model.device), input_rate)
+        x = model.prepare(x, input_rate)
     emb, _ = get_timestamp_embeddings(x, model)
     return emb.float().cpu().numpy()
