@@ -58,18 +58,34 @@ class EvaluationError(Exception):
 # --- settings ---------------------------------------------------------------------------------
 
 
+# VGGish as DCASE 2023 Task 7 ran it: published DCASE FADs, and FAD against the official
+# statistics, are comparable only with this preset (see embeddings/vggish.py).
+DCASE_FAD_OPTIONS = {"preset": "dcase2023"}
+
+
 def objective_settings(challenge: Challenge) -> ObjectiveSettings:
-    obj, _ = ObjectiveSettings.objects.get_or_create(challenge=challenge)
+    obj, _ = ObjectiveSettings.objects.get_or_create(
+        challenge=challenge, defaults={"fad_model_options": dict(DCASE_FAD_OPTIONS)}
+    )
     return obj
 
 
 def set_models(challenge: Challenge, **values) -> ObjectiveSettings:
-    """Change objective settings by field name (e.g. fad_model="logmel")."""
+    """Change objective settings by field name (e.g. fad_model="logmel").
+
+    Options belong to a model: naming another model without options clears them.
+    """
     obj = objective_settings(challenge)
     fields = {f.name for f in ObjectiveSettings._meta.get_fields()} - {"id", "challenge"}
     unknown = set(values) - fields
     if unknown:
         raise EvaluationError(f"unknown objective settings: {', '.join(sorted(unknown))}")
+    for model, options in (
+        ("fad_model", "fad_model_options"),
+        ("medoid_model", "medoid_model_options"),
+    ):
+        if model in values and values[model] != getattr(obj, model) and options not in values:
+            values[options] = {}
     for key, value in values.items():
         setattr(obj, key, value)
     obj.full_clean()

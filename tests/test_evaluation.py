@@ -416,3 +416,13 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
     job.refresh_from_db()
     retried = evaluation.retry(job)
     assert retried.state in (Job.State.QUEUED, Job.State.SUCCEEDED)
+
+
+def test_fad_defaults_to_vggish_as_dcase_ran_it_and_options_follow_the_model(db):
+    challenge = create_challenge(name="Defaults", slug="defaults")
+    choice = evaluation.model_choice(challenge, "fad")
+    assert (choice.name, choice.options) == ("vggish", {"preset": "dcase2023"})
+    evaluation.set_models(challenge, fad_model="logmel")
+    assert evaluation.model_choice(challenge, "fad").options == {}
+    evaluation.set_models(challenge, fad_model="vggish", fad_model_options={"hop_size": 0.5})
+    assert evaluation.model_choice(challenge, "fad").options == {"hop_size": 0.5}
