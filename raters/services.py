@@ -77,7 +77,7 @@ def build_stimulus_set(challenge: Challenge) -> int:
     if not medoids:
         return Stimulus.objects.filter(challenge=challenge).count()
     with transaction.atomic():
-        ListeningTest.objects.select_for_update().get(pk=listening_test(challenge).pk)
+        ListeningTest.objects.select_for_update(no_key=True).get(pk=listening_test(challenge).pk)
         current = set(
             Stimulus.objects.filter(challenge=challenge).values_list("clip_id", flat=True)
         )
@@ -270,7 +270,7 @@ def set_open(challenge: Challenge, is_open: bool) -> ListeningTest:
     with transaction.atomic():
         # The challenge's lock: imports and generations check the phase under it before they
         # store clips, so none lands after the test has opened.
-        locked = Challenge.objects.select_for_update().get(pk=challenge.pk)
+        locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
         test.is_open = is_open
         test.save(update_fields=["is_open", "updated_at"])
         if is_open and locked.phase in (Challenge.Phase.SETUP, Challenge.Phase.OBJECTIVE):
@@ -290,7 +290,7 @@ def _new_rater(challenge: Challenge, *, unless: Q | None = None, **fields) -> Ra
     lock: a link opened twice at once enrols one rater.
     """
     with transaction.atomic():
-        ListeningTest.objects.select_for_update().get(pk=listening_test(challenge).pk)
+        ListeningTest.objects.select_for_update(no_key=True).get(pk=listening_test(challenge).pk)
         if unless is not None:
             existing = Rater.objects.filter(unless, challenge=challenge).first()
             if existing is not None:
@@ -468,7 +468,7 @@ def next_session(rater: Rater) -> NextStep:
         return NextStep(None, "closed")
     with transaction.atomic():
         # One assignment at a time per challenge, so two raters never both take the last slot.
-        ListeningTest.objects.select_for_update().get(pk=test.pk)
+        ListeningTest.objects.select_for_update(no_key=True).get(pk=test.pk)
         # A second request of the same rater (a double click, two tabs) waited for the lock
         # while the first assigned a session: that session is the answer.
         open_session = (
@@ -656,7 +656,7 @@ def save_rating(
             raise ListeningError("This trial belongs to another rater.", 403)
         # Answers to one session are stored one at a time: the answer that completes the session
         # must see every other one, or the session would stay open with nothing left to rate.
-        session = CategorySession.objects.select_for_update().get(pk=trial.session_id)
+        session = CategorySession.objects.select_for_update(no_key=True).get(pk=trial.session_id)
         trial.session = session
         previous = Rating.objects.filter(idempotency_key=key).select_related("trial").first()
         if previous is not None:
@@ -738,7 +738,9 @@ def diversity_trials(rater: Rater) -> list[DiversityTrial]:
     if {t.item_id for t in existing} >= {item.pk for item in items}:
         return existing
     with transaction.atomic():
-        ListeningTest.objects.select_for_update().get(pk=listening_test(rater.challenge).pk)
+        ListeningTest.objects.select_for_update(no_key=True).get(
+            pk=listening_test(rater.challenge).pk
+        )
         existing = list(rater.diversity_trials.order_by("position"))
         given = {t.item_id for t in existing}
         missing = [item for item in items if item.pk not in given]
@@ -769,7 +771,7 @@ def save_diversity_rating(
     value = _check_value("Diversity", diversity)
     key = _check_key(key)
     with transaction.atomic():
-        trial = DiversityTrial.objects.select_for_update().filter(token=token).first()
+        trial = DiversityTrial.objects.select_for_update(no_key=True).filter(token=token).first()
         if trial is None:
             raise ListeningError("No such item.", 404)
         if trial.rater_id != rater.pk:

@@ -96,7 +96,7 @@ def publish(
         )
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
-        Challenge.objects.select_for_update().get(pk=challenge.pk)
+        Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
         if job is not None and (done := Snapshot.objects.filter(job=job).first()):
             return done
         last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]

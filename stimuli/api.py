@@ -189,7 +189,7 @@ class ChallengeViewSet(viewsets.ModelViewSet):
             and serializer.validated_data[name] != getattr(challenge, name)
         ]
         with transaction.atomic():
-            Challenge.objects.select_for_update().get(pk=challenge.pk)
+            Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
             if changed and Clip.objects.filter(challenge=challenge).exists():
                 raise Conflict(
                     f"{', '.join(changed)} cannot change: this challenge already stores clips "

@@ -32,7 +32,14 @@ from django.db.models import Q
 from . import selectors
 from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
 from .fad import MAX_STATS_DIM, GaussianStats, frechet_distance
-from .jobs import JobProgress, enqueue, fail_if_stale, reset_for_retry, run_job
+from .jobs import (
+    JobProgress,
+    enqueue,
+    ensure_still_mine,
+    fail_if_stale,
+    reset_for_retry,
+    run_job,
+)
 from .models import (
     AudioFile,
     Category,
@@ -245,7 +252,7 @@ def _start(
     _check_can_start(challenge, purpose)
     choice = model_choice(challenge, purpose)
     with transaction.atomic():
-        Challenge.objects.select_for_update().get(pk=challenge.pk)  # one start at a time
+        Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)  # one start at a time
         running = _active(challenge, purpose)
         if running is not None:
             return running
@@ -297,6 +304,10 @@ def retry(job: Job) -> Job:
     job = fail_if_stale(job)  # a job whose worker was lost can be retried too
     if job.state != Job.State.FAILED:
         raise EvaluationError(f"only a failed job can be retried; this one is {job.state}")
+    medoids = job.kind == Job.Kind.SELECT_MEDOIDS or job.params.get("purpose") == "medoids"
+    fixed = "medoids cannot change" if medoids else None
+    if conflict := phase_conflict(job.challenge, fixed_by_listening=fixed):
+        raise EvaluationError(conflict)
     job = reset_for_retry(job)
     enqueue(job, task)
     return job
@@ -343,7 +354,7 @@ def _next_job(embed_job: Job, model_id: str, *, queue: bool) -> Job:
     purpose = embed_job.params["purpose"]
     task = "compute_fad" if purpose == "fad" else "select_medoids"
     with transaction.atomic():
-        Job.objects.select_for_update().get(pk=embed_job.pk)
+        Job.objects.select_for_update(no_key=True).get(pk=embed_job.pk)
         existing = Job.objects.filter(params__embed_job=embed_job.pk).first()
         if existing is not None:
             return existing
@@ -381,6 +392,7 @@ def run_fad(job_id: int, *, echo: Progress | None = None) -> Job:
             model_id=job.params["model_id"],
             progress=_reporter(progress, echo),
             log=progress.log,
+            owner=job,
         )
 
     return run_job(job_id, work)
@@ -390,7 +402,10 @@ def run_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
     def work(job: Job, progress: JobProgress) -> dict:
         challenge = Challenge.objects.get(pk=job.params["challenge_id"])
         return compute_medoids(
-            challenge, model_id=job.params["model_id"], progress=_reporter(progress, echo)
+            challenge,
+            model_id=job.params["model_id"],
+            progress=_reporter(progress, echo),
+            owner=job,
         )
 
     return run_job(job_id, work)
@@ -464,8 +479,10 @@ def compute_fad_results(
     model_id: str,
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
+    owner: Job | None = None,
 ) -> dict:
-    """FAD-Eval and FAD-Dev of every system and category; then finalists per track."""
+    """FAD-Eval and FAD-Dev of every system and category; then finalists per track. With
+    `owner`, results are written only while that job is still this worker's."""
     obj = objective_settings(challenge)
     references = [FadResult.Reference.EVALUATION]
     if obj.fad_development:
@@ -514,8 +531,12 @@ def compute_fad_results(
                 progress(done, total, f"FAD of {system.name}, {categories[category_id].name}")
     kept = {(system.pk, category_id, reference) for system, category_id, reference, _ in computed}
     with transaction.atomic():
+        if owner is not None:
+            ensure_still_mine(owner)
         # One writer per challenge: a retried job and a new run never interleave their rows.
-        Challenge.objects.select_for_update().get(pk=challenge.pk)
+        locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+        if conflict := phase_conflict(locked):  # published while this job ran
+            raise EvaluationError(conflict)
         for system, category_id, reference, values in computed:
             FadResult.objects.update_or_create(
                 system=system,
@@ -556,9 +577,14 @@ def select_finalists(challenge: Challenge, model_id: str) -> dict[str, list[Syst
 
 
 def compute_medoids(
-    challenge: Challenge, *, model_id: str, progress: Progress | None = None
+    challenge: Challenge,
+    *,
+    model_id: str,
+    progress: Progress | None = None,
+    owner: Job | None = None,
 ) -> dict:
-    """k-means medoids of every finalist system and category, replacing earlier ones at once."""
+    """k-means medoids of every finalist system and category, replacing earlier ones at once
+    (with `owner`, only while that job is still this worker's)."""
     from .embeddings.store import load_many
     from .medoids import select_medoids
 
@@ -598,6 +624,12 @@ def compute_medoids(
         if progress:
             progress(done, len(pairs), f"medoids of {system.name}")
     with transaction.atomic():
+        if owner is not None:
+            ensure_still_mine(owner)
+        # The listening test may have opened while this job ran: its stimuli are fixed then.
+        locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+        if conflict := phase_conflict(locked, fixed_by_listening="medoids cannot change"):
+            raise EvaluationError(conflict)
         Medoid.objects.filter(challenge=challenge).delete()
         Medoid.objects.bulk_create(chosen)
     return {"model_id": model_id, "medoids": len(chosen), "short": short}

@@ -52,6 +52,7 @@ from .imports import _audio_row
 from .jobs import (
     JobProgress,
     enqueue,
+    ensure_still_mine,
     fail_if_stale,
     is_stale,  # noqa: F401  (pages and tests read it from here, where it used to live)
     reset_for_retry,
@@ -140,7 +141,7 @@ def set_generator(
     elif not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", module):
         raise GenerationError(f"'{module}' is not a module path (like package.module)")
     previous = (
-        Generator.objects.select_for_update()
+        Generator.objects.select_for_update(no_key=True)
         .filter(system=system)
         .values_list("archive", flat=True)
         .first()
@@ -224,8 +225,11 @@ def start_validation(generator: Generator, *, user: AbstractBaseUser | None = No
     return job
 
 
-def validate_generator(generator: Generator, limits: Limits | None = None) -> dict:
-    """Run the validator on a stored generator and record its report and state."""
+def validate_generator(
+    generator: Generator, limits: Limits | None = None, *, job: Job | None = None
+) -> dict:
+    """Run the validator on a stored generator and record its report and state; with `job`,
+    its row gets a heartbeat while submitted code loads and runs."""
     challenge = generator.system.challenge
     categories = list(challenge.categories.values_list("slug", flat=True))
     try:
@@ -236,12 +240,15 @@ def validate_generator(generator: Generator, limits: Limits | None = None) -> di
                 limits=limits or Limits.from_settings(),
                 categories=categories,
                 target=generator.label,
+                on_wait=Heartbeat(job) if job is not None else None,
             ).to_dict()
     except SandboxError as exc:
         report = {"ok": False, "summary": f"Invalid generator: {exc.message}", "problems": []}
         report["problems"].append({"code": exc.code, "message": exc.message, "detail": ""})
     with transaction.atomic():
-        current = Generator.objects.select_for_update().filter(pk=generator.pk).first()
+        if job is not None:
+            ensure_still_mine(job)  # a worker given up for dead records no verdict
+        current = Generator.objects.select_for_update(no_key=True).filter(pk=generator.pk).first()
         if current is None or _code(current) != _code(generator):
             # New code was attached while this ran: the verdict is about code that is gone, and
             # the new code's own validation job decides its state.
@@ -277,10 +284,12 @@ def retry(job: Job) -> Job:
     fail_if_stale(job)  # its worker died and no delivery of its task is left
     system_id = job.params["system_id"]
     with transaction.atomic():
-        system = System.objects.get(pk=system_id)
+        system = System.objects.filter(pk=system_id).first()
+        if system is None:
+            raise GenerationError(f"the system of job #{job.pk} no longer exists")
         # The locks start_generation takes, in its order: no start slips in between.
-        challenge = Challenge.objects.select_for_update().get(pk=system.challenge_id)
-        Generator.objects.select_for_update().filter(system_id=system_id).first()
+        challenge = Challenge.objects.select_for_update(no_key=True).get(pk=system.challenge_id)
+        Generator.objects.select_for_update(no_key=True).filter(system_id=system_id).first()
         job = Job.objects.get(pk=job.pk)
         if job.state != Job.State.FAILED:
             raise GenerationError(f"only a failed job can be retried; this one is {job.state}")
@@ -317,7 +326,7 @@ def run_validation(job_id: int) -> Job:
             system_id=job.params["system_id"]
         )
         progress(0, 1, f"validating {generator.label}")
-        report = validate_generator(generator)
+        report = validate_generator(generator, job=job)
         for problem in report.get("problems", []):
             progress.log(f"[{problem['code']}] {problem['message']}")
         progress(1, 1, report["summary"])
@@ -363,8 +372,8 @@ def start_generation(
 
     with transaction.atomic():
         # Locked, then checked again: the listening test cannot open between check and start.
-        _check_phase(Challenge.objects.select_for_update().get(pk=system.challenge_id))
-        Generator.objects.select_for_update().get(pk=generator.pk)  # one start at a time
+        _check_phase(Challenge.objects.select_for_update(no_key=True).get(pk=system.challenge_id))
+        Generator.objects.select_for_update(no_key=True).get(pk=generator.pk)  # one start at a time
         running = Job.objects.filter(
             kind=Job.Kind.GENERATE,
             params__system_id=system.pk,
@@ -453,11 +462,14 @@ def replace_earlier_clips(job: Job, result: dict) -> str | None:
     when the listening test opened while the job ran.
     """
     system = System.objects.get(pk=job.params["system_id"])
-    challenge = Challenge.objects.select_for_update().get(pk=system.challenge_id)
+    challenge = Challenge.objects.select_for_update(no_key=True).get(pk=system.challenge_id)
     try:
         check_clips_can_change(challenge)
     except PhaseError as exc:
         return f"[phase] {exc}; the earlier clips were kept"
+    adopted = Job.objects.get(pk=job.pk).params.get("adopted", {})
+    for pk, name in adopted.items():
+        Clip.objects.filter(pk=int(pk), system=system).update(source_job=job, original_name=name)
     _, deleted = Clip.objects.filter(
         system=system, source_job__kind=Job.Kind.GENERATE, source_job_id__lt=job.pk
     ).delete()
@@ -473,6 +485,12 @@ def _stored_indices(job: Job, system: System) -> dict[str, set[int]]:
     names = Clip.objects.filter(system=system, source_job=job).values_list(
         "category__slug", "original_name"
     )
+    # Clips taken over from an earlier generation count as this job's (under their new names).
+    adopted = Job.objects.get(pk=job.pk).params.get("adopted", {})
+    slugs = dict(
+        Clip.objects.filter(pk__in=[int(pk) for pk in adopted]).values_list("pk", "category__slug")
+    )
+    names = [*names, *((slugs[int(pk)], name) for pk, name in adopted.items() if int(pk) in slugs)]
     for slug, name in names:
         match = NAME_PATTERN.match(name)
         if match:
@@ -596,6 +614,7 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
     written: list[str] = []
     try:
         with transaction.atomic():
+            ensure_still_mine(job)  # a worker given up for dead stores no batch
             for index, check in checks:
                 row = _audio_row(check.sha256, check, len(check.wav_bytes))
                 audio, created = AudioFile.objects.get_or_create(
@@ -616,11 +635,12 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
                     .select_related("source_job")
                     .first()
                 )
-                if twin is not None and _earlier_generation(twin, job):
+                if twin is not None and _earlier_generation(twin, job) and not _adopted(job, twin):
                     # The same sound as a clip of an earlier generation (the same code and seed
                     # give the same audio): this job takes that clip over instead of storing it
-                    # twice, and what refers to it (medoids) stays.
-                    Clip.objects.filter(pk=twin.pk).update(source_job=job, original_name=name)
+                    # twice, and what refers to it (medoids) stays. It stays the earlier job's
+                    # until this one succeeds, so a failure loses nothing.
+                    _adopt(job, twin, name)
                     continue
                 if twin is not None:
                     raise GenerationError(
@@ -640,6 +660,19 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
         for sha in written:
             storage.delete_audio(sha)
         raise
+
+
+def _adopt(job: Job, clip: Clip, name: str) -> None:
+    locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
+    adopted = dict(locked.params.get("adopted", {}))
+    adopted[str(clip.pk)] = name
+    locked.params = {**locked.params, "adopted": adopted}
+    locked.save(update_fields=["params", "updated_at"])
+    job.params = locked.params
+
+
+def _adopted(job: Job, clip: Clip) -> bool:
+    return str(clip.pk) in job.params.get("adopted", {})
 
 
 def _earlier_generation(clip: Clip, job: Job) -> bool:

@@ -260,7 +260,9 @@ def _store(
     with transaction.atomic():
         # Checked again under the challenge's lock, which opening the listening test takes too:
         # the test cannot open between this check and the clips' arrival.
-        check_request(Challenge.objects.select_for_update().get(pk=challenge.pk), role, system)
+        check_request(
+            Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk), role, system
+        )
         try:
             audio_rows = {
                 row.sha256: row for row in AudioFile.objects.filter(sha256__in=list(staged))

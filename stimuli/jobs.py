@@ -48,9 +48,25 @@ class JobProgress:
         """Append a line to the job's log, visible to organizers while it runs."""
         stamp = timezone.now().strftime("%H:%M:%S")
         with transaction.atomic():
-            job = Job.objects.select_for_update().get(pk=self.job.pk)
+            job = Job.objects.select_for_update(no_key=True).get(pk=self.job.pk)
             job.log = f"{job.log}{stamp} {line}\n"[-200_000:]
             job.save(update_fields=["log", "updated_at"])
+
+
+class JobLost(Exception):
+    """This worker's claim on the job was taken over (its heartbeat went stale): it must write
+    nothing more."""
+
+
+def ensure_still_mine(job: Job) -> None:
+    """Raise JobLost unless this worker's claim on `job` holds. The job's row stays locked to the
+    end of the caller's transaction, so no other worker takes it over while the caller writes;
+    callers lock the job before any other row, as `run_job` does."""
+    held = Job.objects.select_for_update(no_key=True).filter(
+        pk=job.pk, state=Job.State.RUNNING, attempts=job.attempts
+    )
+    if not held.exists():
+        raise JobLost(f"job {job.pk} attempt {job.attempts} was taken over by another worker")
 
 
 def stale_after_s() -> float:
@@ -115,9 +131,8 @@ def run_job(
     job = claim(job_id)
     if job is None:
         current = Job.objects.get(pk=job_id)
-        if not current.is_finished:
-            JobProgress(current).log("a second delivery of this job found it running; dropped it")
-            current.refresh_from_db()
+        if current.state == Job.State.RUNNING:
+            _come_back_when_stale(current)
         return current
     mine = Q(pk=job_id, state=Job.State.RUNNING, attempts=job.attempts)
     progress = JobProgress(job)
@@ -126,7 +141,7 @@ def run_job(
         failed = bool(result.pop("_failed", False))
         error = result.pop("_error", "")
         with transaction.atomic():
-            if Job.objects.select_for_update().filter(mine).first() is None:
+            if Job.objects.select_for_update(no_key=True).filter(mine).first() is None:
                 _log_lost(job)
                 job.refresh_from_db()
                 return job
@@ -145,7 +160,7 @@ def run_job(
         logger.exception("job %s failed", job_id)
         with transaction.atomic():
             # Locked, so no log line written meanwhile is lost when the traceback is appended.
-            current = Job.objects.select_for_update().filter(mine).first()
+            current = Job.objects.select_for_update(no_key=True).filter(mine).first()
             if current is not None:
                 current.state = Job.State.FAILED
                 current.error = f"{type(exc).__name__}: {exc}"
@@ -156,6 +171,20 @@ def run_job(
             _log_lost(job)
     job.refresh_from_db()
     return job
+
+
+def _come_back_when_stale(job: Job) -> None:
+    """A delivery of a job another worker holds. Celery redelivers a task the moment its worker
+    dies, while the row still looks alive: dropping the delivery would leave the job running
+    for ever, so the task comes back once the heartbeat would be stale, and either takes the
+    job over or finds it finished. Nothing is written to the row (that would be a heartbeat)."""
+    from celery import current_task
+
+    age = (timezone.now() - job.updated_at).total_seconds()
+    wait = max(1.0, stale_after_s() - age + 1.0)
+    logger.info("job %s is running elsewhere; its task comes back in %.0f s", job.pk, wait)
+    if current_task and current_task.request.id and not current_task.request.is_eager:
+        raise current_task.retry(countdown=wait, max_retries=None)
 
 
 def _log_lost(job: Job) -> None:
@@ -181,7 +210,7 @@ def enqueue(job: Job, task: Any) -> None:
 def reset_for_retry(job: Job) -> Job:
     """Put a failed job back in the queue; a finished or running job is left as it is."""
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
+        job = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if job.state != Job.State.FAILED:
             return job
         job.state = Job.State.QUEUED

@@ -4,6 +4,11 @@ objective stage.
 Once the listening test opens, its stimuli (the finalists' medoid clips) are fixed: replacing a
 system's clips would delete medoids and the stimuli made of them, under raters already at work.
 Once results are published nothing may change at all.
+
+Phases are checked under the challenge row's lock, taken FOR NO KEY UPDATE everywhere (as every
+row lock of the platform is): PostgreSQL key-share locks a referenced row whenever a row pointing
+at it is inserted, so a plain FOR UPDATE on the challenge would make every insert of a rater, a
+job or a clip wait, and two such waits deadlock.
 """
 
 from __future__ import annotations

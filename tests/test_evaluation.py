@@ -426,3 +426,35 @@ def test_fad_defaults_to_vggish_as_dcase_ran_it_and_options_follow_the_model(db)
     assert evaluation.model_choice(challenge, "fad").options == {}
     evaluation.set_models(challenge, fad_model="vggish", fad_model_options={"hop_size": 0.5})
     assert evaluation.model_choice(challenge, "fad").options == {"hop_size": 0.5}
+
+
+def test_a_worker_whose_job_was_taken_over_writes_no_results(objective):
+    from stimuli.jobs import JobLost, claim
+
+    evaluation.run_evaluation(objective)
+    model_id = FadResult.objects.first().model_id
+    FadResult.objects.all().delete()
+    Medoid.objects.all().delete()
+    job = claim(Job.objects.create(challenge=objective, kind=Job.Kind.FAD).pk)
+    Job.objects.filter(pk=job.pk).update(attempts=2)  # another worker took it over
+    with pytest.raises(JobLost):
+        evaluation.compute_fad_results(objective, model_id=model_id, owner=job)
+    with pytest.raises(JobLost):
+        evaluation.compute_medoids(objective, model_id=model_id, owner=job)
+    assert not FadResult.objects.exists() and not Medoid.objects.exists()
+
+
+def test_results_are_not_written_once_the_phase_forbids_them(objective):
+    from stimuli.models import Challenge
+
+    evaluation.run_evaluation(objective)
+    model_id = FadResult.objects.first().model_id
+    values = dict(FadResult.objects.values_list("pk", "value"))
+    Challenge.objects.filter(pk=objective.pk).update(phase="published")  # while the job ran
+    with pytest.raises(evaluation.EvaluationError, match="published"):
+        evaluation.compute_fad_results(objective, model_id=model_id)
+    Challenge.objects.filter(pk=objective.pk).update(phase="listening")
+    with pytest.raises(evaluation.EvaluationError, match="medoids cannot change"):
+        evaluation.compute_medoids(objective, model_id=model_id)
+    assert dict(FadResult.objects.values_list("pk", "value")) == values
+    assert not Medoid.objects.exists()

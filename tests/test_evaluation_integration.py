@@ -80,6 +80,29 @@ def test_killed_worker_leaves_the_job_to_another_which_finishes_it_once(celery_w
     assert FadResult.objects.filter(challenge=challenge).count() == 16
 
 
+def test_a_delivery_finding_its_job_held_comes_back_and_takes_it_over_once_stale(
+    celery_worker, tmp_path
+):
+    # Celery redelivers a task the moment its worker dies, while the job's heartbeat still
+    # looks alive: that delivery must come back later, not be dropped with the job left running.
+    challenge = small_challenge(tmp_path, slug="held")
+    evaluation.set_models(challenge, fad_model="logmel")
+    celery_worker.stop()
+    embed = evaluation.start_evaluation(challenge)  # its message waits: no worker is up
+    Job.objects.filter(pk=embed.pk).update(state=Job.State.RUNNING, attempts=1)
+    env = {**celery_worker.env, "FOLEY_JOB_STALE_S": "3"}
+    worker = WorkerProcess(env, tmp_path / "held-worker.log")
+    worker.start()
+    try:
+        embed, fad = wait_for_pipeline(embed.pk)
+        log = worker.log()
+    finally:
+        worker.stop()
+    assert "comes back in" in log
+    assert embed.state == Job.State.SUCCEEDED and embed.attempts == 2, embed.error
+    assert fad.state == Job.State.SUCCEEDED, fad.error
+
+
 def test_generate_with_the_baseline_evaluate_and_select_medoids(celery_worker, tmp_path):
     challenge = create_challenge(
         name="End to end",

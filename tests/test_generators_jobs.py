@@ -172,7 +172,7 @@ def test_a_second_delivery_leaves_a_live_job_alone_and_a_stale_one_is_resumed(
     Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, attempts=1)
     again = run_generation(job.pk)  # a redelivery while the first worker's heartbeat is fresh
     assert again.state == Job.State.RUNNING and again.attempts == 1
-    assert "second delivery" in again.log and system.clips.count() == 0
+    assert system.clips.count() == 0
     with pytest.raises(GenerationError, match="only a failed job"):
         generation.retry(again)
 

@@ -113,3 +113,34 @@ def test_a_crowd_link_opened_twice_at_once_enrols_one_rater():
     assert not errors and len(results) == 4
     assert len({rater.pk for rater in results}) == 1
     assert challenge.raters.count() == 1
+
+
+def test_pausing_the_test_while_a_rater_enrols_does_not_deadlock(monkeypatch):
+    # Enrolment locks the test's row, then inserts a rater that points at the challenge; pausing
+    # locks the challenge's row, then updates the test's. With a plain FOR UPDATE on the
+    # challenge the two would wait on each other (PostgreSQL key-share locks every referenced
+    # row on insert); the challenge lock is FOR NO KEY UPDATE, which inserts do not wait for.
+    import time
+
+    from raters.models import Rater
+
+    challenge = build_listening_challenge(slug="no-deadlock")
+    services.set_open(challenge, True)
+    holding = threading.Event()
+    clean = Rater.full_clean
+
+    def slow_clean(self, *args, **kwargs):
+        holding.set()  # enrolment holds the test's row now
+        time.sleep(1.0)  # long enough for the pause to take the challenge's row and wait
+        return clean(self, *args, **kwargs)
+
+    monkeypatch.setattr(Rater, "full_clean", slow_clean)
+
+    def pause():
+        holding.wait(10)
+        return services.set_open(challenge, False)
+
+    results, errors = _race([lambda: services.invite(challenge), pause])
+    assert not errors and len(results) == 2, results
+    assert challenge.raters.count() == 1
+    assert not services.listening_test(challenge).is_open

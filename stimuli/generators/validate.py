@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -129,6 +130,7 @@ def validate_source(
     clips_per_category: int = 2,
     target: str = "",
     seed: int = 1234,
+    on_wait: Callable[[], None] | None = None,
 ) -> ValidationReport:
     spec = spec or OutputSpec()
     limits = limits or Limits()
@@ -136,7 +138,8 @@ def validate_source(
         target=target or source.module, spec=asdict(spec), module=source.module
     )
     started = time.perf_counter()
-    sandbox = Sandbox(source, spec, limits)
+    # `on_wait` is the job's heartbeat: loading may take longer than a job may stay silent.
+    sandbox = Sandbox(source, spec, limits, on_wait=on_wait)
     report.enforcement = enforcement(sandbox.use_gpu)
     try:
         try:
