@@ -83,7 +83,11 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
             rater = services.enrol_user(challenge, user, team=owner_team)
         elif n % 2:
             rater = services.enrol_crowd(
-                challenge, test.crowd_key, participant_id=f"sim{seed}x{n}", study_id="demo"
+                challenge,
+                test.crowd_key,
+                participant_id=f"sim{seed}x{n}",
+                study_id="demo",
+                session_id=f"demo{seed}x{n}",
             )
         else:
             rater = services.invite(challenge, label=f"simulated listener {n}")

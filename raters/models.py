@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 
@@ -63,7 +64,9 @@ class ListeningTest(models.Model):
         default=0.5, help_text="Silence between the sounds of a diversity file (seconds)."
     )
     completion_url = models.URLField(
-        blank=True, help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific)."
+        blank=True,
+        validators=[URLValidator(schemes=["https", "http"])],
+        help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific).",
     )
     crowd_key = models.CharField(max_length=32, default=new_token, unique=True, editable=False)
     consent_text = models.TextField(blank=True)

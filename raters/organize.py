@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -22,6 +23,7 @@ class SettingsForm(forms.ModelForm):
     completion_url = forms.URLField(
         required=False,
         assume_scheme="https",
+        validators=[URLValidator(schemes=["https", "http"])],
         help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific).",
     )
 

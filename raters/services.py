@@ -382,7 +382,16 @@ def enrol_crowd(
         raise ListeningError("The link lacks a valid participant id (PROLIFIC_PID).")
     existing = Rater.objects.filter(challenge=challenge, participant_id=participant_id).first()
     if existing:
-        return existing
+        # The link is the same for every worker, so a participant id alone would let anyone
+        # who learns one open that worker's session. From another browser, a worker comes back
+        # with the recruiting platform's session id of their first visit too.
+        if existing.crowd_session_id and session_id.strip() == existing.crowd_session_id:
+            return existing
+        raise ListeningError(
+            "This participant has started the test already. Please reopen the study's link "
+            "from the recruiting platform, in the browser you began in.",
+            409,
+        )
     try:
         return _new_rater(
             challenge,

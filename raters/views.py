@@ -32,9 +32,11 @@ def _session_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
             return rater
     if request.user.is_authenticated:
         rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
-        if rater is None:
-            kind = Rater.Kind.ORGANIZER if is_organizer(request.user) else Rater.Kind.PARTICIPANT
-            rater = services.enrol_user(challenge, request.user, kind=kind)
+        if rater is None and is_organizer(request.user):
+            # Only organizers enrol themselves. A participant account rates in the challenge it
+            # was made for, with its team: enrolled anywhere else it would have no team, and its
+            # ratings of its own team's systems could not be removed.
+            rater = services.enrol_user(challenge, request.user, kind=Rater.Kind.ORGANIZER)
         return rater
     return None
 
@@ -91,11 +93,19 @@ def join(request: HttpRequest, slug: str, key: str) -> HttpResponse:
 def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     """A crowd-sourcing link, e.g. `...?PROLIFIC_PID=..&STUDY_ID=..&SESSION_ID=..`."""
     challenge = get_object_or_404(Challenge, slug=slug)
+    participant = request.GET.get("PROLIFIC_PID", request.GET.get("participant", "")).strip()
+    held = Rater.objects.filter(
+        pk=request.session.get(SESSION_KEY.format(challenge.pk)) or 0,
+        challenge=challenge,
+        participant_id=participant,
+    ).first()
+    if held is not None and participant:  # this browser's own worker, back through the link
+        return redirect("raters:home", slug=slug)
     try:
         rater = services.enrol_crowd(
             challenge,
             key,
-            participant_id=request.GET.get("PROLIFIC_PID", request.GET.get("participant", "")),
+            participant_id=participant,
             study_id=request.GET.get("STUDY_ID", ""),
             session_id=request.GET.get("SESSION_ID", ""),
         )

@@ -107,7 +107,7 @@ def test_a_crowd_link_opened_twice_at_once_enrols_one_rater():
     key = services.listening_test(challenge).crowd_key
 
     def enrol():
-        return services.enrol_crowd(challenge, key, participant_id="5f00aa11")
+        return services.enrol_crowd(challenge, key, participant_id="5f00aa11", session_id="s1")
 
     results, errors = _race([enrol] * 4)
     assert not errors and len(results) == 4

@@ -442,3 +442,43 @@ def test_a_forged_session_id_is_refused_with_400(listening, value):
     _through_consent(client, listening.slug)
     response = client.post(f"/listen/{listening.slug}/start/", {"session": value})
     assert response.status_code == 400
+
+
+def test_an_account_of_another_challenge_is_not_enrolled_here(listening, rater_user):
+    client = Client()
+    client.force_login(rater_user)  # a participant account made for no team of this challenge
+    response = client.get(f"/listen/{listening.slug}/")
+    assert response.status_code == 403
+    assert not Rater.objects.filter(challenge=listening, user=rater_user).exists()
+
+
+def test_a_crowd_worker_cannot_take_over_another_workers_session(listening):
+    test = services.listening_test(listening)
+    url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/"
+    worker = Client()
+    assert worker.get(url + "?PROLIFIC_PID=5f1a2d&SESSION_ID=s-first").status_code == 302
+    assert worker.get(url + "?PROLIFIC_PID=5f1a2d").status_code == 302  # the same browser
+    # Someone else who learned the worker's id, without the platform's session id: refused.
+    stranger = Client()
+    for query in (
+        "?PROLIFIC_PID=5f1a2d",
+        "?participant=5f1a2d",
+        "?PROLIFIC_PID=5f1a2d&SESSION_ID=x",
+    ):
+        assert stranger.get(url + query).status_code == 409
+    assert stranger.get(f"/listen/{listening.slug}/").status_code == 403
+    # The worker, back from the recruiting platform in another browser: let in.
+    again = Client()
+    assert again.get(url + "?PROLIFIC_PID=5f1a2d&SESSION_ID=s-first").status_code == 302
+    assert again.get(f"/listen/{listening.slug}/").status_code == 302  # to consent
+    assert Rater.objects.filter(challenge=listening, kind="crowd").count() == 1
+
+
+@pytest.mark.parametrize("url", ["ftp://example.org/done", "javascript:alert(1)"])
+def test_the_completion_url_must_be_a_web_address(listening, url):
+    from django.core.exceptions import ValidationError
+
+    test = services.listening_test(listening)
+    test.completion_url = url
+    with pytest.raises(ValidationError):
+        test.full_clean()
