@@ -34,6 +34,13 @@ def test_services_and_health_checks(compose):
         assert services[name]["env_file"] == [".env"]
 
 
+def test_only_the_proxy_on_the_host_reaches_the_web_process(compose):
+    # The web process trusts X-Forwarded-Proto from its proxy: nothing else may reach it.
+    for service in compose["services"].values():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), port
+
+
 def test_queues_and_gpu_reservation(compose):
     services = compose["services"]
     assert "gunicorn" in services["web"]["command"]
