@@ -143,21 +143,15 @@ def _read_stats_npz(source: str | os.PathLike | IO[bytes], max_dim: int) -> dict
 
 def _npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype, int]:
     """Shape, dtype and data offset of one member, from its header alone."""
-    from numpy.lib import format as npy
+    from .npy_header import is_plain_numbers, read_header
 
     with archive.open(info) as handle:
         try:
-            version = npy.read_magic(handle)
-            if version == (1, 0):
-                shape, _, dtype = npy.read_array_header_1_0(handle)
-            elif version == (2, 0):
-                shape, _, dtype = npy.read_array_header_2_0(handle)
-            else:
-                raise ValueError(f"unsupported .npy format version {version}")
+            shape, _, dtype = read_header(handle)
         except ValueError as exc:
             raise ValueError(f"member {info.filename} is not a NumPy array ({exc})") from None
         offset = handle.tell()
-    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biuf":
+    if not is_plain_numbers(dtype):
         raise ValueError(f"member {info.filename} holds {dtype}, not numbers")
     return shape, dtype, offset
 

@@ -60,6 +60,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from ..archives import RATIO_CHECK_MIN_BYTES, _check_name
+from ..npy_header import is_plain_numbers, read_header
 from .api import OutputSpec
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -621,20 +622,13 @@ def _read_samples(handle, expected: tuple[int, ...], doing: str) -> np.ndarray:
     A generator that returns [2, 200000000] would otherwise have the worker allocate gigabytes
     before the shape is ever looked at.
     """
-    fmt = np.lib.format
     try:
-        version = fmt.read_magic(handle)
-        if version == (1, 0):
-            shape, fortran_order, dtype = fmt.read_array_header_1_0(handle)
-        elif version == (2, 0):
-            shape, fortran_order, dtype = fmt.read_array_header_2_0(handle)
-        else:
-            raise ValueError(f"unsupported .npy version {version}")
+        shape, fortran_order, dtype = read_header(handle)
     except ValueError as exc:
         raise SandboxError(
             "wrong_dtype", f"the output of {doing} is not plain samples: {exc}"
         ) from None
-    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biuf":
+    if not is_plain_numbers(dtype):
         raise SandboxError(
             "wrong_dtype", f"the output of {doing} is not plain samples: {dtype} values"
         )
