@@ -76,6 +76,20 @@ start_services() {
   fi
 }
 
+# bubblewrap, which isolates submitted generator code (libseccomp comes with Debian), where the
+# machine allows installing it; without it the sandbox refuses to run submitted code.
+ensure_bubblewrap() {
+  if command -v bwrap >/dev/null; then
+    return
+  fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "Installing bubblewrap for the generator sandbox"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap libseccomp2 >/dev/null
+  else
+    say "bubblewrap is not installed: sandbox tests will be skipped (apt-get install bubblewrap)"
+  fi
+}
+
 # Debian's chromium for the browser tests, where the machine allows installing it.
 ensure_chromium() {
   if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then

@@ -26,8 +26,9 @@ class GeneratorSerializer(serializers.ModelSerializer):
         model = Generator
         fields = [
             "system_id", "system", "module", "archive_name", "archive_sha256", "config",
-            "state", "report", "validated_at", "updated_at",
+            "trusted", "state", "report", "validated_at", "updated_at",
         ]  # fmt: skip
+        read_only_fields = fields
 
 
 class GeneratorUploadSerializer(serializers.Serializer):
@@ -40,6 +41,17 @@ class GeneratorUploadSerializer(serializers.Serializer):
     )
     config = serializers.CharField(
         required=False, allow_blank=True, help_text="JSON settings passed to load_model."
+    )
+    trusted = serializers.BooleanField(
+        default=False,
+        help_text="Vouch for this code: it may run where a worker cannot isolate it.",
+    )
+
+
+class TrustSerializer(serializers.Serializer):
+    trusted = serializers.BooleanField(
+        help_text="Trusted code may run where a worker cannot isolate it; submitted code never "
+        "runs without isolation otherwise."
     )
 
 
@@ -91,6 +103,7 @@ class GeneratorViewSet(
                 archive=data.get("archive"),
                 config=config,
                 user=request.user,
+                trusted=data["trusted"],
             )
         except generation.GenerationError as exc:
             return _errors(str(exc))
@@ -100,6 +113,15 @@ class GeneratorViewSet(
         body = JobSerializer(job).data
         body["generator"] = GeneratorSerializer(generator).data
         return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=TrustSerializer, responses={200: GeneratorSerializer, 400: ERRORS})
+    @action(detail=True, methods=["post"])
+    def trust(self, request, challenge_slug=None, system_id=None):
+        """Mark the system's code trusted, or not (cleared whenever the code is replaced)."""
+        serializer = TrustSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        generator = generation.set_trusted(self.get_object(), serializer.validated_data["trusted"])
+        return Response(GeneratorSerializer(generator).data)
 
     @extend_schema(
         request=GenerateSerializer, responses={202: JobSerializer, 400: ERRORS, 409: ERRORS}

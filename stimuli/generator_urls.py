@@ -6,6 +6,7 @@ app_name = "generators"
 urlpatterns = [
     path("<slug:slug>/", generator_views.panel, name="panel"),
     path("<slug:slug>/systems/<int:system_id>/code/", generator_views.set_code, name="code"),
+    path("<slug:slug>/systems/<int:system_id>/trust/", generator_views.trust, name="trust"),
     path(
         "<slug:slug>/systems/<int:system_id>/generate/", generator_views.generate, name="generate"
     ),

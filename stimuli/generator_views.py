@@ -95,7 +95,7 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
                 raise generation.GenerationError("settings must be a JSON object")
         generation.set_generator(
             system, module="" if archive else module, archive=archive, config=config,
-            user=request.user,
+            user=request.user, trusted=request.POST.get("trusted") == "on",
         )  # fmt: skip
     except ValueError as exc:
         return _panel(
@@ -103,6 +103,15 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
         )
     except generation.GenerationError as exc:
         return _panel(request, challenge, {system.pk: str(exc)}, _status(request))
+    return _panel(request, challenge)
+
+
+@organizer_required
+@require_POST
+def trust(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    generator = get_object_or_404(Generator, system__pk=system_id, system__challenge=challenge)
+    generation.set_trusted(generator, request.POST.get("trusted") == "on")
     return _panel(request, challenge)
 
 

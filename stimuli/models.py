@@ -383,6 +383,11 @@ class Generator(models.Model):
         default=dict, blank=True, help_text="Settings passed to load_model as a JSON file."
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    trusted = models.BooleanField(
+        default=False,
+        help_text="An organizer vouches for this code: it may run where the workers cannot "
+        "isolate it. Cleared whenever the code is replaced.",
+    )
     report = models.JSONField(default=dict, blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -3,8 +3,9 @@ Celery worker process for integration tests.
 
 Integration tests (marker `integration`) need PostgreSQL as the test database and Redis as the
 broker. Without them they are skipped with the reason, unless FOLEY_REQUIRE_SERVICES=1 (as in CI),
-where a missing service fails the run instead. The same holds for Chromium and for the official
-DCASE 2023 Task 7 statistics (`../shared/data/...` beside the checkout, or FOLEY_DCASE_STATS).
+where a missing service fails the run instead. The same holds for Chromium, for the official
+DCASE 2023 Task 7 statistics (`../shared/data/...` beside the checkout, or FOLEY_DCASE_STATS) and
+for the generator sandbox (marker `sandbox`: bubblewrap, seccomp and a writable cgroup).
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ def _missing_services() -> list[str]:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    if any("sandbox" in item.keywords for item in items):
+        from stimuli.generators.isolation import probe
+
+        if missing := probe().missing:
+            reason = "the generator sandbox needs " + "; ".join(missing)
+            for item in items:
+                if "sandbox" in item.keywords:
+                    item.user_properties.append(("missing_services", reason))
     if not any("integration" in item.keywords for item in items):
         return
     missing = _missing_services()
@@ -89,6 +98,7 @@ def pytest_runtest_setup(item) -> None:
             if REQUIRE_SERVICES:
                 pytest.fail(f"FOLEY_REQUIRE_SERVICES=1 but the {reason}", pytrace=False)
             pytest.skip(reason)
+            return
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from stimuli.models import Job
 from stimuli.services import create_challenge, create_system, create_team
 from tests.browser import chromium_page, log_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.integration]
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.sandbox]
 
 
 def test_organizer_attaches_code_and_watches_generation(

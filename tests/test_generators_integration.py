@@ -14,7 +14,7 @@ from stimuli.models import Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
 from tests.conftest import wait_for_job
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.sandbox]
 
 
 def test_a_failing_system_does_not_affect_another(celery_worker):

@@ -9,6 +9,8 @@ from stimuli.generation import GenerationError, generate_now, run_generation, st
 from stimuli.models import Challenge, Clip, Generator, Job, Medoid
 from stimuli.services import create_challenge, create_system, create_team
 
+pytestmark = pytest.mark.sandbox
+
 
 class WorkerLost(BaseException):
     """Stands for the worker dying: not an Exception, so the job stays running."""

@@ -16,6 +16,8 @@ from stimuli import generation
 from stimuli.models import Challenge, Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
 
+pytestmark = pytest.mark.sandbox
+
 FIXTURE_DIR = Path(__file__).parent / "generator_fixtures"
 
 

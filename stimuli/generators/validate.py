@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from .api import CATEGORIES, OutputSpec, check_output
-from .sandbox import GeneratorSource, Limits, Sandbox, SandboxError, enforcement
+from .errors import SandboxError
+from .sandbox import Limits, Sandbox, enforcement
+from .source import GeneratorSource
 
 # Problems after which the process is gone: nothing more can be checked.
 FATAL = {
@@ -29,9 +31,12 @@ FATAL = {
     "crash",
     "network",
     "write_outside",
+    "not_visible",
     "process",
+    "process_limit",
     "protocol",
     "archive",
+    "isolation_unavailable",
 }
 
 
@@ -99,6 +104,7 @@ def validate_target(
     categories: tuple[str, ...] | list[str] = CATEGORIES,
     clips_per_category: int = 2,
     config: str | None = None,
+    trusted: bool = False,
 ) -> ValidationReport:
     spec = spec or OutputSpec()
     with tempfile.TemporaryDirectory(prefix="foley-validate-") as tmp:
@@ -110,7 +116,6 @@ def validate_target(
             return report
         if config:
             source.model_path = str(Path(config).resolve())
-            source.read_paths.append(source.model_path)
         return validate_source(
             source,
             spec,
@@ -118,6 +123,7 @@ def validate_target(
             categories=categories,
             clips_per_category=clips_per_category,
             target=target,
+            trusted=trusted,
         )
 
 
@@ -131,6 +137,7 @@ def validate_source(
     target: str = "",
     seed: int = 1234,
     on_wait: Callable[[], None] | None = None,
+    trusted: bool = False,
 ) -> ValidationReport:
     spec = spec or OutputSpec()
     limits = limits or Limits()
@@ -139,8 +146,8 @@ def validate_source(
     )
     started = time.perf_counter()
     # `on_wait` is the job's heartbeat: loading may take longer than a job may stay silent.
-    sandbox = Sandbox(source, spec, limits, on_wait=on_wait)
-    report.enforcement = enforcement(sandbox.use_gpu)
+    sandbox = Sandbox(source, spec, limits, on_wait=on_wait, trusted=trusted)
+    report.enforcement = enforcement(sandbox.use_gpu, trusted)
     try:
         try:
             info = sandbox.start()
@@ -230,10 +237,7 @@ def _describe(exc: SandboxError, doing: str) -> str:
     prefix = {
         "import": "the module cannot be imported",
         "load_model": "load_model failed",
-        "network": "tried to use the network",
-        "write_outside": "tried to write outside its folder",
         "exception": f"raised an exception {doing}",
-        "process": "tried to start another program",
     }.get(exc.code)
     return f"{prefix}: {exc.message}" if prefix else exc.message
 
@@ -252,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--clips", type=int, default=2)
     parser.add_argument("--config", help="A configuration file passed to load_model.")
+    parser.add_argument(
+        "--trusted",
+        action="store_true",
+        help="Run without isolation where this machine has none (your own code only).",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     report = validate_target(
@@ -259,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         OutputSpec(args.sample_rate, args.duration),
         clips_per_category=args.clips,
         config=args.config,
+        trusted=args.trusted,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

@@ -28,6 +28,12 @@ class Command(BaseCommand):
         parser.add_argument("--module", help="Set the system's generator to this module first.")
         parser.add_argument("--archive", help="Set the system's generator to this .zip/.whl.")
         parser.add_argument("--config", help="JSON settings passed to load_model (with --module).")
+        parser.add_argument(
+            "--trusted",
+            action="store_true",
+            help="With --module/--archive: vouch for the code (it may run without isolation where "
+            "this machine has none).",
+        )
 
     def handle(self, *args, **options):
         systems = System.objects.filter(name=options["system"]) | System.objects.filter(
@@ -49,10 +55,14 @@ class Command(BaseCommand):
                 if options["archive"]:
                     with open(options["archive"], "rb") as handle:
                         generator = set_generator(
-                            system, archive=File(handle, name=Path(options["archive"]).name)
+                            system,
+                            archive=File(handle, name=Path(options["archive"]).name),
+                            trusted=options["trusted"],
                         )
                 else:
-                    generator = set_generator(system, module=options["module"], config=config)
+                    generator = set_generator(
+                        system, module=options["module"], config=config, trusted=options["trusted"]
+                    )
                 self.stdout.write(f"validation: {generator.report.get('summary', generator.state)}")
             job = generate_now(
                 system,

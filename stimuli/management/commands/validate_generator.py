@@ -27,6 +27,11 @@ class Command(BaseCommand):
         parser.add_argument("--clips", type=int, default=2, help="Clips per category (2).")
         parser.add_argument("--timeout", type=float, help="Seconds per call (default: settings).")
         parser.add_argument("--memory-mb", type=int, help="Memory limit (default: settings).")
+        parser.add_argument(
+            "--trusted",
+            action="store_true",
+            help="Run without isolation where this machine has none (your own code only).",
+        )
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
 
     def handle(self, *args, **options):
@@ -53,6 +58,7 @@ class Command(BaseCommand):
             categories=categories,
             clips_per_category=options["clips"],
             config=options["config"],
+            trusted=options["trusted"],
         )
         if options["json"]:
             self.stdout.write(json.dumps(report.to_dict(), indent=2))
