@@ -15,10 +15,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MEDIA_ROOT=/data/media \
     STATIC_ROOT=/app/staticfiles
 
-# libsndfile for soundfile; util-linux brings `unshare`, which the generator sandbox uses for an
-# empty network namespace where the container may create one.
+# libsndfile for soundfile; bubblewrap and libseccomp for the generator sandbox; util-linux brings
+# setpriv, with which deploy/worker-entrypoint drops to the worker's user.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libsndfile1 util-linux curl \
+    && apt-get install -y --no-install-recommends libsndfile1 bubblewrap libseccomp2 util-linux curl \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

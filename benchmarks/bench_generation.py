@@ -1,6 +1,8 @@
-"""Generation throughput: baseline clips per second in-process, through the sandbox (the cost of
-isolation: a process, pipes and .npy files), and as a whole generation job (sandbox, clip-spec
-checks, canonical WAV encoding, loudness, storage and database rows).
+"""Generation throughput: baseline clips per second in-process, through a plain child process
+(a process, pipes and .npy files: what a trusted generator gets where no isolation exists),
+through the sandbox (bubblewrap, seccomp, a cgroup), and as a whole generation job (sandbox,
+clip-spec checks, canonical WAV encoding, loudness, storage and database rows); and the start-up
+cost of each.
 
     python benchmarks/bench_generation.py [--per-category 20] [--batch-size 10] [--repeats 5]
 
@@ -11,6 +13,7 @@ Figures are medians over the repeats.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -31,7 +34,9 @@ def main() -> None:
 
     from stimuli.generators import baseline
     from stimuli.generators.api import CATEGORIES, derive_seed
-    from stimuli.generators.sandbox import GeneratorSource, Sandbox, enforcement
+    from stimuli.generators.isolation import Isolation
+    from stimuli.generators.sandbox import Sandbox, enforcement
+    from stimuli.generators.source import GeneratorSource
 
     n, batch = args.per_category, args.batch_size
     total = n * len(CATEGORIES)
@@ -52,13 +57,20 @@ def main() -> None:
         run(lambda c, k, s: baseline.generate(model, c, k, s)) for _ in range(args.repeats)
     ]
 
-    startups, sandboxed = [], []
     source = GeneratorSource.from_module("stimuli.generators.baseline")
-    for _ in range(args.repeats):
-        started = time.perf_counter()
-        with Sandbox(source) as sandbox:
-            startups.append(time.perf_counter() - started)
-            sandboxed.append(run(sandbox.generate))
+    none = Isolation(None, None, False, ("not used: the reference",))
+
+    def through(**options) -> tuple[list[float], list[float]]:
+        startups, runs = [], []
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            with Sandbox(source, **options) as sandbox:
+                startups.append(time.perf_counter() - started)
+                runs.append(run(sandbox.generate))
+        return startups, runs
+
+    plain_startups, plain = through(trusted=True, isolation=none)
+    startups, sandboxed = through()
 
     django_in_scratch()
 
@@ -75,12 +87,17 @@ def main() -> None:
     def rate(seconds: list[float]) -> float:
         return total / statistics.median(seconds)
 
+    def times(seconds: list[float]) -> str:
+        return f"{statistics.median(seconds) / statistics.median(in_process):.2f}x the time"
+
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"baseline, {len(CATEGORIES)} categories x {n} clips of 4 s, batches of {batch}, "
-          f"{args.repeats} repeats (medians)")  # fmt: skip
+          f"{args.repeats} repeats (medians); {os.cpu_count()} cores, load {load}")  # fmt: skip
     print(f"  in-process generate()        {rate(in_process):8.1f} clips/s")
-    print(f"  through the sandbox          {rate(sandboxed):8.1f} clips/s "
-          f"({statistics.median(sandboxed) / statistics.median(in_process):.2f}x the time)")  # fmt: skip
-    print(f"  sandbox start + model load   {statistics.median(startups):8.2f} s")
+    print(f"  plain child process          {rate(plain):8.1f} clips/s ({times(plain)})")
+    print(f"  through the sandbox          {rate(sandboxed):8.1f} clips/s ({times(sandboxed)})")
+    print(f"  start + model load, plain    {statistics.median(plain_startups):8.2f} s")
+    print(f"  start + model load, sandbox  {statistics.median(startups):8.2f} s")
     print(
         f"  whole generation job         {rate(jobs):8.1f} clips/s (incl. start, checks, storage)"
     )

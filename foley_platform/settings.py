@@ -148,6 +148,8 @@ FOLEY_SANDBOX_LIMITS = {
     "load_timeout_s": env.float("FOLEY_SANDBOX_LOAD_TIMEOUT_S", default=600.0),
     "call_timeout_s": env.float("FOLEY_SANDBOX_CALL_TIMEOUT_S", default=600.0),
     "memory_mb": env.int("FOLEY_SANDBOX_MEMORY_MB", default=8192),
+    "max_processes": env.int("FOLEY_SANDBOX_MAX_PROCESSES", default=256),
+    "cpu_s": env.float("FOLEY_SANDBOX_CPU_S", default=0.0) or None,
     "address_space_mb": env.int("FOLEY_SANDBOX_ADDRESS_SPACE_MB", default=32768),
 }
 FOLEY_GENERATOR_MAX_BYTES = env.int("FOLEY_GENERATOR_MAX_BYTES", default=2 * 1024**3)

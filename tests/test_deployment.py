@@ -51,6 +51,35 @@ def test_queues_and_gpu_reservation(compose):
     assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
 
 
+def test_workers_can_build_sandboxes_and_run_unprivileged(compose):
+    """Both workers start in the entrypoint that delegates a cgroup and drops to `foley` with no
+    capabilities; bubblewrap gets the container settings it needs; the web process gets none."""
+    entrypoint = (ROOT / "deploy" / "worker-entrypoint").read_text()
+    assert "--bounding-set=-all" in entrypoint and "--no-new-privs" in entrypoint
+    assert "--reuid=foley" in entrypoint and "FOLEY_SANDBOX_CGROUP" in entrypoint
+    services = compose["services"]
+    for name in ("worker-cpu", "worker-gpu"):
+        worker = services[name]
+        assert worker["entrypoint"] == ["/app/deploy/worker-entrypoint"]
+        assert worker["cgroup"] == "private" and worker["cap_add"] == ["SYS_ADMIN"]
+        assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(
+            worker["security_opt"]
+        )
+    assert "cap_add" not in services["web"] and "security_opt" not in services["web"]
+    assert "bubblewrap" in (ROOT / "Dockerfile").read_text()
+
+
+def test_database_asks_every_connection_for_a_password(compose):
+    args = compose["services"]["db"]["environment"]["POSTGRES_INITDB_ARGS"]
+    assert "--auth-host=scram-sha-256" in args and "--auth-local=scram-sha-256" in args
+    url = next(
+        line.split("=", 1)[1]
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if line.startswith("DATABASE_URL=")
+    )
+    assert "@db:5432/" in url and ":change-me@" in url  # over TCP, with a password
+
+
 def test_volumes_persist_data(compose):
     services = compose["services"]
     assert set(compose["volumes"]) == {"pgdata", "redisdata", "media"}

@@ -200,6 +200,17 @@ def test_valid_generators_still_pass(module, challenge):
     assert system.clips.count() == 3
 
 
+def test_cpu_time_limit_counts_the_whole_sandbox(tmp_path):
+    config = tmp_path / "attack.json"
+    config.write_text(json.dumps({"attack": "spin"}))
+    source = GeneratorSource.from_module(ATTACKER, model_path=str(config))
+    limits = Limits(**{**LIMITS, "call_timeout_s": 120, "cpu_s": 1.0})
+    with Sandbox(source, limits=limits) as sandbox, pytest.raises(SandboxError) as caught:
+        sandbox.generate("rain", 1, 0)
+    assert caught.value.code == "time_limit"
+    assert "CPU time limit (1 s) reached" in caught.value.message
+
+
 # --- fail closed ---------------------------------------------------------------------------------
 
 

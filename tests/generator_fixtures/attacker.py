@@ -72,6 +72,11 @@ def allocate():
         kept.append(bytearray(b"x" * (64 << 20)))
 
 
+def spin():
+    while True:  # CPU time without end
+        pass
+
+
 def sleep_forever():
     while True:
         time.sleep(3600)
@@ -95,6 +100,7 @@ ATTACKS = {
         memfd,
         fork_bomb,
         allocate,
+        spin,
         sleep_forever,
         ignore_sigterm,
     )
