@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from stimuli import evaluation, generation
 from stimuli.demo import write_set
@@ -92,13 +95,32 @@ def test_a_delivery_finding_its_job_held_comes_back_and_takes_it_over_once_stale
     Job.objects.filter(pk=embed.pk).update(state=Job.State.RUNNING, attempts=1)
     env = {**celery_worker.env, "FOLEY_JOB_STALE_S": "3"}
     worker = WorkerProcess(env, tmp_path / "held-worker.log")
-    worker.start()
+    # The job looks alive (its heartbeat kept fresh from here) until the worker has met it and
+    # sent its task back, however long the worker takes to start; then it goes stale.
+    met = threading.Event()
+
+    def keep_alive() -> None:
+        try:
+            while not met.is_set():
+                Job.objects.filter(pk=embed.pk).update(updated_at=timezone.now())
+                met.wait(0.2)
+        finally:
+            connection.close()  # this thread's own connection
+
+    alive = threading.Thread(target=keep_alive, daemon=True)
+    alive.start()
     try:
+        worker.start()
+        deadline = time.monotonic() + 180
+        while "comes back in" not in worker.log():
+            assert time.monotonic() < deadline, worker.log()
+            time.sleep(0.2)
+        met.set()
+        alive.join()
         embed, fad = wait_for_pipeline(embed.pk)
-        log = worker.log()
     finally:
+        met.set()
         worker.stop()
-    assert "comes back in" in log
     assert embed.state == Job.State.SUCCEEDED and embed.attempts == 2, embed.error
     assert fad.state == Job.State.SUCCEEDED, fad.error
 
