@@ -311,6 +311,10 @@ def python_paths() -> list[str]:
     return [p for p in ordered if not any(p.startswith(q + os.sep) for q in ordered if q != p)]
 
 
+# The loader cache; CPU topology, which BLAS and torch read to size their thread pools.
+SYSTEM_BIND_TRIES = {"/etc/ld.so.cache", "/sys/devices/system/cpu"}
+
+
 def _system_args() -> list[str]:
     """The system's libraries, read-only: /usr, its merged-/usr links and the loader cache."""
     args = ["--ro-bind", "/usr", "/usr"]
@@ -320,9 +324,8 @@ def _system_args() -> list[str]:
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    # CPU topology, which BLAS and torch read to size their thread pools.
-    args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    for path in SYSTEM_BIND_TRIES:
+        args += ["--ro-bind-try", path, path]
     return args
 
 
@@ -337,6 +340,46 @@ def gpu_args() -> list[str]:
     return args
 
 
+def namespace_args(user_namespace: bool) -> list[str]:
+    """bubblewrap's namespaces and who the sandbox runs as.
+
+    With a user namespace (the usual way, also for an unprivileged worker): uid 65534 inside, no
+    capabilities, no further user namespaces. Without one (a root worker on a host that disables
+    user namespaces), bubblewrap still makes the other namespaces as root, and `drop_privileges`
+    makes the runner uid 65534 with no capabilities before it starts.
+    """
+    common = ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if user_namespace:
+        return [
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--cap-drop",
+            "ALL",
+            *common,
+        ]
+    unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+    return [*unshare, "--unshare-cgroup-try", *common]
+
+
+def drop_privileges() -> list[str]:
+    """The command that makes the runner uid 65534 with no capabilities (no user namespace)."""
+    return [
+        "/usr/bin/setpriv",
+        f"--reuid={SANDBOX_UID}",
+        f"--regid={SANDBOX_UID}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
 def bwrap_command(
     bwrap: str,
     *,
@@ -345,39 +388,32 @@ def bwrap_command(
     workdir: str,
     seccomp_fd: int | None,
     use_gpu: bool,
+    user_namespace: bool = True,
 ) -> list[str]:
-    """The bubblewrap command line before the runner's own; binds are (host, inside) pairs."""
-    args = [
-        bwrap,
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--uid",
-        str(SANDBOX_UID),
-        "--gid",
-        str(SANDBOX_UID),
-        "--cap-drop",
-        "ALL",
-        "--die-with-parent",
-        "--new-session",
-        "--hostname",
-        "sandbox",
-        *_system_args(),
+    """The command line before the runner's own; binds are (host, inside) pairs."""
+    args = [bwrap, *namespace_args(user_namespace)]
+    binds = [
+        *(("--ro-bind", path, path) for path in python_paths()),
+        *(("--ro-bind", host, inside) for host, inside in read_only),
+        *(("--bind", host, inside) for host, inside in writable),
     ]
-    for path in python_paths():
-        args += ["--ro-bind", path, path]
+    # The folders leading to the binds, made traversable first: bubblewrap would make them 0700,
+    # which only a sandbox user mapped onto their owner (a user namespace) could enter.
+    targets = {inside for _kind, _host, inside in binds} | SYSTEM_BIND_TRIES
+    parents = {str(parent) for target in targets for parent in Path(target).parents}
+    for folder in sorted(parents - targets - {"/"}, key=lambda p: (p.count("/"), p)):
+        args += ["--perms", "0755", "--dir", folder]
+    args += _system_args()
+    for kind, host, inside in binds:
+        args += [kind, host, inside]
     args += ["--proc", "/proc", "--dev", "/dev"]
     if use_gpu:
         args += gpu_args()
-    for host, inside in read_only:
-        args += ["--ro-bind", host, inside]
-    for host, inside in writable:
-        args += ["--bind", host, inside]
     # The root itself read-only: nothing can be created beside the binds.
     args += ["--remount-ro", "/", "--chdir", workdir]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
-    return [*args, "--"]
+    return [*args, "--", *([] if user_namespace else drop_privileges())]
 
 
 # --- what this machine provides ------------------------------------------------------------------
@@ -391,6 +427,8 @@ class Isolation:
     cgroup: CgroupBase | None
     seccomp: bool
     missing: tuple[str, ...]
+    # False: a root worker without user namespaces (the sandbox drops to uid 65534 by setpriv).
+    user_namespace: bool = True
 
     @property
     def ok(self) -> bool:
@@ -403,8 +441,13 @@ class Isolation:
         version = self.cgroup.version if self.cgroup else 0
         return {
             "tool": f"bubblewrap ({self.bwrap}), seccomp, cgroup v{version}",
-            "namespaces": "user (uid 65534, no capabilities), mount, PID, network, IPC, UTS, "
-            "cgroup; no further user namespaces",
+            "namespaces": (
+                "user (uid 65534, no capabilities), mount, PID, network, IPC, UTS, cgroup; no "
+                "further user namespaces"
+                if self.user_namespace
+                else "mount, PID, network, IPC, UTS, cgroup (no user namespaces here: uid 65534 "
+                "by setpriv, no capabilities, no_new_privs)"
+            ),
             "files": "read-only: system libraries, Python and its packages, the generator's "
             "code; writable: its scratch folder; nothing else of the host visible",
             "network": "none: a loopback device of its own",
@@ -418,25 +461,23 @@ class Isolation:
         }
 
 
-def _check_bwrap(bwrap: str) -> str | None:
+def _check_bwrap(bwrap: str, user_namespace: bool) -> str | None:
     """Why bubblewrap cannot make its namespaces here, or None when it can."""
+    command = [
+        bwrap,
+        *namespace_args(user_namespace),
+        *_system_args(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        *([] if user_namespace else drop_privileges()),
+        "true",
+    ]
     try:
         done = subprocess.run(
-            [
-                bwrap,
-                "--unshare-all",
-                "--unshare-user",
-                "--disable-userns",
-                "--die-with-parent",
-                "--new-session",
-                *_system_args(),
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "--",
-                "true",
-            ],
+            command,
             capture_output=True,
             text=True,
             timeout=30,
@@ -453,18 +494,23 @@ def probe() -> Isolation:
     """Check, once per worker process, that bubblewrap, seccomp and cgroups work here."""
     missing = []
     bwrap = bwrap_path()
+    user_namespace = True
     if bwrap is None:
         missing.append(
             "bubblewrap is not installed (Debian: apt-get install bubblewrap; or set "
             "FOLEY_SANDBOX_BWRAP to its path)"
         )
-    elif problem := _check_bwrap(bwrap):
-        missing.append(
-            f"bubblewrap cannot create its namespaces here ({problem}): allow user namespaces "
-            "(sysctl user.max_user_namespaces > 0; kernel.apparmor_restrict_unprivileged_userns=0 "
-            "or an AppArmor profile for bwrap); in a container, the seccomp and AppArmor "
-            "settings of docs/deployment.md"
-        )
+    elif problem := _check_bwrap(bwrap, user_namespace=True):
+        # A root worker may make the other namespaces without one (and drop to uid 65534).
+        user_namespace = False
+        if os.geteuid() != 0 or _check_bwrap(bwrap, user_namespace=False) is not None:
+            missing.append(
+                f"bubblewrap cannot create its namespaces here ({problem}): allow user "
+                "namespaces (sysctl user.max_user_namespaces > 0; "
+                "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for "
+                "bwrap), or run the worker as root; in a container, the settings of "
+                "docs/deployment.md"
+            )
     seccomp = True
     try:
         seccomp_program()
@@ -485,4 +531,4 @@ def probe() -> Isolation:
             "may create cgroups (as root, or in a cgroup v2 folder delegated to its user named by "
             "FOLEY_SANDBOX_CGROUP; docs/deployment.md)"
         )
-    return Isolation(bwrap, base, seccomp, tuple(missing))
+    return Isolation(bwrap, base, seccomp, tuple(missing), user_namespace)

@@ -27,6 +27,8 @@ import traceback
 VIOLATIONS: list[dict] = []
 SCRATCH = ""
 LAST_KILL: list[int] = []
+WRITING: set[str] = set()  # paths opened for writing, to tell a refused write from a read
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 # --- what the generator tried -------------------------------------------------------------------
 # The sandbox around this process enforces the rules; the audit hook only notes what the generator
@@ -73,6 +75,14 @@ def _hook(event: str, args: tuple) -> None:
         _note("network", f"network unavailable: the sandbox has no network ({event} {target})")
     elif event == "os.kill":
         LAST_KILL[:] = [args[0]]
+    elif (
+        event == "open"
+        and isinstance(args[2], int)
+        and args[2] & _WRITE_FLAGS
+        and isinstance(args[0], str | bytes)
+        and len(WRITING) < 1000
+    ):
+        WRITING.add(os.fsdecode(args[0]))
 
 
 def _outside(path) -> bool:
@@ -99,8 +109,11 @@ def _classify(exc: BaseException) -> tuple[str, str] | None:
         target = f" {LAST_KILL[0]}" if LAST_KILL else ""
         return "process", f"no process outside the sandbox is visible (signal to pid{target})"
     if path is not None and _outside(path):
-        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        written = exc.errno == errno.EROFS or os.fsdecode(path) in WRITING
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and written:
             return "write_outside", f"writing outside its folder refused (read-only): {path}"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "not_visible", f"file outside its folder not readable: {path}"
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EXDEV):
             return "not_visible", f"file outside its folder not visible: {path}"
     if exc.errno in (errno.ENETUNREACH, errno.ECONNREFUSED, errno.EHOSTUNREACH):

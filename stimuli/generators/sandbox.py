@@ -34,7 +34,15 @@ import numpy as np
 from ..npy_header import is_plain_numbers, read_header
 from .api import OutputSpec
 from .errors import SandboxError
-from .isolation import SANDBOX_ROOT, Cgroup, Isolation, bwrap_command, probe, seccomp_program
+from .isolation import (
+    SANDBOX_ROOT,
+    SANDBOX_UID,
+    Cgroup,
+    Isolation,
+    bwrap_command,
+    probe,
+    seccomp_program,
+)
 from .source import GeneratorSource
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -236,6 +244,11 @@ class Sandbox:
         self.scratch.mkdir(parents=True, exist_ok=True)
         (self.scratch / "tmp").mkdir(exist_ok=True)
         (self.scratch / "out").mkdir(exist_ok=True)
+        if self.isolated and not isolation.user_namespace:
+            # The runner is uid 65534 on this machine itself: its folder must be its own.
+            for folder in (self.scratch, self.scratch / "tmp", self.scratch / "out"):
+                os.chown(folder, SANDBOX_UID, SANDBOX_UID)
+            self.root.chmod(0o711)
         binds, config = self._layout()
         config_path = self.root / "config.json"
         config_path.write_text(json.dumps(config))
@@ -261,6 +274,7 @@ class Sandbox:
                     workdir=config["scratch"],
                     seccomp_fd=seccomp_fd,
                     use_gpu=self.use_gpu,
+                    user_namespace=isolation.user_namespace,
                 ),
                 sys.executable,
                 *runner_args,
