@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from .models import (
+    CLIP_SPEC_FIELDS,
     AudioFile,
     Category,
     Challenge,
@@ -32,6 +33,14 @@ class ChallengeAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     search_fields = ["name", "slug"]
     inlines = [CategoryInline, TrackInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        # The phase moves only through the services that take the challenge's lock; the clip
+        # spec is fixed once clips were checked against it (as in the API).
+        fixed = ["phase"]
+        if obj is not None and obj.clips.exists():
+            fixed += CLIP_SPEC_FIELDS
+        return fixed
 
 
 @admin.register(Category)

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from . import selectors, services
 from .imports import ImportPhaseError, ImportRequestError
 from .jobs import enqueue, fail_if_stale, reset_for_retry
-from .models import Category, Challenge, Clip, Job, System, Team, Track
+from .models import CLIP_SPEC_FIELDS, Category, Challenge, Clip, Job, System, Team, Track
 
 
 class Conflict(APIException):
@@ -60,7 +60,7 @@ class ChallengeSerializer(serializers.ModelSerializer):
             "slug", "name", "description", "phase", "clip_duration_s", "sample_rate",
             "channels", "bit_depth", "categories", "tracks", "created_at",
         ]  # fmt: skip
-        read_only_fields = ["created_at"]
+        read_only_fields = ["phase", "created_at"]
         # The ranges the model's constraints enforce, as messages that name the field.
         extra_kwargs = {
             "clip_duration_s": {"max_value": 60},
@@ -79,6 +79,15 @@ class ChallengeSerializer(serializers.ModelSerializer):
         return value
 
     def validate(self, attrs):
+        # The phase changes only through the services that take the challenge's lock (opening
+        # the listening test, publishing): written here it would bypass both.
+        if "phase" in getattr(self, "initial_data", {}):
+            raise ValidationError(
+                {
+                    "phase": "The phase cannot be set here: it changes when the listening test "
+                    "opens or the results are published."
+                }
+            )
         # The model's checks (ranges, supported bit depths) as 400s; the database's constraints
         # would otherwise fail the save with a 500. Creation is checked by the service.
         if self.instance is not None:
@@ -169,10 +178,6 @@ class UploadSerializer(serializers.Serializer):
         default=False,
         help_text="Convert like DCASE (mono, resample, pad or cut) instead of rejecting.",
     )
-
-
-# What stored clips were checked against: changing it would leave clips that break the spec.
-CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
 
 
 class ChallengeViewSet(viewsets.ModelViewSet):

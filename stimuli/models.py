@@ -14,6 +14,9 @@ from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Concat
 
+# What stored clips were checked against: changing it would leave clips that break the spec.
+CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
+
 
 class Challenge(models.Model):
     class Phase(models.TextChoices):

@@ -41,6 +41,19 @@ def test_patching_an_impossible_clip_spec_is_a_400(api_client, challenge, field,
     assert Challenge.objects.filter(pk=challenge.pk).values().get() == before
 
 
+@pytest.mark.parametrize("phase", ["setup", "listening", "published"])
+def test_the_phase_cannot_be_written_through_the_api(api_client, challenge, phase):
+    Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.PUBLISHED)
+    url = f"/api/challenges/{challenge.slug}/"
+    response = api_client.patch(url, {"phase": phase}, format="json")
+    assert response.status_code == 400 and "phase" in response.json()
+    assert Challenge.objects.get(pk=challenge.pk).phase == Challenge.Phase.PUBLISHED
+    created = api_client.post(
+        "/api/challenges/", {"slug": "new", "name": "New", "phase": "published"}, format="json"
+    )
+    assert created.status_code == 400 and not Challenge.objects.filter(slug="new").exists()
+
+
 def test_the_clip_spec_is_fixed_once_clips_are_stored(api_client, challenge):
     url = f"/api/challenges/{challenge.slug}/"
     assert api_client.patch(url, {"sample_rate": 44_100}, format="json").status_code == 200
@@ -89,3 +102,14 @@ def test_retrying_a_job_without_a_task_leaves_it_failed(api_client, challenge):
     assert response.status_code == 400 and "No task is known" in response.json()["detail"]
     job.refresh_from_db()
     assert job.state == Job.State.FAILED  # not stranded in the queue with nothing to run it
+
+
+def test_the_admin_cannot_move_the_phase_or_change_a_used_clip_spec(
+    admin_client, api_client, challenge
+):
+    url = f"/admin/stimuli/challenge/{challenge.pk}/change/"
+    page = admin_client.get(url).content.decode()
+    assert 'name="phase"' not in page and 'name="sample_rate"' in page
+    store_clips(api_client, challenge)
+    page = admin_client.get(url).content.decode()
+    assert 'name="sample_rate"' not in page and 'name="clip_duration_s"' not in page
