@@ -305,7 +305,7 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request, challenge_slug=None, pk=None):
-        from . import generation, tasks
+        from . import evaluation, generation, tasks
 
         job = self.get_object()
         if job.kind == Job.Kind.IMPORT:
@@ -323,6 +323,14 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
             except generation.GenerationConflict as exc:
                 raise Conflict(str(exc)) from None
             except generation.GenerationError as exc:
+                raise ValidationError({"detail": str(exc)}) from None
+        elif job.kind in (Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS):
+            # The objective stage's rules, as on its page: not once the phase fixes its results.
+            try:
+                job = evaluation.retry(job)
+            except evaluation.EvaluationConflict as exc:
+                raise Conflict(str(exc)) from None
+            except evaluation.EvaluationError as exc:
                 raise ValidationError({"detail": str(exc)}) from None
         else:
             if job.state != Job.State.FAILED:

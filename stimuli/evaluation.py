@@ -62,6 +62,10 @@ class EvaluationError(Exception):
     """An objective-stage request that cannot work; the message says why and what to do."""
 
 
+class EvaluationConflict(EvaluationError):
+    """A request refused by the challenge's phase (the listening test open, results published)."""
+
+
 # --- settings ---------------------------------------------------------------------------------
 
 
@@ -218,7 +222,7 @@ def audio_to_embed(challenge: Challenge, purpose: str, model_id: str) -> list[Au
 def _check_can_start(challenge: Challenge, purpose: str) -> None:
     fixed = "medoids cannot change" if purpose == "medoids" else None
     if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
-        raise EvaluationError(conflict)
+        raise EvaluationConflict(conflict)
     if not System.objects.filter(challenge=challenge).exists():
         raise EvaluationError("the challenge has no systems yet")
     if not Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).exists():
@@ -307,7 +311,7 @@ def retry(job: Job) -> Job:
     medoids = job.kind == Job.Kind.SELECT_MEDOIDS or job.params.get("purpose") == "medoids"
     fixed = "medoids cannot change" if medoids else None
     if conflict := phase_conflict(job.challenge, fixed_by_listening=fixed):
-        raise EvaluationError(conflict)
+        raise EvaluationConflict(conflict)
     job = reset_for_retry(job)
     enqueue(job, task)
     return job

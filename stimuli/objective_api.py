@@ -13,7 +13,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from . import evaluation, selectors
-from .api import ChallengeScopedMixin, JobSerializer
+from .api import ChallengeScopedMixin, Conflict, JobSerializer
 from .models import FadResult, Medoid, ObjectiveSettings
 
 
@@ -108,6 +108,8 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
     def _start(self, start, request) -> Response:
         try:
             job = start(self.get_challenge(), user=request.user)
+        except evaluation.EvaluationConflict as exc:
+            raise Conflict(str(exc)) from None
         except evaluation.EvaluationError as exc:
             raise ValidationError({"detail": str(exc)}) from None
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -162,3 +162,45 @@ def test_api_settings_and_reference_statistics(api_client, objective):
 def test_schema_documents_the_objective_endpoints(client):
     schema = client.get("/api/schema/").content.decode()
     assert "/objective/evaluate/" in schema and "/objective/reference-stats/" in schema
+
+
+@pytest.mark.parametrize(
+    ("phase", "kind", "page_refuses"),
+    [
+        ("listening", Job.Kind.SELECT_MEDOIDS, True),
+        ("published", Job.Kind.FAD, True),
+        ("listening", Job.Kind.FAD, False),  # FAD does not touch the stimuli
+    ],
+)
+def test_api_retry_is_refused_where_the_page_refuses_it(
+    organizer_client, api_client, objective, phase, kind, page_refuses
+):
+    """One rule for both: the API's retry used to skip the phase check, answer 200 while the
+    listening test was open, and burn an attempt of a medoid job."""
+    from stimuli.models import Challenge
+
+    job = Job.objects.create(
+        challenge=objective,
+        kind=kind,
+        state=Job.State.FAILED,
+        attempts=1,
+        params={"challenge_id": objective.pk, "task": "compute_fad"},
+    )
+    Challenge.objects.filter(pk=objective.pk).update(phase=phase)
+    response = api_client.post(f"/api/challenges/{objective.slug}/jobs/{job.pk}/retry/")
+    page = organizer_client.post(reverse("objective:retry", args=[objective.slug, job.pk]))
+    job.refresh_from_db()
+    if page_refuses:
+        assert response.status_code == 409, response.content
+        assert page.status_code == 400
+        assert job.state == Job.State.FAILED and job.attempts == 1
+    else:
+        assert response.status_code == 200, response.content
+
+
+def test_starting_against_the_phase_is_a_409(api_client, objective):
+    from stimuli.models import Challenge
+
+    Challenge.objects.filter(pk=objective.pk).update(phase="published")
+    response = api_client.post(api(objective.slug, "evaluate"))
+    assert response.status_code == 409 and "published" in response.json()["detail"]
