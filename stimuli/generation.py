@@ -21,7 +21,6 @@ import re
 import shutil
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -47,7 +46,6 @@ from .jobs import (
     enqueue,
     ensure_still_mine,
     fail_if_stale,
-    is_stale,  # noqa: F401  (pages and tests read it from here, where it used to live)
     reset_for_retry,
     run_job,
     stale_after_s,
@@ -690,15 +688,6 @@ def _adopted(job: Job, clip: Clip) -> bool:
 def _earlier_generation(clip: Clip, job: Job) -> bool:
     source = clip.source_job
     return source is not None and source.kind == Job.Kind.GENERATE and source.pk < job.pk
-
-
-def zip_module(folder: Path, dest: Path) -> Path:
-    """Pack a folder as a generator archive (used by the demo and the tests)."""
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                zf.write(path, path.relative_to(folder))
-    return dest
 
 
 # The baseline and two variants the demo runs: one module, three settings.

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from . import generation
+from .jobs import is_stale
 from .models import Challenge, Generator, Job, System
 from .permissions import organizer_required
 
@@ -24,7 +25,7 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
         jobs.setdefault((job.params.get("system_id"), job.kind), job)
     for found in jobs.values():
         found.log_tail = log_tail(found)
-        found.stale = generation.is_stale(found)  # its worker was lost: offer a retry
+        found.stale = is_stale(found)  # its worker was lost: offer a retry
     rows = [
         {
             "system": system,

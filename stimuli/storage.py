@@ -34,11 +34,3 @@ def delete_audio(sha256: str) -> None:
 def read_audio(name: str) -> bytes:
     with default_storage.open(name, "rb") as handle:
         return handle.read()
-
-
-def local_path(name: str) -> str | None:
-    """A filesystem path for workers that can read one directly, else None."""
-    try:
-        return default_storage.path(name)
-    except NotImplementedError:
-        return None

@@ -6,6 +6,7 @@ import pytest
 
 from stimuli import generation
 from stimuli.generation import GenerationError, generate_now, run_generation, start_generation
+from stimuli.jobs import is_stale
 from stimuli.models import Challenge, Clip, Generator, Job, Medoid
 from stimuli.services import create_challenge, create_system, create_team
 
@@ -179,7 +180,7 @@ def test_a_second_delivery_leaves_a_live_job_alone_and_a_stale_one_is_resumed(
         generation.retry(again)
 
     settings.FOLEY_JOB_STALE_S = 0  # now the heartbeat is older than the limit: worker lost
-    assert generation.is_stale(Job.objects.get(pk=job.pk))
+    assert is_stale(Job.objects.get(pk=job.pk))
     job = generation.retry(Job.objects.get(pk=job.pk))  # organizers can restart it
     job.refresh_from_db()
     assert job.state == Job.State.SUCCEEDED and system.clips.count() == 8

@@ -121,11 +121,6 @@ def _lowpass(x: np.ndarray, cutoff: float, sr: int, order: int = 2) -> np.ndarra
     return signal.sosfilt(sos, x)
 
 
-def _highpass(x: np.ndarray, cutoff: float, sr: int, order: int = 2) -> np.ndarray:
-    sos = signal.butter(order, cutoff, btype="high", fs=sr, output="sos")
-    return signal.sosfilt(sos, x)
-
-
 def _bandpass(x: np.ndarray, low: float, high: float, sr: int, order: int = 2) -> np.ndarray:
     high = min(high, 0.45 * sr)
     low = min(low, 0.8 * high)
