@@ -218,10 +218,17 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
-# Everything runs on the `cpu` queue unless named here: embeddings and generation want a GPU.
+# Each task by its exact name (no patterns: a renamed task must fail the routing test, not drift
+# to another queue). `gpu`: what wants a GPU or runs submitted code.
 CELERY_TASK_ROUTES = {
-    "stimuli.tasks.embed_*": {"queue": "gpu"},
-    "stimuli.tasks.generate_*": {"queue": "gpu"},
+    "stimuli.tasks.import_upload": {"queue": "cpu"},
+    "stimuli.tasks.generate_clips": {"queue": "gpu"},
+    "stimuli.tasks.generate_validation": {"queue": "gpu"},
+    "stimuli.tasks.embed_clips": {"queue": "gpu"},
+    "stimuli.tasks.compute_fad": {"queue": "cpu"},
+    "stimuli.tasks.select_medoids": {"queue": "cpu"},
+    "raters.tasks.prepare_listening_test": {"queue": "cpu"},
+    "scoring.tasks.publish_results": {"queue": "cpu"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {

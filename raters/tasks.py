@@ -5,6 +5,6 @@ from celery import shared_task
 from . import services
 
 
-@shared_task
+@shared_task(name="raters.tasks.prepare_listening_test")
 def prepare_listening_test(job_id: int) -> None:
     services.run_prepare_job(job_id)

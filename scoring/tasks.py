@@ -5,6 +5,6 @@ from celery import shared_task
 from . import services
 
 
-@shared_task
+@shared_task(name="scoring.tasks.publish_results")
 def publish_results(job_id: int) -> None:
     services.run_publish_job(job_id)

@@ -100,3 +100,31 @@ def test_only_a_stale_running_job_is_marked_failed_for_a_retry(settings):
     Job.objects.filter(pk=live.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
     lost = fail_if_stale(live)
     assert lost.state == Job.State.FAILED and lost.error == "the worker was lost"
+
+
+def test_every_task_is_routed_by_its_exact_name():
+    """A renamed or new task without a route fails here instead of drifting to another queue."""
+    import importlib
+
+    from django.conf import settings
+
+    from foley_platform.celery import app
+
+    for module in ("stimuli.tasks", "raters.tasks", "scoring.tasks"):
+        importlib.import_module(module)
+    ours = {
+        name: task
+        for name, task in app.tasks.items()
+        if name.split(".")[0] in ("stimuli", "raters", "scoring")
+    }
+    assert set(ours) == set(settings.CELERY_TASK_ROUTES)
+    for name, task in ours.items():
+        assert f"{task.__module__}.{task.__name__}" == name  # explicit name=, equal to its place
+        queue = app.amqp.router.route({}, name)["queue"].name
+        assert queue == settings.CELERY_TASK_ROUTES[name]["queue"] in ("cpu", "gpu")
+    gpu = {name for name, route in settings.CELERY_TASK_ROUTES.items() if route["queue"] == "gpu"}
+    assert gpu == {
+        "stimuli.tasks.generate_clips",
+        "stimuli.tasks.generate_validation",
+        "stimuli.tasks.embed_clips",
+    }
