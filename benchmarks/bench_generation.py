@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from stimuli.generators import baseline
-    from stimuli.generators.api import CATEGORIES, derive_seed
+    from stimuli.generators.contract import CATEGORIES, derive_seed
     from stimuli.generators.isolation import Isolation
     from stimuli.generators.sandbox import Sandbox, enforcement
     from stimuli.generators.source import GeneratorSource

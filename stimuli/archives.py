@@ -63,14 +63,14 @@ CORRUPT_MEMBER_ERRORS = (
 
 
 @dataclass(frozen=True)
-class Limits:
+class UploadLimits:
     max_files: int = 20_000
     max_expanded_bytes: int = 8 * 1024**3
     max_file_bytes: int = 64 * 1024**2
     max_ratio: int = 100
 
     @classmethod
-    def from_settings(cls) -> Limits:
+    def from_settings(cls) -> UploadLimits:
         from django.conf import settings
 
         return cls(
@@ -178,9 +178,9 @@ def _split(paths: list[str], problems: list[str]) -> Listing:
 class Source:
     """An upload to read: a zip file or a folder on disk."""
 
-    def __init__(self, path: Path | str, limits: Limits | None = None):
+    def __init__(self, path: Path | str, limits: UploadLimits | None = None):
         self.path = Path(path)
-        self.limits = limits or Limits()
+        self.limits = limits or UploadLimits()
         self._zip: zipfile.ZipFile | None = None
         self._sizes: dict[str, int] = {}
 

@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from . import storage
 from .audio import ClipSpec, encode_wav, inspect_audio
-from .generators.api import OutputSpec, check_output, derive_seed, to_float
+from .generators.contract import OutputSpec, check_output, derive_seed, to_float
 from .generators.errors import SandboxError
 from .generators.sandbox import Limits, Sandbox, cuda_visible, enforcement
 from .generators.source import ArchiveLimits, GeneratorSource, inspect_archive

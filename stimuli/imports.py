@@ -16,7 +16,7 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 
 from . import storage
-from .archives import ArchiveError, Limits, Listing, Source, iter_members, normalise_folder
+from .archives import ArchiveError, Listing, Source, UploadLimits, iter_members, normalise_folder
 from .audio import AudioCheck, ClipSpec, inspect_audio
 from .models import AudioFile, Category, Challenge, Clip, Job, System
 from .phases import phase_conflict
@@ -107,9 +107,11 @@ def check_request(challenge: Challenge, role: str, system: System | None) -> Non
         raise ImportRequestError(f"system '{system}' belongs to another challenge")
 
 
-def check_structure(challenge: Challenge, path: Path, limits: Limits | None = None) -> list[str]:
+def check_structure(
+    challenge: Challenge, path: Path, limits: UploadLimits | None = None
+) -> list[str]:
     """Cheap checks that read only names and sizes: safe to run inside a web request."""
-    with Source(path, limits or Limits.from_settings()) as source:
+    with Source(path, limits or UploadLimits.from_settings()) as source:
         try:
             listing = source.list()
         except ArchiveError as exc:
@@ -158,7 +160,7 @@ def import_clips(
     convert: bool = False,
     job: Job | None = None,
     progress: Progress | None = None,
-    limits: Limits | None = None,
+    limits: UploadLimits | None = None,
 ) -> ImportReport:
     """Check every file of the zip or folder at `path` and store them all, or store nothing."""
     check_request(challenge, role, system)
@@ -166,7 +168,7 @@ def import_clips(
     spec = spec_for(challenge)
     lookup = _category_lookup(challenge)
 
-    with Source(Path(path), limits or Limits.from_settings()) as source:
+    with Source(Path(path), limits or UploadLimits.from_settings()) as source:
         try:
             listing = source.list()
         except ArchiveError as exc:

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from stimuli.generators import baseline
-from stimuli.generators.api import CATEGORIES, OutputSpec, derive_seed, resolve_category
+from stimuli.generators.contract import CATEGORIES, OutputSpec, derive_seed, resolve_category
 from stimuli.generators.errors import SandboxError
 from stimuli.generators.sandbox import Limits, Sandbox
 from stimuli.generators.source import GeneratorSource

@@ -12,7 +12,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from stimuli.archives import Limits
+from stimuli.archives import UploadLimits
 from stimuli.imports import ImportPhaseError, ImportRequestError, import_clips
 from stimuli.models import AudioFile, Challenge, Clip, Job
 from stimuli.services import _as_local_file, create_system, create_team, run_import_job
@@ -222,14 +222,14 @@ def test_zip_bomb_by_compression_ratio_is_rejected(challenge, tmp_path, media_ro
 
 def test_total_expanded_size_is_capped(challenge, tmp_path, media_root):
     path = make_zip(tmp_path / "u.zip", reference_set(["rain"], 3))
-    report = run(challenge, path, limits=Limits(max_expanded_bytes=400_000))
+    report = run(challenge, path, limits=UploadLimits(max_expanded_bytes=400_000))
     assert report.problems == ["the archive expands to 529,332 bytes; the limit is 400,000"]
     assert_nothing_stored(media_root)
 
 
 def test_too_many_files_is_rejected_before_reading_them(challenge, tmp_path, media_root):
     files = {f"rain/{n}.wav": b"x" for n in range(11)}
-    report = run(challenge, make_zip(tmp_path / "u.zip", files), limits=Limits(max_files=10))
+    report = run(challenge, make_zip(tmp_path / "u.zip", files), limits=UploadLimits(max_files=10))
     assert report.problems == ["the archive holds 11 files; the limit is 10"]
     assert_nothing_stored(media_root)
 

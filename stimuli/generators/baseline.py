@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy import signal
 
-from .api import CATEGORIES, resolve_category
+from .contract import CATEGORIES, resolve_category
 
 
 @dataclass(frozen=True)

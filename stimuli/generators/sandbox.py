@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..npy_header import is_plain_numbers, read_header
-from .api import OutputSpec
+from .contract import OutputSpec
 from .errors import SandboxError
 from .isolation import (
     SANDBOX_ROOT,

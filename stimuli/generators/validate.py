@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .api import CATEGORIES, OutputSpec, check_output
+from .contract import CATEGORIES, OutputSpec, check_output
 from .errors import SandboxError
 from .sandbox import Limits, Sandbox, enforcement
 from .source import GeneratorSource

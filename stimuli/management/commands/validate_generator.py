@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from stimuli.generators.api import CATEGORIES, OutputSpec
+from stimuli.generators.contract import CATEGORIES, OutputSpec
 from stimuli.generators.sandbox import Limits
 from stimuli.generators.validate import validate_target
 from stimuli.models import Challenge
