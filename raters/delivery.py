@@ -143,6 +143,17 @@ def audio_response(audio: AudioFile, range_header: str = "") -> HttpResponse:
     return response
 
 
+def served_range(response: HttpResponse) -> tuple[int, int, int] | None:
+    """(first byte, last byte, file size) of what an `audio_response` sent; None for nothing."""
+    if response.status_code == 200:
+        size = len(response.content)
+        return (0, size - 1, size) if size else None
+    if response.status_code == 206:
+        match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", response["Content-Range"])
+        return int(match.group(1)), int(match.group(2)), int(match.group(3))
+    return None
+
+
 def degrade(samples: np.ndarray, sample_rate: int, seed: int) -> np.ndarray:
     """A low-quality anchor: heavily low-passed (600 Hz), noised at 0 dB SNR, coarsely quantised."""
     rng = np.random.default_rng(seed)

@@ -38,6 +38,7 @@ class SettingsForm(forms.ModelForm):
             "loudness_alignment",
             "target_lufs",
             "diversity_gap_s",
+            "listened_fraction",
             "completion_url",
             "consent_text",
             "instructions_text",
@@ -50,6 +51,7 @@ class SettingsForm(forms.ModelForm):
             "familiarization_clips": "Familiarization examples",
             "target_lufs": "Target loudness (LUFS)",
             "diversity_gap_s": "Silence in diversity files (s)",
+            "listened_fraction": "Share of each sound to hear before rating",
             "completion_url": "Completion URL",
         }
         widgets = {

@@ -25,8 +25,23 @@ RATING_COLUMNS = (
     "role",
     "quality",
     "fit",
+    "plays",
+    "seeks",
+    "heard_fraction",
+    "answer_s",
 )
-DIVERSITY_COLUMNS = ("rater", "rater_team", "category", "system", "track", "diversity")
+DIVERSITY_COLUMNS = (
+    "rater",
+    "rater_team",
+    "category",
+    "system",
+    "track",
+    "diversity",
+    "plays",
+    "seeks",
+    "heard_fraction",
+    "answer_s",
+)
 
 # DCASE 2023 Task 7: a check is misrated when the answer contradicts the anchor's type, and a
 # session with FAIL_AT misrated checks or more is excluded. These are the defaults; a challenge's
@@ -74,9 +89,24 @@ def rating_rows(challenge: Challenge) -> list[dict]:
                 "role": trial.role,
                 "quality": rating.quality,
                 "fit": rating.fit,
+                **_listening(rating),
             }
         )
     return rows
+
+
+def _listening(rating) -> dict:
+    """What the answer was given after; empty for answers stored before it was recorded."""
+
+    def blank(value):
+        return "" if value is None else value
+
+    return {
+        "plays": blank(rating.plays),
+        "seeks": blank(rating.seeks),
+        "heard_fraction": blank(rating.heard_fraction),
+        "answer_s": blank(rating.answer_s),
+    }
 
 
 def diversity_rows(challenge: Challenge) -> list[dict]:
@@ -94,6 +124,7 @@ def diversity_rows(challenge: Challenge) -> list[dict]:
             "system": r.trial.item.system.name,
             "track": r.trial.item.system.track.code,
             "diversity": r.diversity,
+            **_listening(r),
         }
         for r in ratings
     ]

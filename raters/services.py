@@ -17,13 +17,15 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.db.models.functions import Coalesce
+from django.http import HttpResponse
 from django.utils import timezone
 
 from stimuli.jobs import JobProgress, enqueue, run_job
-from stimuli.models import Category, Challenge, Clip, Job, Medoid, Team
+from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid, Team
 
-from . import delivery
+from . import delivery, listening
 from .design import counterbalanced_order, spread_slots, williams
+from .errors import ListeningError
 from .models import (
     Anchor,
     CategorySession,
@@ -31,6 +33,7 @@ from .models import (
     DiversityRating,
     DiversityTrial,
     FamiliarizationClip,
+    Heard,
     ListeningTest,
     Rater,
     Rating,
@@ -45,15 +48,6 @@ SESSION_BLOCKS = 8
 # An open session without an answer for this long no longer holds its place in the assignment.
 ABANDONED_AFTER = timedelta(hours=2)
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-
-
-class ListeningError(Exception):
-    """A request the listening test refuses; `status` is the HTTP status to answer with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
 
 
 # --- Settings and the stimulus set -------------------------------------------------------------
@@ -610,13 +604,22 @@ def build_session(rater: Rater, category: Category, *, order: int) -> CategorySe
 
 
 def complete_familiarization(session: CategorySession, *, require_heard: bool = True) -> None:
-    """Open the trials once every familiarization clip was fetched by the rater's browser."""
+    """Open the trials once the server can vouch that every example was heard."""
     if session.familiarized_at:
         return
-    if require_heard and session.familiarization.filter(served_at__isnull=True).exists():
-        raise ListeningError("Please listen to every example before the trials begin.", 409)
+    if require_heard:
+        test = listening_test(session.rater.challenge)
+        clips = list(session.familiarization.select_related("audio").order_by("position"))
+        for clip in clips:
+            verdict = listening.listened(
+                clip, delivery.delivered_audio(clip.audio, test).duration_s, test, what="example"
+            )
+            if not verdict.ok:
+                raise ListeningError(
+                    f"Example {clip.position + 1} of {len(clips)}: {verdict.reason}", 409
+                )
     CategorySession.objects.filter(pk=session.pk, familiarized_at__isnull=True).update(
-        familiarized_at=timezone.now()
+        familiarized_at=listening.now()
     )
     session.refresh_from_db()
 
@@ -680,16 +683,44 @@ def save_rating(
             raise ListeningError("The listening test is closed.", 409)
         if trial.session.familiarized_at is None:
             raise ListeningError("The examples of this category come first.", 409)
-        if require_heard and trial.served_at is None:
-            raise ListeningError("Please listen to the sound before rating it.", 409)
         if next_trial(session) != trial:
             # The counterbalanced order is part of the design; the page preloads the next
             # sound, so its token is known before its turn.
             raise ListeningError("Please rate the sounds in the order they are given.", 409)
-        rating = Rating.objects.create(trial=trial, quality=quality, fit=fit, idempotency_key=key)
+        test = listening_test(rater.challenge)
+        verdict = listening.listened(
+            trial, delivery.delivered_audio(trial.audio, test).duration_s, test
+        )
+        if require_heard and not verdict.ok:
+            raise ListeningError(verdict.reason, 409)
+        previous = (
+            Rating.objects.filter(trial__session=session)
+            .order_by("-created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        rating = Rating.objects.create(
+            trial=trial,
+            quality=quality,
+            fit=fit,
+            idempotency_key=key,
+            **_record(verdict, previous or session.familiarized_at),
+        )
         if next_trial(session) is None:
             close_session(session)
     return rating, True
+
+
+def _record(verdict: listening.Listened, turn_began) -> dict:
+    """The listening data stored with an answer; time to answer counts from the item's turn (the
+    previous answer, or the end of the examples)."""
+    moment = listening.now()
+    return {
+        "plays": verdict.plays,
+        "seeks": verdict.seeks,
+        "heard_fraction": round(verdict.fraction, 4),
+        "answer_s": round((moment - turn_began).total_seconds(), 3) if turn_began else None,
+    }
 
 
 def close_session(session: CategorySession) -> None:
@@ -794,9 +825,22 @@ def save_diversity_rating(
             raise ListeningError("This item is already answered.", 409)
         if not listening_test(rater.challenge).is_open:
             raise ListeningError("The listening test is closed.", 409)
-        if require_heard and trial.served_at is None:
-            raise ListeningError("Please listen to the sounds before rating them.", 409)
-        rating = DiversityRating.objects.create(trial=trial, diversity=value, idempotency_key=key)
+        test = listening_test(rater.challenge)
+        verdict = listening.listened(trial, trial.item.audio.duration_s, test, what="file")
+        if require_heard and not verdict.ok:
+            raise ListeningError(verdict.reason, 409)
+        previous = (
+            DiversityRating.objects.filter(trial__rater=rater)
+            .order_by("-created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        rating = DiversityRating.objects.create(
+            trial=trial,
+            diversity=value,
+            idempotency_key=key,
+            **_record(verdict, previous or rater.instructed_at),
+        )
     return rating, True
 
 
@@ -807,9 +851,8 @@ def next_diversity_trial(rater: Rater) -> DiversityTrial | None:
 # --- Audio by token ------------------------------------------------------------------------------
 
 
-def audio_for_token(rater: Rater, token: str):
-    """The delivered audio behind one of the rater's tokens; marks it as served."""
-    now = timezone.now()
+def _sound(rater: Rater, token: str) -> tuple[type, Heard, AudioFile]:
+    """The row behind one of the rater's tokens and the audio its browser receives."""
     for model, owner in (
         (Trial, Q(session__rater=rater)),
         (FamiliarizationClip, Q(session__rater=rater)),
@@ -818,12 +861,41 @@ def audio_for_token(rater: Rater, token: str):
         row = model.objects.filter(owner, token=token).first()
         if row is None:
             continue
-        if row.served_at is None:
-            model.objects.filter(pk=row.pk).update(served_at=now)
         if model is DiversityTrial:
-            return row.item.audio  # rendered from delivered audio already
-        return delivery.delivered_audio(row.audio, listening_test(rater.challenge))
+            return model, row, row.item.audio  # rendered from delivered audio already
+        return model, row, delivery.delivered_audio(row.audio, listening_test(rater.challenge))
     raise ListeningError("No such audio.", 404)
+
+
+def serve_audio(rater: Rater, token: str, range_header: str = "") -> HttpResponse:
+    """The delivered audio behind one of the rater's tokens; the bytes served are recorded."""
+    model, row, audio = _sound(rater, token)
+    response = delivery.audio_response(audio, range_header)
+    served = delivery.served_range(response)
+    if served is not None:
+        listening.record_delivery(model, row.pk, *served)
+    return response
+
+
+def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> listening.Listened:
+    """One event of the page's player (play, pause, seeking, timeupdate, ended) for one of the
+    rater's sounds; returns the server's verdict on it so far."""
+    model, row, audio = _sound(rater, token)
+    row = listening.record_event(model, row.pk, kind, t, audio.duration_s, seek_from=seek_from)
+    what = {Trial: "sound", FamiliarizationClip: "example", DiversityTrial: "file"}[model]
+    return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)
+
+
+def page_shown(rows: list) -> None:
+    """A page showing these sounds (re)loaded: nothing of them is playing any more."""
+    for row in rows:
+        listening.page_shown(type(row), [row.pk])
+
+
+def listened_now(rater: Rater, row) -> listening.Listened:
+    """The server's verdict on one of the rater's sounds, for the page to open its scales."""
+    _, row, audio = _sound(rater, row.token)
+    return listening.listened(row, audio.duration_s, listening_test(rater.challenge))
 
 
 def team_for_name(challenge: Challenge, name: str) -> Team | None:

@@ -6,6 +6,7 @@ crowd links) or the logged-in account; pages show only that rater's own sessions
 
 from __future__ import annotations
 
+import json
 import secrets
 from functools import wraps
 
@@ -18,7 +19,7 @@ from django.views.decorators.http import require_POST
 from stimuli.models import Challenge
 from stimuli.permissions import is_organizer
 
-from . import delivery, services
+from . import services
 from .models import CategorySession, Rater
 
 SESSION_KEY = "listening-rater-{}"
@@ -130,13 +131,18 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
     if session is None:
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
+        clips = list(session.familiarization.order_by("position"))
+        services.page_shown(clips)
+        for clip in clips:
+            clip.listened = services.listened_now(rater, clip)
         return render(
             request,
             "raters/familiarization.html",
             {
                 "challenge": challenge,
                 "session": session,
-                "clips": session.familiarization.order_by("position"),
+                "clips": clips,
+                "all_heard": all(clip.listened.ok for clip in clips),
                 **_progress(rater, session),
             },
         )
@@ -146,6 +152,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return redirect("raters:home", slug=challenge.slug)
     trials = list(session.trials.order_by("position").values_list("position", "token"))
     following = next((t for p, t in trials if p > trial.position), None)
+    services.page_shown([trial])
     return render(
         request,
         "raters/trial.html",
@@ -153,6 +160,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "challenge": challenge,
             "session": session,
             "trial": trial,
+            "listened": services.listened_now(rater, trial),
             "key": secrets.token_urlsafe(16),
             "next_token": following,
             "number": trial.position + 1,
@@ -286,8 +294,27 @@ def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 
 @rater_view
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
-    audio_file = services.audio_for_token(rater, token)
-    return delivery.audio_response(audio_file, request.headers.get("Range", ""))
+    return services.serve_audio(rater, token, request.headers.get("Range", ""))
+
+
+@rater_view
+@require_POST
+def player_event(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    """One event of a sound's player; answers the server's verdict on that sound so far."""
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        raise services.ListeningError("The event must be a JSON object.") from None
+    if not isinstance(body, dict):
+        raise services.ListeningError("The event must be a JSON object.")
+    verdict = services.player_event(
+        rater,
+        str(body.get("token", "")),
+        str(body.get("event", "")),
+        body.get("t"),
+        seek_from=body.get("from"),
+    )
+    return JsonResponse(verdict.as_dict())
 
 
 @rater_view
@@ -307,12 +334,14 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
             {"challenge": challenge, "count": len(trials)},
         )
     following = next((t.token for t in trials if t.position > trial.position), None)
+    services.page_shown([trial])
     return render(
         request,
         "raters/diversity.html",
         {
             "challenge": challenge,
             "trial": trial,
+            "listened": services.listened_now(rater, trial),
             "item": trial.item,
             "key": secrets.token_urlsafe(16),
             "next_token": following,

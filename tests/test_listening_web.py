@@ -24,7 +24,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def listening(db):
-    challenge = build_listening_challenge(completion_url="https://example.org/done?cc=ABC")
+    # Listening itself is verified in test_listening_heard.py; here a full fetch is enough.
+    challenge = build_listening_challenge(
+        completion_url="https://example.org/done?cc=ABC", listened_fraction=0.0
+    )
     services.set_open(challenge, True)
     return challenge
 
@@ -282,7 +285,8 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     rows = list(csv.DictReader(io.StringIO(text)))
     assert (
         text.splitlines()[0]
-        == "rater,rater_team,session,category,system,track,stimulus,role,quality,fit"
+        == "rater,rater_team,session,category,system,track,stimulus,role,quality,fit,"
+        "plays,seeks,heard_fraction,answer_s"
     )
     assert len(rows) == 32
     assert {r["rater_team"] for r in rows} == {team.name, ""}
@@ -293,7 +297,9 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     div = organizer_client.get(
         f"/organize/listening/{listening.slug}/diversity.csv"
     ).content.decode()
-    assert div.splitlines() == ["rater,rater_team,category,system,track,diversity"]
+    assert div.splitlines() == [
+        "rater,rater_team,category,system,track,diversity,plays,seeks,heard_fraction,answer_s"
+    ]
     progress = api_client.get(f"/api/listening/challenges/{listening.slug}/progress/").json()
     assert sum(c["sessions"] for c in progress["categories"]) == 2
 
@@ -308,7 +314,8 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
     data = {
         "categories_min": 5, "categories_max": 4, "target_ratings": 10, "anchors_per_session": 12,
         "familiarization_clips": 6, "loudness_alignment": "on", "target_lufs": -27,
-        "diversity_gap_s": 0.5, "completion_url": "", "consent_text": "", "instructions_text": "",
+        "diversity_gap_s": 0.5, "listened_fraction": 0.9, "completion_url": "",
+        "consent_text": "", "instructions_text": "",
     }  # fmt: skip
     assert organizer_client.post(url, data).status_code == 400  # min above max
     assert (
