@@ -429,33 +429,42 @@ class NextStep:
 
 
 def category_need(challenge: Challenge) -> dict[int, int]:
-    """Sessions of each category still needed for every stimulus to reach the target.
+    """Sessions of each category still needed for every stimulus to reach the target in usable
+    ratings.
 
-    A session counts while it is closed and passing the quality checks, or open and active in the
-    last `ABANDONED_AFTER`: an abandoned session or one that fails the checks (its ratings will
-    be excluded at scoring) leaves its place to another rater.
+    A session counts for a stimulus while it is closed and not excluded by the rater-quality
+    rules, or open and active in the last `ABANDONED_AFTER`, and only when the rater is not of
+    the stimulus's team (scoring removes ratings of one's own systems). An abandoned or excluded
+    session leaves its place to another rater.
     """
-    from .selectors import session_checks
+    from .selectors import excluded_sessions
 
     test = listening_test(challenge)
-    with_stimuli = (
-        Stimulus.objects.filter(challenge=challenge)
-        .values_list("category_id", flat=True)
-        .distinct()
-    )
-    failing = {pk for pk, checks in session_checks(challenge).items() if checks["failing"]}
+    teams: dict[int, list[int | None]] = {}
+    for category_id, team_id in Stimulus.objects.filter(challenge=challenge).values_list(
+        "category_id", "system__team_id"
+    ):
+        teams.setdefault(category_id, []).append(team_id)
+    excluded = set(excluded_sessions(challenge))
     cutoff = timezone.now() - ABANDONED_AFTER
     sessions = (
         CategorySession.objects.filter(rater__challenge=challenge)
         .annotate(active=Coalesce(Max("trials__rating__created_at"), "created_at"))
-        .values_list("pk", "category_id", "state", "active")
+        .values_list("pk", "category_id", "state", "active", "rater__team_id")
     )
-    counts: dict[int, int] = {}
-    for pk, category_id, state, active in sessions:
-        if pk in failing or (state != CategorySession.State.CLOSED and active < cutoff):
+    counting: dict[int, list[int | None]] = {}
+    for pk, category_id, state, active, team_id in sessions:
+        if pk in excluded or (state != CategorySession.State.CLOSED and active < cutoff):
             continue
-        counts[category_id] = counts.get(category_id, 0) + 1
-    return {c: max(0, test.target_ratings - counts.get(c, 0)) for c in with_stimuli}
+        counting.setdefault(category_id, []).append(team_id)
+    need = {}
+    for category_id, stimulus_teams in teams.items():
+        raters = counting.get(category_id, [])
+        fewest = min(
+            sum(1 for team in raters if team is None or team != owner) for owner in stimulus_teams
+        )
+        need[category_id] = max(0, test.target_ratings - fewest)
+    return need
 
 
 def next_session(rater: Rater) -> NextStep:

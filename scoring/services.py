@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
-from .compute import Inputs, Rules, ScoringInputError, misrated, score
+from .compute import Inputs, Rules, ScoringInputError, score
 from .models import ScoringSettings, Snapshot
 
 
@@ -47,16 +46,11 @@ def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
 
 
-def check_rule(challenge: Challenge) -> tuple[Callable[[str, int, int], bool], int]:
-    """The challenge's rule for the hidden checks, in the form the listening test's assignment
-    and monitoring use (installed by `ScoringConfig.ready`)."""
+def quality_rules(challenge: Challenge) -> QualityRules:
+    """The challenge's rater-quality rules, as the listening test's assignment, monitoring and
+    export read them (settings.RATER_QUALITY_RULES names this function)."""
     stored = ScoringSettings.objects.filter(challenge=challenge).first()
-    rules = stored.rules() if stored else Rules()
-
-    def is_misrated(role: str, quality: int, fit: int) -> bool:
-        return bool(misrated(rules, role, quality, fit))
-
-    return is_misrated, rules.exclude_at
+    return (stored.rules() if stored else Rules()).quality_rules()
 
 
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:

@@ -412,8 +412,8 @@ def test_careless_sessions_show_as_failing_checks(listening):
             trial.role, (rng.randint(0, 2), 9)
         )
         services.save_rating(rater, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
-    checks = selectors.session_checks(listening)[session.pk]
-    assert checks == {"checks": 12, "misrated": 12, "failing": True}
+    verdict = selectors.session_verdicts(listening)[session.pk]
+    assert (verdict.checks, verdict.misrated, verdict.excluded) == (12, 12, True)
     row = next(r for r in selectors.rater_progress(listening) if r["rater"] == rater)
     assert row["failing"] == 1 and row["answered"] == 16
 
@@ -505,10 +505,10 @@ def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
             q, f = 9, 1
         services.save_rating(rater, trial.token, quality=q, fit=f, key=f"rule-{trial.pk:05d}")
     assert wrong == 3
-    checks = selectors.session_checks(listening)[session.pk]
-    assert checks["misrated"] == 3 and not checks["failing"]  # DCASE: 5 of 12 exclude
+    verdict = selectors.session_verdicts(listening)[session.pk]
+    assert verdict.misrated == 3 and not verdict.excluded  # DCASE: 5 of 12 exclude
     ScoringSettings.objects.create(challenge=listening, exclude_at=3)
-    assert selectors.session_checks(listening)[session.pk]["failing"]
+    assert selectors.session_verdicts(listening)[session.pk].excluded
 
 
 def test_the_stimulus_set_is_fixed_once_raters_began(listening):
