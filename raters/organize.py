@@ -108,6 +108,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "&SESSION_ID={{%SESSION_ID%}}",
         "invited": Rater.objects.filter(challenge=challenge, kind=Rater.Kind.INVITED),
         "jobs": Job.objects.filter(challenge=challenge, kind=Job.Kind.PREPARE_LISTENING)[:3],
+        "open_refused": services.open_refused(challenge),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 from django.db.models.functions import Coalesce
 from django.http import HttpResponse
@@ -47,6 +47,12 @@ ANCHOR_POOL = 8
 SESSION_BLOCKS = 8
 # An open session without an answer for this long no longer holds its place in the assignment.
 ABANDONED_AFTER = timedelta(hours=2)
+# Every publication of a challenge is of the same ratings: publishing closes the test for good.
+PUBLISHED_CLOSED = (
+    "Results are published, so the listening test stays closed: every publication must be of "
+    "the same ratings. Collect more ratings in a new challenge."
+)
+NO_STIMULI = "The listening test has no stimuli yet; prepare it first."
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
@@ -256,15 +262,26 @@ def run_prepare_job(job_id: int) -> Job:
     return run_job(job_id, work)
 
 
+def open_refused(challenge: Challenge) -> str:
+    """Why the test cannot be opened now ("" when it can): shown beside the disabled button."""
+    if challenge.phase == Challenge.Phase.PUBLISHED:
+        return PUBLISHED_CLOSED
+    if not Stimulus.objects.filter(challenge=challenge).exists():
+        return NO_STIMULI
+    return ""
+
+
 def set_open(challenge: Challenge, is_open: bool) -> ListeningTest:
     """Open or close the test; opening moves the challenge to its listening phase."""
     test = listening_test(challenge)
     if is_open and not Stimulus.objects.filter(challenge=challenge).exists():
-        raise ListeningError("The listening test has no stimuli yet; prepare it first.", 409)
+        raise ListeningError(NO_STIMULI, 409)
     with transaction.atomic():
         # The challenge's lock: imports and generations check the phase under it before they
         # store clips, so none lands after the test has opened.
         locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+        if is_open and locked.phase == Challenge.Phase.PUBLISHED:
+            raise ListeningError(PUBLISHED_CLOSED, 409)
         test.is_open = is_open
         test.save(update_fields=["is_open", "updated_at"])
         if is_open and locked.phase in (Challenge.Phase.SETUP, Challenge.Phase.OBJECTIVE):
@@ -688,8 +705,7 @@ def save_rating(
             raise ListeningError("This trial is already answered.", 409)
         if trial.session.state != CategorySession.State.OPEN:
             raise ListeningError("This session is closed.", 409)
-        if not listening_test(rater.challenge).is_open:
-            raise ListeningError("The listening test is closed.", 409)
+        _check_open(rater.challenge)
         if trial.session.familiarized_at is None:
             raise ListeningError("The examples of this category come first.", 409)
         if next_trial(session) != trial:
@@ -718,6 +734,36 @@ def save_rating(
         if next_trial(session) is None:
             close_session(session)
     return rating, True
+
+
+def closed_message(challenge: Challenge) -> str:
+    """What a rater is told while the test is closed: ended for good, or paused."""
+    challenge.refresh_from_db(fields=["phase"])
+    if challenge.phase == Challenge.Phase.PUBLISHED:
+        return (
+            "The listening test has ended and its results are published. Thank you for taking part."
+        )
+    return (
+        "The listening test is paused. Your answers are saved: come back through the same link "
+        "when it reopens."
+    )
+
+
+def _check_open(challenge: Challenge) -> None:
+    """Refuse an answer while the test is closed. On PostgreSQL the test's row is held FOR SHARE
+    until the answer commits, so closing the test (publishing) waits for answers under way and
+    none lands after the ratings were read for publication."""
+    test = listening_test(challenge)
+    is_open = test.is_open
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT is_open FROM {ListeningTest._meta.db_table} WHERE id = %s FOR SHARE",
+                [test.pk],
+            )
+            is_open = cursor.fetchone()[0]
+    if not is_open:
+        raise ListeningError(closed_message(challenge), 409)
 
 
 def _record(verdict: listening.Listened, turn_began) -> dict:
@@ -832,8 +878,7 @@ def save_diversity_rating(
             return previous, False
         if DiversityRating.objects.filter(trial=trial).exists():
             raise ListeningError("This item is already answered.", 409)
-        if not listening_test(rater.challenge).is_open:
-            raise ListeningError("The listening test is closed.", 409)
+        _check_open(rater.challenge)
         test = listening_test(rater.challenge)
         verdict = listening.listened(trial, trial.item.audio.duration_s, test, what="file")
         if require_heard and not verdict.ok:

@@ -127,6 +127,8 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return redirect("raters:diversity", slug=challenge.slug)
     if rater.finished_at is not None:
         return _end(request, challenge, rater)
+    if not services.listening_test(challenge).is_open:
+        return _closed(request, challenge)
     session = rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
     if session is None:
         return _break(request, challenge, rater)
@@ -167,6 +169,19 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "total": len(trials),
             "percent": round(100 * trial.position / len(trials)),
             **_progress(rater, session),
+        },
+    )
+
+
+def _closed(request: HttpRequest, challenge: Challenge) -> HttpResponse:
+    message = services.closed_message(challenge)
+    return render(
+        request,
+        "raters/closed.html",
+        {
+            "challenge": challenge,
+            "message": message,
+            "published": challenge.phase == Challenge.Phase.PUBLISHED,
         },
     )
 
@@ -327,6 +342,8 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
         return redirect("raters:consent", slug=challenge.slug)
     trials = services.diversity_trials(rater)
     trial = services.next_diversity_trial(rater)
+    if trial is not None and not services.listening_test(challenge).is_open:
+        return _closed(request, challenge)
     if trial is None:
         return render(
             request,

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from raters import services as raters_services
 from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows
 from stimuli import selectors as stimuli_selectors
@@ -76,18 +77,30 @@ def publish(
     """
     if not is_organizer(user):
         raise PermissionDenied("Only organizers can publish results.")
-    if inputs is None:
-        inputs = collect_inputs(challenge)
-    rules = rules_for(challenge)
-    # Scored outside the transaction: it takes seconds and needs no lock.
-    result = score(inputs, rules, progress)
-    if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
-        # Results of the objective stage alone may be published; a listening test whose every
-        # rating was set aside would publish an empty leaderboard as if it were a finding.
-        raise ScoringInputError(
-            "Nothing to publish: no system has ratings that count in every category yet "
-            f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
-        )
+    # Publishing closes the listening test first: the ratings read below are then all there
+    # will ever be, so publishing again gives the same numbers.
+    test = raters_services.listening_test(challenge)
+    was_open = test.is_open
+    if was_open:
+        raters_services.set_open(challenge, False)
+    try:
+        if inputs is None:
+            inputs = collect_inputs(challenge)
+        rules = rules_for(challenge)
+        # Scored outside the transaction: it takes seconds and needs no lock.
+        result = score(inputs, rules, progress)
+        if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
+            # Results of the objective stage alone may be published; a listening test whose
+            # every rating was set aside would publish an empty leaderboard as if it were a
+            # finding.
+            raise ScoringInputError(
+                "Nothing to publish: no system has ratings that count in every category yet "
+                f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
+            )
+    except Exception:
+        if was_open:  # nothing was published: the test goes on
+            raters_services.set_open(challenge, True)
+        raise
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
         Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
