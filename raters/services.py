@@ -7,6 +7,7 @@ Pages, the API, the demo and the tests all go through these functions.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from django.utils import timezone
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid, Team
 
-from . import delivery, listening
+from . import anchors, delivery, listening
 from .design import counterbalanced_order, spread_slots, williams
 from .errors import ListeningError
 from .models import (
@@ -43,6 +44,8 @@ from .models import (
 
 # Anchor pool per category and type: sessions draw their anchors from it.
 ANCHOR_POOL = 8
+# A clip quieter than this (integrated loudness, LUFS) is no source for an anchor.
+MIN_SOURCE_LUFS = -70.0
 # Blocks of the balanced Latin square over a session.
 SESSION_BLOCKS = 8
 # An open session without an answer for this long no longer holds its place in the assignment.
@@ -112,13 +115,30 @@ def _listening_began(challenge: Challenge) -> bool:
 
 
 def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
-    """The anchor pools of every category: development clips of the category (high quality, good
-    fit), of other categories (high quality, poor fit) and degraded clips of other categories
-    (low quality, poor fit, rendered here). Existing anchors are kept."""
+    """The anchor pools of every category, for the kinds that have none yet.
+
+    Organizers' anchors come first, as DCASE 2023 Task 7 hand-picked them: clips imported with
+    role anchor are high quality, good fit for their own category and high quality, poor fit for
+    the others. The built-in construction fills what remains: development clips of the category
+    (good fit), of other categories (poor fit), and degraded clips of other categories (low
+    quality, poor fit; see `anchors.degrade`). No source is a familiarization example of any
+    category (a rater may have heard it in another session), and no source is silent.
+    Unused anchors rendered from silence by an older version are replaced.
+    """
+    Anchor.objects.filter(challenge=challenge, audio__is_silent=True, trials__isnull=True).delete()
     categories = list(Category.objects.filter(challenge=challenge))
+    familiar = set().union(*(_familiarization_pool(challenge, c) for c in categories))
     dev: dict[int, list[Clip]] = {c.pk: [] for c in categories}
-    for clip in Clip.objects.filter(challenge=challenge, role=Clip.Role.DEVELOPMENT).order_by("id"):
-        dev[clip.category_id].append(clip)
+    chosen: dict[int, list[Clip]] = {c.pk: [] for c in categories}
+    for clip in (
+        Clip.objects.filter(challenge=challenge, role__in=[Clip.Role.DEVELOPMENT, Clip.Role.ANCHOR])
+        .exclude(pk__in=familiar)
+        .select_related("audio")
+        .order_by("id")
+    ):
+        if clip.audio.is_silent or (clip.audio.loudness_lufs or -math.inf) < MIN_SOURCE_LUFS:
+            continue
+        (chosen if clip.role == Clip.Role.ANCHOR else dev)[clip.category_id].append(clip)
     rng = random.Random(seed)
     made = 0
     for n, category in enumerate(categories):
@@ -128,12 +148,10 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
         rng.shuffle(own)
         others = [clip for c in categories if c.pk != category.pk for clip in dev[c.pk]]
         rng.shuffle(others)
-        # Good-fit anchors are never one of the familiarization examples, when there are others.
-        familiar = _familiarization_pool(challenge, category)
-        own = [c for c in own if c.pk not in familiar] or own
+        picked_others = [clip for c in categories if c.pk != category.pk for clip in chosen[c.pk]]
         plan = [
-            (Anchor.Kind.HQ_GOODFIT, own[:ANCHOR_POOL]),
-            (Anchor.Kind.HQ_POORFIT, others[:ANCHOR_POOL]),
+            (Anchor.Kind.HQ_GOODFIT, (chosen[category.pk] + own)[:ANCHOR_POOL]),
+            (Anchor.Kind.HQ_POORFIT, (picked_others + others)[:ANCHOR_POOL]),
             (Anchor.Kind.LQ_POORFIT, others[ANCHOR_POOL : 2 * ANCHOR_POOL] or others[:ANCHOR_POOL]),
         ]
         for kind, clips in plan:
@@ -143,7 +161,7 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
                 audio = clip.audio
                 if kind == Anchor.Kind.LQ_POORFIT:
                     samples, rate = delivery.load_samples(clip.audio)
-                    audio = delivery.store_samples(delivery.degrade(samples, rate, clip.pk), rate)
+                    audio = delivery.store_samples(anchors.degrade(samples, rate, clip.pk), rate)
                 Anchor.objects.get_or_create(
                     challenge=challenge,
                     category=category,
@@ -153,6 +171,39 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
                 )
                 made += 1
     return made
+
+
+def check_anchors(challenge: Challenge) -> None:
+    """Refuse an anchor set that a simple statistic of the delivered audio (silence, distinct
+    sample values, RMS level; spectral flatness for good-fit anchors) sets apart from the
+    stimuli of its category; the error says which category, kind and statistic."""
+    test = listening_test(challenge)
+
+    def measured(audio: AudioFile) -> anchors.Stats:
+        return anchors.stats(delivery.load_samples(delivery.delivered_audio(audio, test))[0])
+
+    problems = []
+    for category in Category.objects.filter(challenge=challenge):
+        stimuli = [
+            measured(s.clip.audio)
+            for s in Stimulus.objects.filter(category=category).select_related("clip__audio")
+        ]
+        kinds: dict[str, list[anchors.Stats]] = {}
+        for anchor in Anchor.objects.filter(category=category).select_related("audio"):
+            kinds.setdefault(anchor.kind, []).append(measured(anchor.audio))
+        # Poor-fit anchors are other categories' sounds: their spectra differ from the
+        # stimuli's as they should (that is what a listener hears); flatness is judged for
+        # good-fit anchors, which must be like the category's stimuli.
+        found = anchors.separations(kinds, stimuli, flatness_kinds=(Anchor.Kind.HQ_GOODFIT,))
+        problems += [f"{category.slug} {problem}" for problem in found]
+    if problems:
+        raise ListeningError(
+            "The anchors can be told apart from the stimuli without listening: "
+            + "; ".join(problems)
+            + ". Import other anchor clips (role anchor) or development clips, and prepare "
+            "again.",
+            409,
+        )
 
 
 def _familiarization_pool(challenge: Challenge, category: Category) -> set[int]:
@@ -234,6 +285,7 @@ def prepare(challenge: Challenge, *, progress=None) -> dict:
     stimuli = build_stimulus_set(challenge)
     anchors = build_anchors(challenge, progress=progress)
     rendered = render_delivered_audio(challenge, progress=progress)
+    check_anchors(challenge)
     items = build_diversity_items(challenge, progress=progress)
     return {"stimuli": stimuli, "anchors_added": anchors, "rendered": rendered, "diversity": items}
 
