@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
-from django.core.validators import URLValidator
+from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 from django.db.models import Q
 
@@ -28,6 +28,10 @@ def new_token() -> str:
 
 def new_rater_code() -> str:
     return "R" + secrets.token_hex(4).upper()
+
+
+def new_completion_code() -> str:
+    return "C" + secrets.token_hex(4).upper()
 
 
 def new_seed() -> int:
@@ -72,6 +76,13 @@ class ListeningTest(models.Model):
         blank=True,
         validators=[URLValidator(schemes=["https", "http"])],
         help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific).",
+    )
+    completion_code = models.CharField(
+        max_length=32,
+        default=new_completion_code,
+        validators=[RegexValidator(r"^[A-Za-z0-9_-]{4,32}$", "4 to 32 letters, digits, - or _.")],
+        help_text="Shown to crowd-sourced raters at the end and added to the completion URL "
+        "(as cc=..., Prolific's form): the proof of completion they are paid for.",
     )
     crowd_key = models.CharField(max_length=32, default=new_token, unique=True, editable=False)
     consent_text = models.TextField(blank=True)

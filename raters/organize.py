@@ -40,6 +40,7 @@ class SettingsForm(forms.ModelForm):
             "diversity_gap_s",
             "listened_fraction",
             "completion_url",
+            "completion_code",
             "consent_text",
             "instructions_text",
         ]
@@ -109,6 +110,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "invited": Rater.objects.filter(challenge=challenge, kind=Rater.Kind.INVITED),
         "jobs": Job.objects.filter(challenge=challenge, kind=Job.Kind.PREPARE_LISTENING)[:3],
         "open_refused": services.open_refused(challenge),
+        "crowd_warning": services.crowd_warning(challenge),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),
@@ -177,6 +179,8 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     messages.success(
         request, "The listening test is open." if is_open else "The listening test is closed."
     )
+    if is_open and (warning := services.crowd_warning(challenge)):
+        messages.warning(request, warning)
     return redirect("listening:monitor", slug=slug)
 
 

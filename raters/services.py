@@ -12,6 +12,7 @@ import random
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -312,6 +313,27 @@ def run_prepare_job(job_id: int) -> Job:
         return result
 
     return run_job(job_id, work)
+
+
+def crowd_warning(challenge: Challenge) -> str:
+    """What the organizer must know before handing out the crowd link ("" when all is set)."""
+    if listening_test(challenge).completion_url:
+        return ""
+    return (
+        "No completion URL is set: crowd workers will see the completion code on the last page "
+        "but are not sent back to the recruiting platform. Set the study's completion URL "
+        "before handing out the crowd link."
+    )
+
+
+def completion_link(test: ListeningTest) -> str:
+    """The completion URL with the run's code as `cc` (replacing one already there)."""
+    if not test.completion_url:
+        return ""
+    parts = urlsplit(test.completion_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cc"]
+    query.append(("cc", test.completion_code))
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def open_refused(challenge: Challenge) -> str:

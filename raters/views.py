@@ -62,6 +62,9 @@ def rater_view(view):
     def wrapper(request: HttpRequest, slug: str, *args, **kwargs):
         challenge = get_object_or_404(Challenge, slug=slug)
         rater = _session_rater(request, challenge)
+        if rater is None and view.__name__ == "home" and request.method == "GET":
+            # The public's way in (the home page links here): how to take part, not a 403.
+            return render(request, "raters/how_to_join.html", {"challenge": challenge})
         if rater is None:
             return _refuse(
                 request,
@@ -216,11 +219,16 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 
 def _end(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     test = services.listening_test(challenge)
-    completion = test.completion_url if rater.kind == Rater.Kind.CROWD else ""
+    crowd = rater.kind == Rater.Kind.CROWD
     return render(
         request,
         "raters/end.html",
-        {"challenge": challenge, "rater": rater, "completion_url": completion},
+        {
+            "challenge": challenge,
+            "rater": rater,
+            "completion_url": services.completion_link(test) if crowd else "",
+            "completion_code": test.completion_code if crowd else "",
+        },
     )
 
 
@@ -303,7 +311,7 @@ def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
     services.finish(rater)
     test = services.listening_test(challenge)
     if rater.kind == Rater.Kind.CROWD and test.completion_url:
-        return HttpResponseRedirect(test.completion_url)
+        return HttpResponseRedirect(services.completion_link(test))
     return redirect("raters:home", slug=challenge.slug)
 
 

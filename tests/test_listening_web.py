@@ -134,18 +134,55 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
     ListeningTest.objects.filter(challenge=listening).update(categories_min=1)
     answer_session(rater, services.next_session(rater).session)
     response = client.post(f"/listen/{listening.slug}/finish/")
-    assert response.status_code == 302 and response.url == "https://example.org/done?cc=ABC"
-    assert (
-        "https://example.org/done?cc=ABC"
-        in client.get(f"/listen/{listening.slug}/").content.decode()
+    # The run's completion code replaces the one in the URL and is shown on the last page.
+    code = services.listening_test(listening).completion_code
+    assert re.fullmatch(r"C[0-9A-F]{8}", code)
+    assert response.status_code == 302 and response.url == f"https://example.org/done?cc={code}"
+    page = client.get(f"/listen/{listening.slug}/").content.decode()
+    assert f"https://example.org/done?cc={code}" in page
+    assert f'<strong id="completion-code">{code}</strong>' in page
+
+
+def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
+    listening, organizer_client
+):
+    ListeningTest.objects.filter(challenge=listening).update(
+        completion_url="", completion_code="RUN-7", categories_min=1
     )
+    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    assert 'id="crowd-warning"' in page and "No completion URL is set" in page
+    services.set_open(listening, False)
+    response = organizer_client.post(
+        f"/organize/listening/{listening.slug}/open/", {"open": "1"}, follow=True
+    )
+    assert "No completion URL is set" in response.content.decode()
+    test = services.listening_test(listening)
+    client = Client()
+    client.get(f"/listen/{listening.slug}/crowd/{test.crowd_key}/?PROLIFIC_PID=w9&SESSION_ID=s9")
+    rater = Rater.objects.get(challenge=listening, participant_id="w9")
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    answer_session(rater, services.next_session(rater).session)
+    response = client.post(f"/listen/{listening.slug}/finish/")
+    assert response.status_code == 302 and response.url == f"/listen/{listening.slug}/"
+    page = client.get(response.url).content.decode()
+    assert '<strong id="completion-code">RUN-7</strong>' in page
+    assert "Enter it on the study" in page
+    # Set, the warning goes.
+    ListeningTest.objects.filter(challenge=listening).update(completion_url="https://x.org/c")
+    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    assert "crowd-warning" not in page
 
 
 def test_strangers_see_nothing(listening):
     client = Client()
     assert f"/listen/{listening.slug}/" in client.get("/").content.decode()  # the open test
+    # The home page's link leads the public to how to take part, not to a refusal.
     response = client.get(f"/listen/{listening.slug}/")
-    assert response.status_code == 403 and b"invitation link" in response.content
+    assert response.status_code == 200 and b'id="how-to-join"' in response.content
+    assert b"personal link" in response.content and b'name="token"' not in response.content
+    assert client.post(f"/listen/{listening.slug}/rate/", {}).status_code == 403
+    assert client.get(f"/listen/{listening.slug}/consent/").status_code == 403
     trial_token = Trial.objects.values_list("token", flat=True).first()
     assert trial_token is None  # no sessions yet; build one for someone else
     _, rater = _join(listening)
@@ -315,6 +352,7 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
         "categories_min": 5, "categories_max": 4, "target_ratings": 10, "anchors_per_session": 12,
         "familiarization_clips": 6, "loudness_alignment": "on", "target_lufs": -27,
         "diversity_gap_s": 0.5, "listened_fraction": 0.9, "completion_url": "",
+        "completion_code": "RUN-1",
         "consent_text": "", "instructions_text": "",
     }  # fmt: skip
     assert organizer_client.post(url, data).status_code == 400  # min above max
@@ -455,7 +493,8 @@ def test_an_account_of_another_challenge_is_not_enrolled_here(listening, rater_u
     client = Client()
     client.force_login(rater_user)  # a participant account made for no team of this challenge
     response = client.get(f"/listen/{listening.slug}/")
-    assert response.status_code == 403
+    assert response.status_code == 200 and b"how-to-join" in response.content
+    assert client.get(f"/listen/{listening.slug}/consent/").status_code == 403
     assert not Rater.objects.filter(challenge=listening, user=rater_user).exists()
 
 
@@ -473,7 +512,7 @@ def test_a_crowd_worker_cannot_take_over_another_workers_session(listening):
         "?PROLIFIC_PID=5f1a2d&SESSION_ID=x",
     ):
         assert stranger.get(url + query).status_code == 409
-    assert stranger.get(f"/listen/{listening.slug}/").status_code == 403
+    assert b"how-to-join" in stranger.get(f"/listen/{listening.slug}/").content  # not the worker's
     # The worker, back from the recruiting platform in another browser: let in.
     again = Client()
     assert again.get(url + "?PROLIFIC_PID=5f1a2d&SESSION_ID=s-first").status_code == 302
