@@ -243,7 +243,12 @@ def consent(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRes
     return render(
         request,
         "raters/consent.html",
-        {"challenge": challenge, "test": services.listening_test(challenge), "error": error},
+        {
+            "challenge": challenge,
+            "rater": rater,
+            "test": services.listening_test(challenge),
+            "error": error,
+        },
         status=400 if error else 200,
     )
 

@@ -68,6 +68,8 @@ def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_pa
             seen.append(token)
             _listen_to_the_end(page, shortcut=n % 2 == 1)
             assert page.is_disabled("#next")  # no answer yet on either scale
+            if n == 0:  # on a 390 px phone the scales take the width of the screen
+                assert page.locator("#quality-scale").bounding_box()["width"] >= 0.7 * 390
             # Keyboard only: the arrow keys set a scale.
             page.focus("#quality-scale")
             page.keyboard.press("ArrowRight")

@@ -396,6 +396,9 @@ def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
     assert response.status_code == 302
     rater = Rater.objects.get(user=organizer)
     assert rater.diversity_role
+    consent = organizer_client.get(f"/listen/{listening.slug}/consent/").content.decode()
+    assert "how different the sounds of each series are" in consent
+    assert "two scales" not in consent
     _through_consent(organizer_client, listening.slug)
     assert organizer_client.get(f"/listen/{listening.slug}/").url.endswith("/diversity/")
     page = organizer_client.get(f"/listen/{listening.slug}/diversity/").content.decode()
