@@ -135,6 +135,19 @@ def record_event(
     return row
 
 
+def stop(model: type[Heard], pk: int) -> None:
+    """Another sound began: this one's stretch ends now (up to the wall time it may have had).
+    A rater hears one sound at a time, so sounds played side by side do not each count."""
+    with transaction.atomic():
+        row = model.objects.select_for_update(no_key=True).get(pk=pk)
+        if row.playing_from is None or row.playing_since is None:
+            return
+        moment = now()
+        elapsed = (moment - row.playing_since).total_seconds()
+        _close_stretch(row, row.playing_from + max(0.0, elapsed), moment)
+        row.save(update_fields=["heard", "playing_from", "playing_since"])
+
+
 def page_shown(model: type[Heard], pks: list[int]) -> None:
     """A page (re)loaded: whatever played before stops, and only what was reported counts."""
     model.objects.filter(pk__in=pks, playing_from__isnull=False).update(

@@ -111,6 +111,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "jobs": Job.objects.filter(challenge=challenge, kind=Job.Kind.PREPARE_LISTENING)[:3],
         "open_refused": services.open_refused(challenge),
         "crowd_warning": services.crowd_warning(challenge),
+        "completion_code": services.completion_code(test),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),

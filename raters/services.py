@@ -326,12 +326,21 @@ def crowd_warning(challenge: Challenge) -> str:
     )
 
 
+def completion_code(test: ListeningTest) -> str:
+    """The run's completion code: the recruiting platform's own when the completion URL carries
+    one (Prolific issues it, and pays by it), else the test's."""
+    given = dict(parse_qsl(urlsplit(test.completion_url).query)).get("cc", "")
+    return given or test.completion_code
+
+
 def completion_link(test: ListeningTest) -> str:
-    """The completion URL with the run's code as `cc` (replacing one already there)."""
+    """The completion URL, with the run's code added as `cc` when it carries none."""
     if not test.completion_url:
         return ""
     parts = urlsplit(test.completion_url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cc"]
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "cc" for key, _ in query):
+        return test.completion_url
     query.append(("cc", test.completion_code))
     return urlunsplit(parts._replace(query=urlencode(query)))
 
@@ -979,13 +988,18 @@ def next_diversity_trial(rater: Rater) -> DiversityTrial | None:
 # --- Audio by token ------------------------------------------------------------------------------
 
 
-def _sound(rater: Rater, token: str) -> tuple[type, Heard, AudioFile]:
-    """The row behind one of the rater's tokens and the audio its browser receives."""
-    for model, owner in (
+def _owners(rater: Rater) -> tuple[tuple[type, Q], ...]:
+    """The kinds of sound a rater hears, each with the filter to the rater's own."""
+    return (
         (Trial, Q(session__rater=rater)),
         (FamiliarizationClip, Q(session__rater=rater)),
         (DiversityTrial, Q(rater=rater)),
-    ):
+    )
+
+
+def _sound(rater: Rater, token: str) -> tuple[type, Heard, AudioFile]:
+    """The row behind one of the rater's tokens and the audio its browser receives."""
+    for model, owner in _owners(rater):
         row = model.objects.filter(owner, token=token).first()
         if row is None:
             continue
@@ -1009,6 +1023,13 @@ def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> l
     """One event of the page's player (play, pause, seeking, timeupdate, ended) for one of the
     rater's sounds; returns the server's verdict on it so far."""
     model, row, audio = _sound(rater, token)
+    if kind == "play":
+        for other, owner in _owners(rater):
+            for pk in other.objects.filter(owner, playing_from__isnull=False).values_list(
+                "pk", flat=True
+            ):
+                if (other, pk) != (model, row.pk):
+                    listening.stop(other, pk)
     row = listening.record_event(model, row.pk, kind, t, audio.duration_s, seek_from=seek_from)
     what = {Trial: "sound", FamiliarizationClip: "example", DiversityTrial: "file"}[model]
     return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)

@@ -227,7 +227,7 @@ def _end(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "challenge": challenge,
             "rater": rater,
             "completion_url": services.completion_link(test) if crowd else "",
-            "completion_code": test.completion_code if crowd else "",
+            "completion_code": services.completion_code(test) if crowd else "",
         },
     )
 

@@ -47,7 +47,14 @@ def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_pa
 
         # Familiarization: Start opens only once every example has played to its end.
         assert page.is_disabled("#start")
-        page.eval_on_selector_all("ol.examples audio", "els => els.forEach(a => a.play())")
+        # One after another: a rater hears one sound at a time (played at once, only the
+        # last begun would count).
+        page.eval_on_selector_all(
+            "ol.examples audio",
+            "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
+            " {once: true}); return a; })",
+        )
+        page.eval_on_selector("ol.examples audio", "a => a.play()")
         page.wait_for_selector("#start:not([disabled])")
         with page.expect_navigation():
             page.click("#start")
@@ -154,7 +161,14 @@ def test_a_crowd_worker_ends_at_the_completion_url(live_server, chromium_path):
             page.click("button[type=submit]")
         with page.expect_navigation():
             page.click("button[type=submit]")
-        page.eval_on_selector_all("ol.examples audio", "els => els.forEach(a => a.play())")
+        # One after another: a rater hears one sound at a time (played at once, only the
+        # last begun would count).
+        page.eval_on_selector_all(
+            "ol.examples audio",
+            "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
+            " {once: true}); return a; })",
+        )
+        page.eval_on_selector("ol.examples audio", "a => a.play()")
         page.wait_for_selector("#start:not([disabled])")
         with page.expect_navigation():
             page.click("#start")

@@ -282,3 +282,19 @@ def test_player_events_are_checked(challenge, clock):
     assert other.post(url, json.dumps(body), content_type="application/json").status_code == 404
     trial = Trial.objects.get(token=form["token"])
     assert trial.plays == 0 and trial.heard == []
+
+
+def test_two_sounds_played_at_once_count_as_one(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    page = client.get(f"/listen/{challenge.slug}/").content.decode()
+    following = re.search(r'audio/([^/"]+)/" hidden', page).group(1)
+    for token in (form["token"], following):
+        client.get(f"/listen/{challenge.slug}/audio/{token}/")
+    # A script plays this sound and the preloaded next one side by side.
+    _event(client, challenge.slug, form["token"], "play", 0)
+    _event(client, challenge.slug, following, "play", 0)
+    clock.advance(DURATION)
+    assert _event(client, challenge.slug, following, "ended", DURATION)["heard"]
+    verdict = _event(client, challenge.slug, form["token"], "ended", DURATION)
+    assert not verdict["heard"] and verdict["heard_fraction"] < 0.2
+    assert _rate(client, challenge.slug, form).status_code == 409

@@ -134,13 +134,19 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
     ListeningTest.objects.filter(challenge=listening).update(categories_min=1)
     answer_session(rater, services.next_session(rater).session)
     response = client.post(f"/listen/{listening.slug}/finish/")
-    # The run's completion code replaces the one in the URL and is shown on the last page.
-    code = services.listening_test(listening).completion_code
-    assert re.fullmatch(r"C[0-9A-F]{8}", code)
-    assert response.status_code == 302 and response.url == f"https://example.org/done?cc={code}"
+    # The platform's own code in the URL is the run's code, kept and shown on the last page.
+    assert response.status_code == 302 and response.url == "https://example.org/done?cc=ABC"
     page = client.get(f"/listen/{listening.slug}/").content.decode()
-    assert f"https://example.org/done?cc={code}" in page
-    assert f'<strong id="completion-code">{code}</strong>' in page
+    assert "https://example.org/done?cc=ABC" in page
+    assert '<strong id="completion-code">ABC</strong>' in page
+    # A URL without one gets the test's code.
+    test = services.listening_test(listening)
+    assert re.fullmatch(r"C[0-9A-F]{8}", test.completion_code)
+    test.completion_url = "https://example.org/done?study=7"
+    assert (
+        services.completion_link(test)
+        == f"https://example.org/done?study=7&cc={test.completion_code}"
+    )
 
 
 def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(

@@ -196,6 +196,12 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     assert "flagged by too_fast: median 1.0 s to answer" in page
     assert "excluded by anchors: 5 of 12 checks misrated" in page
     assert "flagged by not_listened" in page and "flagged by straight_lining" in page
+    api = organizer_client.get(f"/api/listening/challenges/{challenge.slug}/progress/").json()
+    reasons = {flag["session"]: flag["reasons"] for row in api["raters"] for flag in row["flags"]}
+    assert reasons[sessions["fast"].code] == [
+        "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
+    ]
+    assert sum(row["sessions_flagged"] for row in api["raters"]) == 3
 
     # Assignment: the excluded session leaves its place; flagged ones keep theirs.
     category = sessions["misrating"].category_id
