@@ -328,6 +328,16 @@ def _owner(team_of: Mapping[str, str], system: str, rater_team: str, rules: Rule
     return owner
 
 
+def _exclusion_reasons(verdict) -> list[str]:
+    """Why a session is excluded: its misrated checks (or that it has none answered) when the
+    anchor rule excludes it, then each other rule that does, with its reason."""
+    rules = {f.rule: f.reason for f in verdict.flags if f.action == "exclude"}
+    reasons = []
+    if "anchors" in rules:
+        reasons = list(verdict.misratings) or [rules["anchors"]]
+    return reasons + [f"{rule}: {reason}" for rule, reason in rules.items() if rule != "anchors"]
+
+
 def _combine(q, f, d, rules: Rules):
     """Final score: weighted mean of the three scales; a missing scale drops out of the weights."""
     parts = [(q, rules.weight_quality), (f, rules.weight_fit), (d, rules.weight_diversity)]
@@ -437,7 +447,7 @@ def score(
             "session": v.session,
             "misrated": v.misrated,
             "checks": v.checks,
-            "reasons": v.misratings or ["no check answered"],
+            "reasons": _exclusion_reasons(v),
             "rules": {f.rule: f.reason for f in v.flags if f.action == "exclude"},
         }
         for v in sessions.values()

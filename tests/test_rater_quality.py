@@ -134,6 +134,9 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
     )
     result = score(inputs, strict)
     assert [e["rater"] for e in result["excluded_sessions"]] == ["R1", "R2", "R3", "R4"]
+    reasons = {e["rater"]: e["reasons"] for e in result["excluded_sessions"]}
+    assert reasons["R2"] == ["too_fast: median 1.0 s to answer (limit 3 s)"]
+    assert len(reasons["R4"]) == 5 and reasons["R4"][0].startswith("anchor_hq_goodfit rated")
     assert result["counts"]["trial_ratings_used"] == 24
     assert result["settings"]["quality"]["too_fast"] == {"action": "exclude"}
 
