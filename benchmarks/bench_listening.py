@@ -78,7 +78,8 @@ def main() -> None:
         Trial.objects.filter(session=session, position__gte=1000).delete()
     n_trials = sessions[0][1].trials.count()
 
-    save, floor_save, serve, floor_serve = [], [], [], []
+    save, floor_save, serve, floor_serve, event = [], [], [], [], []
+    test = services.listening_test(challenge)
     answered = 0
     for rater, session in sessions:
         services.complete_familiarization(session, require_heard=False)
@@ -86,16 +87,24 @@ def main() -> None:
             if answered >= args.answers:
                 break
             t = time.perf_counter()
-            audio = services.audio_for_token(rater, trial.token)
-            delivery.audio_response(audio)
+            services.serve_audio(rater, trial.token)  # served and its delivery recorded
             serve.append(time.perf_counter() - t)
             t = time.perf_counter()
-            storage.read_audio(audio.file)
+            storage.read_audio(delivery.delivered_audio(trial.audio, test).file)
             floor_serve.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            services.player_event(rater, trial.token, "play", 0)
+            event.append(time.perf_counter() - t)
             t = time.perf_counter()
             services.save_rating(rater, trial.token, quality=5, fit=5, key=f"bench-{trial.pk:08d}")
             save.append(time.perf_counter() - t)
             answered += 1
+    # Assignment judges every session by the rater-quality rules over every answer so far.
+    need = []
+    for _ in range(5):
+        t = time.perf_counter()
+        services.category_need(challenge)
+        need.append(time.perf_counter() - t)
     # Floor: the bare insert of the same number of rows, each in its own transaction.
     spare = list(Trial.objects.filter(rating__isnull=True)[: len(save)])
     for trial in spare:
@@ -113,6 +122,8 @@ def main() -> None:
     )
     print(f"store one answer (save_rating)      ours {ms(save)}   bare insert  {ms(floor_save)}")
     print(f"serve one sound by its token        ours {ms(serve)}   file read    {ms(floor_serve)}")
+    print(f"one player event (play)             ours {ms(event)}")
+    print(f"what each category needs, judging {answered} answers   ours {ms(need)}")
 
 
 if __name__ == "__main__":

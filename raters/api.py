@@ -136,6 +136,17 @@ class ProgressView(APIView):
                         "answered": row["answered"],
                         "trials": row["trials"],
                         "sessions_failing_checks": row["failing"],
+                        "sessions_flagged": row["flagged"],
+                        "flags": [
+                            {
+                                "session": session.code,
+                                "category": session.category.slug,
+                                "excluded": session.verdict.excluded,
+                                "reasons": [str(flag) for flag in session.verdict.flags],
+                            }
+                            for session in row["sessions"]
+                            if session.verdict.flags
+                        ],
                         "diversity_ratings": row["diversity"],
                     }
                     for row in selectors.rater_progress(challenge)

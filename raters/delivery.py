@@ -19,6 +19,7 @@ from stimuli import storage
 from stimuli.audio import decode_wav, encode_wav, integrated_loudness, resample
 from stimuli.models import AudioFile
 
+from .anchors import dither
 from .models import DeliveredAudio, ListeningTest
 
 # Aligned audio never exceeds this peak; a quiet clip that would clip is turned down instead.
@@ -98,6 +99,8 @@ def delivered_audio(source: AudioFile, test: ListeningTest) -> AudioFile:
     gain_db = 0.0
     if aligned:
         samples, gain_db = align(samples, rate, target)
+    # Dithered like every delivered sound: no sound keeps a telltale handful of sample values.
+    samples = dither(samples, int(source.sha256[:12], 16))
     audio = store_samples(samples, rate)
     try:
         with transaction.atomic():
@@ -143,19 +146,15 @@ def audio_response(audio: AudioFile, range_header: str = "") -> HttpResponse:
     return response
 
 
-def degrade(samples: np.ndarray, sample_rate: int, seed: int) -> np.ndarray:
-    """A low-quality anchor: heavily low-passed (600 Hz), noised at 0 dB SNR, coarsely quantised."""
-    rng = np.random.default_rng(seed)
-    frames = samples.shape[0]
-    spectrum = np.fft.rfft(samples, axis=0)
-    freqs = np.fft.rfftfreq(frames, 1 / sample_rate)
-    spectrum[freqs > 600] = 0
-    low = np.fft.irfft(spectrum, n=frames, axis=0)
-    power = float(np.mean(low**2)) or 1e-6
-    noisy = low + rng.standard_normal(low.shape) * math.sqrt(power)
-    noisy = np.round(noisy * 16) / 16  # 5-bit grid: audible distortion
-    peak = float(np.max(np.abs(noisy))) or 1.0
-    return 0.5 * noisy / peak
+def served_range(response: HttpResponse) -> tuple[int, int, int] | None:
+    """(first byte, last byte, file size) of what an `audio_response` sent; None for nothing."""
+    if response.status_code == 200:
+        size = len(response.content)
+        return (0, size - 1, size) if size else None
+    if response.status_code == 206:
+        match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", response["Content-Range"])
+        return int(match.group(1)), int(match.group(2)), int(match.group(3))
+    return None
 
 
 def concatenate(parts: list[np.ndarray], sample_rate: int, gap_s: float) -> np.ndarray:

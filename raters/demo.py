@@ -13,7 +13,7 @@ from stimuli.models import Challenge, Medoid, Team
 from stimuli.permissions import ORGANIZERS_GROUP
 
 from . import services
-from .models import Anchor, Rater, Stimulus
+from .models import Anchor, Rater, Rating, Stimulus
 
 # What an attentive rater answers for each anchor type (quality, fit).
 ANCHOR_ANSWERS = {
@@ -109,7 +109,18 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
                 system = trial.stimulus.system.name if trial.stimulus_id else ""
                 quality, fit = _answer(rng, trial.role, system, n in careless)
                 key = f"sim-{trial.token}"
-                services.save_rating(rater, trial.token, quality=quality, fit=fit, key=key)
+                rating, _ = services.save_rating(
+                    rater, trial.token, quality=quality, fit=fit, key=key
+                )
+                # What listening would have recorded: careful raters hear each sound and take
+                # a few seconds; careless ones skip through.
+                Rating.objects.filter(pk=rating.pk).update(
+                    plays=1,
+                    heard_fraction=0.3 if n in careless else 1.0,
+                    answer_s=round(
+                        rng.uniform(1.0, 2.0) if n in careless else rng.uniform(5, 15), 1
+                    ),
+                )
                 counts["ratings"] += 1
             still.append((n, rater))
         raters = still

@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
-from django.core.validators import URLValidator
+from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 from django.db.models import Q
 
@@ -28,6 +28,10 @@ def new_token() -> str:
 
 def new_rater_code() -> str:
     return "R" + secrets.token_hex(4).upper()
+
+
+def new_completion_code() -> str:
+    return "C" + secrets.token_hex(4).upper()
 
 
 def new_seed() -> int:
@@ -63,10 +67,22 @@ class ListeningTest(models.Model):
     diversity_gap_s = models.FloatField(
         default=0.5, help_text="Silence between the sounds of a diversity file (seconds)."
     )
+    listened_fraction = models.FloatField(
+        default=0.9,
+        help_text="Share of a sound that must be heard (and of its duration that must pass since "
+        "it was first delivered) before it can be rated or an example counts as heard.",
+    )
     completion_url = models.URLField(
         blank=True,
         validators=[URLValidator(schemes=["https", "http"])],
         help_text="Where crowd-sourced raters are sent at the end (e.g. Prolific).",
+    )
+    completion_code = models.CharField(
+        max_length=32,
+        default=new_completion_code,
+        validators=[RegexValidator(r"^[A-Za-z0-9_-]{4,32}$", "4 to 32 letters, digits, - or _.")],
+        help_text="Shown to crowd-sourced raters at the end and added to the completion URL "
+        "(as cc=..., Prolific's form): the proof of completion they are paid for.",
     )
     crowd_key = models.CharField(max_length=32, default=new_token, unique=True, editable=False)
     consent_text = models.TextField(blank=True)
@@ -98,6 +114,10 @@ class ListeningTest(models.Model):
             models.CheckConstraint(
                 condition=Q(diversity_gap_s__gte=0) & Q(diversity_gap_s__lte=5),
                 name="listening_gap_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(listened_fraction__gte=0) & Q(listened_fraction__lte=1),
+                name="listening_listened_fraction_range",
             ),
         ]
 
@@ -273,7 +293,46 @@ class CategorySession(models.Model):
         return f"{self.rater.code}-{self.pk}"
 
 
-class FamiliarizationClip(models.Model):
+class Heard(models.Model):
+    """What the server knows of one sound's listening: the byte ranges it delivered and when,
+    and the stretches of media time the page reported as played, each no longer than the wall
+    time the server saw pass (see `raters.listening`)."""
+
+    served_at = models.DateTimeField(null=True, blank=True, help_text="First delivery.")
+    delivered_ranges = models.JSONField(
+        default=list, blank=True, help_text="Merged inclusive byte ranges served: [[a, b], ...]."
+    )
+    delivered_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the served ranges first covered the whole file."
+    )
+    plays = models.PositiveIntegerField(default=0)
+    seeks = models.PositiveIntegerField(default=0)
+    heard = models.JSONField(
+        default=list, blank=True, help_text="Merged media-time intervals played: [[s, e], ...]."
+    )
+    playing_from = models.FloatField(null=True, blank=True)
+    playing_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class ListeningRecord(models.Model):
+    """What an answer was given after: plays, share heard, seeks and time on the item; empty for
+    answers stored before these were recorded."""
+
+    plays = models.PositiveIntegerField(null=True, blank=True)
+    seeks = models.PositiveIntegerField(null=True, blank=True)
+    heard_fraction = models.FloatField(null=True, blank=True)
+    answer_s = models.FloatField(
+        null=True, blank=True, help_text="Seconds from the item's turn to the answer."
+    )
+
+    class Meta:
+        abstract = True
+
+
+class FamiliarizationClip(Heard):
     """A development clip heard before the trials of a session open."""
 
     session = models.ForeignKey(
@@ -282,7 +341,6 @@ class FamiliarizationClip(models.Model):
     position = models.PositiveSmallIntegerField()
     audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="+")
     token = models.CharField(max_length=32, unique=True, default=new_token)
-    served_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]
@@ -296,7 +354,7 @@ class FamiliarizationClip(models.Model):
         return f"familiarization {self.position} of {self.session}"
 
 
-class Trial(models.Model):
+class Trial(Heard):
     """One item of a session: a stimulus or a hidden anchor, heard through `token` only."""
 
     class Role(models.TextChoices):
@@ -316,7 +374,6 @@ class Trial(models.Model):
     )
     audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="+")
     token = models.CharField(max_length=32, unique=True, default=new_token)
-    served_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]
@@ -335,7 +392,7 @@ class Trial(models.Model):
         return f"trial {self.position} of {self.session}"
 
 
-class Rating(models.Model):
+class Rating(ListeningRecord):
     """The answer to one trial; a second answer to the same trial cannot exist."""
 
     trial = models.OneToOneField(Trial, on_delete=models.CASCADE, related_name="rating")
@@ -387,12 +444,11 @@ class DiversityItem(models.Model):
         return f"diversity {self.system.public_id} {self.category.slug}"
 
 
-class DiversityTrial(models.Model):
+class DiversityTrial(Heard):
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="diversity_trials")
     item = models.ForeignKey(DiversityItem, on_delete=models.PROTECT, related_name="trials")
     position = models.PositiveSmallIntegerField()
     token = models.CharField(max_length=32, unique=True, default=new_token)
-    served_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["rater", "position"]
@@ -407,7 +463,7 @@ class DiversityTrial(models.Model):
         return f"diversity trial {self.position} of {self.rater}"
 
 
-class DiversityRating(models.Model):
+class DiversityRating(ListeningRecord):
     trial = models.OneToOneField(DiversityTrial, on_delete=models.CASCADE, related_name="rating")
     diversity = models.PositiveSmallIntegerField()
     idempotency_key = models.CharField(max_length=64, unique=True)

@@ -38,7 +38,9 @@ class SettingsForm(forms.ModelForm):
             "loudness_alignment",
             "target_lufs",
             "diversity_gap_s",
+            "listened_fraction",
             "completion_url",
+            "completion_code",
             "consent_text",
             "instructions_text",
         ]
@@ -50,6 +52,7 @@ class SettingsForm(forms.ModelForm):
             "familiarization_clips": "Familiarization examples",
             "target_lufs": "Target loudness (LUFS)",
             "diversity_gap_s": "Silence in diversity files (s)",
+            "listened_fraction": "Share of each sound to hear before rating",
             "completion_url": "Completion URL",
         }
         widgets = {
@@ -106,6 +109,9 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "&SESSION_ID={{%SESSION_ID%}}",
         "invited": Rater.objects.filter(challenge=challenge, kind=Rater.Kind.INVITED),
         "jobs": Job.objects.filter(challenge=challenge, kind=Job.Kind.PREPARE_LISTENING)[:3],
+        "open_refused": services.open_refused(challenge),
+        "crowd_warning": services.crowd_warning(challenge),
+        "completion_code": services.completion_code(test),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),
@@ -174,6 +180,8 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     messages.success(
         request, "The listening test is open." if is_open else "The listening test is closed."
     )
+    if is_open and (warning := services.crowd_warning(challenge)):
+        messages.warning(request, warning)
     return redirect("listening:monitor", slug=slug)
 
 

@@ -6,13 +6,24 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
-from collections.abc import Callable
 
+from django.conf import settings
+from django.db import models
 from django.db.models import Count, Q
+from django.utils.module_loading import import_string
 
 from stimuli.models import Challenge
 
-from .models import CategorySession, DiversityRating, ListeningTest, Rater, Rating, Stimulus
+from .models import (
+    CategorySession,
+    DiversityRating,
+    ListeningTest,
+    Rater,
+    Rating,
+    Stimulus,
+    Trial,
+)
+from .quality import QualityRules, Verdict, judge
 
 RATING_COLUMNS = (
     "rater",
@@ -25,17 +36,71 @@ RATING_COLUMNS = (
     "role",
     "quality",
     "fit",
+    "plays",
+    "seeks",
+    "heard_fraction",
+    "answer_s",
+    "flags",
 )
-DIVERSITY_COLUMNS = ("rater", "rater_team", "category", "system", "track", "diversity")
+DIVERSITY_COLUMNS = (
+    "rater",
+    "rater_team",
+    "category",
+    "system",
+    "track",
+    "diversity",
+    "plays",
+    "seeks",
+    "heard_fraction",
+    "answer_s",
+)
 
-# DCASE 2023 Task 7: a check is misrated when the answer contradicts the anchor's type, and a
-# session with FAIL_AT misrated checks or more is excluded. These are the defaults; a challenge's
-# own rules come from scoring (see `use_check_rule`).
-LOW, HIGH = 3, 7
-FAIL_AT = 5
+FLAGS_COLUMN = "flags"
 
-Misrated = Callable[[str, int, int], bool]
-CheckRule = Callable[[Challenge], tuple[Misrated, int]]
+
+def quality_rules(challenge: Challenge) -> QualityRules:
+    """The challenge's rater-quality rules. They are set with the scoring rules, which this app
+    may not import: settings.RATER_QUALITY_RULES names the function that reads them (DCASE
+    defaults when unset)."""
+    path = getattr(settings, "RATER_QUALITY_RULES", "")
+    return import_string(path)(challenge) if path else QualityRules()
+
+
+def _answer_rows(challenge: Challenge) -> list[dict]:
+    """Every quality/fit answer, as the rules read it (the export's columns, fetched lean)."""
+    fields = {
+        "session": "trial__session_id",
+        "rater": "trial__session__rater__code",
+        "category": "trial__session__category__slug",
+        "role": "trial__role",
+        "quality": "quality",
+        "fit": "fit",
+        "heard_fraction": "heard_fraction",
+        "answer_s": "answer_s",
+    }
+    rows = Rating.objects.filter(trial__session__rater__challenge=challenge).values_list(
+        *fields.values()
+    )
+    result = []
+    for values in rows:
+        row = dict(zip(fields, values, strict=True))
+        row["session"] = f"{row['rater']}-{row['session']}"  # CategorySession.code
+        result.append(row)
+    return result
+
+
+def session_verdicts(challenge: Challenge, rows: list[dict] | None = None) -> dict[int, Verdict]:
+    """Per session (by id), the rater-quality rules' verdict; a session still being rated is
+    judged only by what can no longer change."""
+    rows = _answer_rows(challenge) if rows is None else rows
+    open_codes = [
+        f"{code}-{pk}"
+        for pk, code in CategorySession.objects.filter(
+            rater__challenge=challenge, state=CategorySession.State.OPEN
+        ).values_list("pk", "rater__code")
+    ]
+    verdicts = judge(rows, quality_rules(challenge), unfinished=open_codes)
+    return {int(v.session.rsplit("-", 1)[1]): v for v in verdicts.values()}
 
 
 def rating_rows(challenge: Challenge) -> list[dict]:
@@ -56,6 +121,7 @@ def rating_rows(challenge: Challenge) -> list[dict]:
         )
         .order_by("trial__session__rater__index", "trial__session__order", "trial__position")
     )
+    verdicts = {pk: v.summary() for pk, v in session_verdicts(challenge).items()}
     rows = []
     for rating in ratings:
         trial = rating.trial
@@ -74,9 +140,25 @@ def rating_rows(challenge: Challenge) -> list[dict]:
                 "role": trial.role,
                 "quality": rating.quality,
                 "fit": rating.fit,
+                **_listening(rating),
+                FLAGS_COLUMN: verdicts.get(session.pk, ""),
             }
         )
     return rows
+
+
+def _listening(rating) -> dict:
+    """What the answer was given after; empty for answers stored before it was recorded."""
+
+    def blank(value):
+        return "" if value is None else value
+
+    return {
+        "plays": blank(rating.plays),
+        "seeks": blank(rating.seeks),
+        "heard_fraction": blank(rating.heard_fraction),
+        "answer_s": blank(rating.answer_s),
+    }
 
 
 def diversity_rows(challenge: Challenge) -> list[dict]:
@@ -94,6 +176,7 @@ def diversity_rows(challenge: Challenge) -> list[dict]:
             "system": r.trial.item.system.name,
             "track": r.trial.item.system.track.code,
             "diversity": r.diversity,
+            **_listening(r),
         }
         for r in ratings
     ]
@@ -107,69 +190,37 @@ def to_csv(rows: list[dict], columns: tuple[str, ...]) -> str:
     return buffer.getvalue()
 
 
-def misrated(role: str, quality: int, fit: int) -> bool:
-    """The DCASE 2023 Task 7 rule: whether an answer to a check contradicts its anchor's type."""
-    if role == "anchor_hq_goodfit":
-        return quality <= LOW or fit <= LOW
-    if role == "anchor_hq_poorfit":
-        return quality <= LOW or fit >= HIGH
-    if role == "anchor_lq_poorfit":
-        return quality >= HIGH or fit >= HIGH
-    return False
+def excluded_sessions(challenge: Challenge) -> list[int]:
+    """Sessions whose answers scoring will set aside, by the rater-quality rules."""
+    return [pk for pk, verdict in session_verdicts(challenge).items() if verdict.excluded]
 
 
-def _dcase_rule(challenge: Challenge) -> tuple[Misrated, int]:
-    return misrated, FAIL_AT
-
-
-_check_rule: CheckRule = _dcase_rule
-
-
-def use_check_rule(rule: CheckRule) -> None:
-    """Judge checks by `rule(challenge) -> (misrated(role, quality, fit), exclude_at)`.
-
-    Scoring owns a challenge's rules and installs them when the apps load: assignment and
-    monitoring must call a session failing exactly when scoring will exclude it, and this app may
-    not import scoring.
-    """
-    global _check_rule
-    _check_rule = rule
-
-
-def session_checks(challenge: Challenge) -> dict[int, dict]:
-    """Per session: checks answered, checks misrated, and whether the session fails already
-    (by the challenge's scoring rules)."""
-    is_misrated, exclude_at = _check_rule(challenge)
-    result: dict[int, dict] = defaultdict(lambda: {"checks": 0, "misrated": 0, "failing": False})
-    answered = Rating.objects.filter(trial__session__rater__challenge=challenge).exclude(
-        trial__role="trial"
+def own_team(challenge: Challenge) -> Q:
+    """Trials of a rater's own team's system: scoring removes their ratings."""
+    return Q(
+        session__rater__team__isnull=False,
+        session__rater__team_id=models.F("stimulus__system__team_id"),
     )
-    for session_id, role, quality, fit in answered.values_list(
-        "trial__session_id", "trial__role", "quality", "fit"
-    ):
-        entry = result[session_id]
-        entry["checks"] += 1
-        if is_misrated(role, quality, fit):
-            entry["misrated"] += 1
-            entry["failing"] = entry["misrated"] >= exclude_at
-    return dict(result)
 
 
 def stimulus_progress(challenge: Challenge) -> list[dict]:
-    """Per stimulus: ratings so far, those from sessions passing the quality checks (the ones
-    scoring will use) against the target, and trials assigned."""
+    """Per stimulus: ratings so far, the usable ones (scoring will use them: not from an
+    excluded session, not of the rater's own team) against the target, and trials assigned."""
     test = ListeningTest.objects.filter(challenge=challenge).first()
     target = test.target_ratings if test else 0
-    failing = [pk for pk, c in session_checks(challenge).items() if c["failing"]]
+    excluded = excluded_sessions(challenge)
+    usable = set(
+        Trial.objects.filter(stimulus__challenge=challenge, rating__isnull=False)
+        .exclude(session_id__in=excluded)
+        .exclude(own_team(challenge))
+        .values_list("pk", flat=True)
+    )
     rows = (
         Stimulus.objects.filter(challenge=challenge)
         .select_related("system__track", "category")
         .annotate(
             n_ratings=Count("trials", filter=Q(trials__rating__isnull=False)),
-            n_usable=Count(
-                "trials",
-                filter=Q(trials__rating__isnull=False) & ~Q(trials__session_id__in=failing),
-            ),
+            n_usable=Count("trials", filter=Q(trials__pk__in=usable)),
             n_planned=Count("trials"),
         )
         .order_by("category__position", "system__name", "position")
@@ -213,8 +264,9 @@ def category_progress(challenge: Challenge) -> list[dict]:
 
 
 def rater_progress(challenge: Challenge) -> list[dict]:
-    """Per rater: sessions, answers so far, and sessions already failing the quality checks."""
-    checks = session_checks(challenge)
+    """Per rater: sessions, answers so far, and each session's verdict by the rater-quality
+    rules (flags with their reasons; excluded or not)."""
+    verdicts = session_verdicts(challenge)
     raters = Rater.objects.filter(challenge=challenge).select_related("team", "user")
     sessions = (
         CategorySession.objects.filter(rater__challenge=challenge)
@@ -226,7 +278,7 @@ def rater_progress(challenge: Challenge) -> list[dict]:
     )
     by_rater: dict[int, list] = defaultdict(list)
     for session in sessions:
-        session.checks = checks.get(session.pk, {"checks": 0, "misrated": 0, "failing": False})
+        session.verdict = verdicts.get(session.pk) or Verdict(session.code, "", "")
         by_rater[session.rater_id].append(session)
     diversity = dict(
         DiversityRating.objects.filter(trial__rater__challenge=challenge)
@@ -244,8 +296,9 @@ def rater_progress(challenge: Challenge) -> list[dict]:
                 "answered": sum(s.n_answered for s in own),
                 "trials": sum(s.n_trials for s in own),
                 "closed": sum(s.state == CategorySession.State.CLOSED for s in own),
-                "failing": sum(s.checks["failing"] for s in own),
-                "misrated": sum(s.checks["misrated"] for s in own),
+                "failing": sum(s.verdict.excluded for s in own),
+                "flagged": sum(bool(s.verdict.flags) and not s.verdict.excluded for s in own),
+                "misrated": sum(s.verdict.misrated for s in own),
                 "diversity": diversity.get(rater.pk, 0),
             }
         )

@@ -7,23 +7,27 @@ Pages, the API, the demo and the tests all go through these functions.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 from django.db.models.functions import Coalesce
+from django.http import HttpResponse
 from django.utils import timezone
 
 from stimuli.jobs import JobProgress, enqueue, run_job
-from stimuli.models import Category, Challenge, Clip, Job, Medoid, Team
+from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid, Team
 
-from . import delivery
+from . import anchors, delivery, listening
 from .design import counterbalanced_order, spread_slots, williams
+from .errors import ListeningError
 from .models import (
     Anchor,
     CategorySession,
@@ -31,6 +35,7 @@ from .models import (
     DiversityRating,
     DiversityTrial,
     FamiliarizationClip,
+    Heard,
     ListeningTest,
     Rater,
     Rating,
@@ -40,20 +45,19 @@ from .models import (
 
 # Anchor pool per category and type: sessions draw their anchors from it.
 ANCHOR_POOL = 8
+# A clip quieter than this (integrated loudness, LUFS) is no source for an anchor.
+MIN_SOURCE_LUFS = -70.0
 # Blocks of the balanced Latin square over a session.
 SESSION_BLOCKS = 8
 # An open session without an answer for this long no longer holds its place in the assignment.
 ABANDONED_AFTER = timedelta(hours=2)
+# Every publication of a challenge is of the same ratings: publishing closes the test for good.
+PUBLISHED_CLOSED = (
+    "Results are published, so the listening test stays closed: every publication must be of "
+    "the same ratings. Collect more ratings in a new challenge."
+)
+NO_STIMULI = "The listening test has no stimuli yet; prepare it first."
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-
-
-class ListeningError(Exception):
-    """A request the listening test refuses; `status` is the HTTP status to answer with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
 
 
 # --- Settings and the stimulus set -------------------------------------------------------------
@@ -112,13 +116,30 @@ def _listening_began(challenge: Challenge) -> bool:
 
 
 def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
-    """The anchor pools of every category: development clips of the category (high quality, good
-    fit), of other categories (high quality, poor fit) and degraded clips of other categories
-    (low quality, poor fit, rendered here). Existing anchors are kept."""
+    """The anchor pools of every category, for the kinds that have none yet.
+
+    Organizers' anchors come first, as DCASE 2023 Task 7 hand-picked them: clips imported with
+    role anchor are high quality, good fit for their own category and high quality, poor fit for
+    the others. The built-in construction fills what remains: development clips of the category
+    (good fit), of other categories (poor fit), and degraded clips of other categories (low
+    quality, poor fit; see `anchors.degrade`). No source is a familiarization example of any
+    category (a rater may have heard it in another session), and no source is silent.
+    Unused anchors rendered from silence by an older version are replaced.
+    """
+    Anchor.objects.filter(challenge=challenge, audio__is_silent=True, trials__isnull=True).delete()
     categories = list(Category.objects.filter(challenge=challenge))
+    familiar = set().union(*(_familiarization_pool(challenge, c) for c in categories))
     dev: dict[int, list[Clip]] = {c.pk: [] for c in categories}
-    for clip in Clip.objects.filter(challenge=challenge, role=Clip.Role.DEVELOPMENT).order_by("id"):
-        dev[clip.category_id].append(clip)
+    chosen: dict[int, list[Clip]] = {c.pk: [] for c in categories}
+    for clip in (
+        Clip.objects.filter(challenge=challenge, role__in=[Clip.Role.DEVELOPMENT, Clip.Role.ANCHOR])
+        .exclude(pk__in=familiar)
+        .select_related("audio")
+        .order_by("id")
+    ):
+        if clip.audio.is_silent or (clip.audio.loudness_lufs or -math.inf) < MIN_SOURCE_LUFS:
+            continue
+        (chosen if clip.role == Clip.Role.ANCHOR else dev)[clip.category_id].append(clip)
     rng = random.Random(seed)
     made = 0
     for n, category in enumerate(categories):
@@ -128,12 +149,10 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
         rng.shuffle(own)
         others = [clip for c in categories if c.pk != category.pk for clip in dev[c.pk]]
         rng.shuffle(others)
-        # Good-fit anchors are never one of the familiarization examples, when there are others.
-        familiar = _familiarization_pool(challenge, category)
-        own = [c for c in own if c.pk not in familiar] or own
+        picked_others = [clip for c in categories if c.pk != category.pk for clip in chosen[c.pk]]
         plan = [
-            (Anchor.Kind.HQ_GOODFIT, own[:ANCHOR_POOL]),
-            (Anchor.Kind.HQ_POORFIT, others[:ANCHOR_POOL]),
+            (Anchor.Kind.HQ_GOODFIT, (chosen[category.pk] + own)[:ANCHOR_POOL]),
+            (Anchor.Kind.HQ_POORFIT, (picked_others + others)[:ANCHOR_POOL]),
             (Anchor.Kind.LQ_POORFIT, others[ANCHOR_POOL : 2 * ANCHOR_POOL] or others[:ANCHOR_POOL]),
         ]
         for kind, clips in plan:
@@ -143,7 +162,7 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
                 audio = clip.audio
                 if kind == Anchor.Kind.LQ_POORFIT:
                     samples, rate = delivery.load_samples(clip.audio)
-                    audio = delivery.store_samples(delivery.degrade(samples, rate, clip.pk), rate)
+                    audio = delivery.store_samples(anchors.degrade(samples, rate, clip.pk), rate)
                 Anchor.objects.get_or_create(
                     challenge=challenge,
                     category=category,
@@ -153,6 +172,39 @@ def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
                 )
                 made += 1
     return made
+
+
+def check_anchors(challenge: Challenge) -> None:
+    """Refuse an anchor set that a simple statistic of the delivered audio (silence, distinct
+    sample values, RMS level; spectral flatness for good-fit anchors) sets apart from the
+    stimuli of its category; the error says which category, kind and statistic."""
+    test = listening_test(challenge)
+
+    def measured(audio: AudioFile) -> anchors.Stats:
+        return anchors.stats(delivery.load_samples(delivery.delivered_audio(audio, test))[0])
+
+    problems = []
+    for category in Category.objects.filter(challenge=challenge):
+        stimuli = [
+            measured(s.clip.audio)
+            for s in Stimulus.objects.filter(category=category).select_related("clip__audio")
+        ]
+        kinds: dict[str, list[anchors.Stats]] = {}
+        for anchor in Anchor.objects.filter(category=category).select_related("audio"):
+            kinds.setdefault(anchor.kind, []).append(measured(anchor.audio))
+        # Poor-fit anchors are other categories' sounds: their spectra differ from the
+        # stimuli's as they should (that is what a listener hears); flatness is judged for
+        # good-fit anchors, which must be like the category's stimuli.
+        found = anchors.separations(kinds, stimuli, flatness_kinds=(Anchor.Kind.HQ_GOODFIT,))
+        problems += [f"{category.slug} {problem}" for problem in found]
+    if problems:
+        raise ListeningError(
+            "The anchors can be told apart from the stimuli without listening: "
+            + "; ".join(problems)
+            + ". Import other anchor clips (role anchor) or development clips, and prepare "
+            "again.",
+            409,
+        )
 
 
 def _familiarization_pool(challenge: Challenge, category: Category) -> set[int]:
@@ -234,6 +286,7 @@ def prepare(challenge: Challenge, *, progress=None) -> dict:
     stimuli = build_stimulus_set(challenge)
     anchors = build_anchors(challenge, progress=progress)
     rendered = render_delivered_audio(challenge, progress=progress)
+    check_anchors(challenge)
     items = build_diversity_items(challenge, progress=progress)
     return {"stimuli": stimuli, "anchors_added": anchors, "rendered": rendered, "diversity": items}
 
@@ -262,15 +315,56 @@ def run_prepare_job(job_id: int) -> Job:
     return run_job(job_id, work)
 
 
+def crowd_warning(challenge: Challenge) -> str:
+    """What the organizer must know before handing out the crowd link ("" when all is set)."""
+    if listening_test(challenge).completion_url:
+        return ""
+    return (
+        "No completion URL is set: crowd workers will see the completion code on the last page "
+        "but are not sent back to the recruiting platform. Set the study's completion URL "
+        "before handing out the crowd link."
+    )
+
+
+def completion_code(test: ListeningTest) -> str:
+    """The run's completion code: the recruiting platform's own when the completion URL carries
+    one (Prolific issues it, and pays by it), else the test's."""
+    given = dict(parse_qsl(urlsplit(test.completion_url).query)).get("cc", "")
+    return given or test.completion_code
+
+
+def completion_link(test: ListeningTest) -> str:
+    """The completion URL, with the run's code added as `cc` when it carries none."""
+    if not test.completion_url:
+        return ""
+    parts = urlsplit(test.completion_url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "cc" for key, _ in query):
+        return test.completion_url
+    query.append(("cc", test.completion_code))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def open_refused(challenge: Challenge) -> str:
+    """Why the test cannot be opened now ("" when it can): shown beside the disabled button."""
+    if challenge.phase == Challenge.Phase.PUBLISHED:
+        return PUBLISHED_CLOSED
+    if not Stimulus.objects.filter(challenge=challenge).exists():
+        return NO_STIMULI
+    return ""
+
+
 def set_open(challenge: Challenge, is_open: bool) -> ListeningTest:
     """Open or close the test; opening moves the challenge to its listening phase."""
     test = listening_test(challenge)
     if is_open and not Stimulus.objects.filter(challenge=challenge).exists():
-        raise ListeningError("The listening test has no stimuli yet; prepare it first.", 409)
+        raise ListeningError(NO_STIMULI, 409)
     with transaction.atomic():
         # The challenge's lock: imports and generations check the phase under it before they
         # store clips, so none lands after the test has opened.
         locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+        if is_open and locked.phase == Challenge.Phase.PUBLISHED:
+            raise ListeningError(PUBLISHED_CLOSED, 409)
         test.is_open = is_open
         test.save(update_fields=["is_open", "updated_at"])
         if is_open and locked.phase in (Challenge.Phase.SETUP, Challenge.Phase.OBJECTIVE):
@@ -435,33 +529,42 @@ class NextStep:
 
 
 def category_need(challenge: Challenge) -> dict[int, int]:
-    """Sessions of each category still needed for every stimulus to reach the target.
+    """Sessions of each category still needed for every stimulus to reach the target in usable
+    ratings.
 
-    A session counts while it is closed and passing the quality checks, or open and active in the
-    last `ABANDONED_AFTER`: an abandoned session or one that fails the checks (its ratings will
-    be excluded at scoring) leaves its place to another rater.
+    A session counts for a stimulus while it is closed and not excluded by the rater-quality
+    rules, or open and active in the last `ABANDONED_AFTER`, and only when the rater is not of
+    the stimulus's team (scoring removes ratings of one's own systems). An abandoned or excluded
+    session leaves its place to another rater.
     """
-    from .selectors import session_checks
+    from .selectors import excluded_sessions
 
     test = listening_test(challenge)
-    with_stimuli = (
-        Stimulus.objects.filter(challenge=challenge)
-        .values_list("category_id", flat=True)
-        .distinct()
-    )
-    failing = {pk for pk, checks in session_checks(challenge).items() if checks["failing"]}
+    teams: dict[int, list[int | None]] = {}
+    for category_id, team_id in Stimulus.objects.filter(challenge=challenge).values_list(
+        "category_id", "system__team_id"
+    ):
+        teams.setdefault(category_id, []).append(team_id)
+    excluded = set(excluded_sessions(challenge))
     cutoff = timezone.now() - ABANDONED_AFTER
     sessions = (
         CategorySession.objects.filter(rater__challenge=challenge)
         .annotate(active=Coalesce(Max("trials__rating__created_at"), "created_at"))
-        .values_list("pk", "category_id", "state", "active")
+        .values_list("pk", "category_id", "state", "active", "rater__team_id")
     )
-    counts: dict[int, int] = {}
-    for pk, category_id, state, active in sessions:
-        if pk in failing or (state != CategorySession.State.CLOSED and active < cutoff):
+    counting: dict[int, list[int | None]] = {}
+    for pk, category_id, state, active, team_id in sessions:
+        if pk in excluded or (state != CategorySession.State.CLOSED and active < cutoff):
             continue
-        counts[category_id] = counts.get(category_id, 0) + 1
-    return {c: max(0, test.target_ratings - counts.get(c, 0)) for c in with_stimuli}
+        counting.setdefault(category_id, []).append(team_id)
+    need = {}
+    for category_id, stimulus_teams in teams.items():
+        raters = counting.get(category_id, [])
+        fewest = min(
+            sum(1 for team in raters if team is None or team != owner) for owner in stimulus_teams
+        )
+        need[category_id] = max(0, test.target_ratings - fewest)
+    return need
 
 
 def next_session(rater: Rater) -> NextStep:
@@ -610,13 +713,22 @@ def build_session(rater: Rater, category: Category, *, order: int) -> CategorySe
 
 
 def complete_familiarization(session: CategorySession, *, require_heard: bool = True) -> None:
-    """Open the trials once every familiarization clip was fetched by the rater's browser."""
+    """Open the trials once the server can vouch that every example was heard."""
     if session.familiarized_at:
         return
-    if require_heard and session.familiarization.filter(served_at__isnull=True).exists():
-        raise ListeningError("Please listen to every example before the trials begin.", 409)
+    if require_heard:
+        test = listening_test(session.rater.challenge)
+        clips = list(session.familiarization.select_related("audio").order_by("position"))
+        for clip in clips:
+            verdict = listening.listened(
+                clip, delivery.delivered_audio(clip.audio, test).duration_s, test, what="example"
+            )
+            if not verdict.ok:
+                raise ListeningError(
+                    f"Example {clip.position + 1} of {len(clips)}: {verdict.reason}", 409
+                )
     CategorySession.objects.filter(pk=session.pk, familiarized_at__isnull=True).update(
-        familiarized_at=timezone.now()
+        familiarized_at=listening.now()
     )
     session.refresh_from_db()
 
@@ -676,20 +788,77 @@ def save_rating(
             raise ListeningError("This trial is already answered.", 409)
         if trial.session.state != CategorySession.State.OPEN:
             raise ListeningError("This session is closed.", 409)
-        if not listening_test(rater.challenge).is_open:
-            raise ListeningError("The listening test is closed.", 409)
+        _check_open(rater.challenge)
         if trial.session.familiarized_at is None:
             raise ListeningError("The examples of this category come first.", 409)
-        if require_heard and trial.served_at is None:
-            raise ListeningError("Please listen to the sound before rating it.", 409)
         if next_trial(session) != trial:
             # The counterbalanced order is part of the design; the page preloads the next
             # sound, so its token is known before its turn.
             raise ListeningError("Please rate the sounds in the order they are given.", 409)
-        rating = Rating.objects.create(trial=trial, quality=quality, fit=fit, idempotency_key=key)
+        test = listening_test(rater.challenge)
+        verdict = listening.listened(
+            trial, delivery.delivered_audio(trial.audio, test).duration_s, test
+        )
+        if require_heard and not verdict.ok:
+            raise ListeningError(verdict.reason, 409)
+        previous = (
+            Rating.objects.filter(trial__session=session)
+            .order_by("-created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        rating = Rating.objects.create(
+            trial=trial,
+            quality=quality,
+            fit=fit,
+            idempotency_key=key,
+            **_record(verdict, previous or session.familiarized_at),
+        )
         if next_trial(session) is None:
             close_session(session)
     return rating, True
+
+
+def closed_message(challenge: Challenge) -> str:
+    """What a rater is told while the test is closed: ended for good, or paused."""
+    challenge.refresh_from_db(fields=["phase"])
+    if challenge.phase == Challenge.Phase.PUBLISHED:
+        return (
+            "The listening test has ended and its results are published. Thank you for taking part."
+        )
+    return (
+        "The listening test is paused. Your answers are saved: come back through the same link "
+        "when it reopens."
+    )
+
+
+def _check_open(challenge: Challenge) -> None:
+    """Refuse an answer while the test is closed. On PostgreSQL the test's row is held FOR SHARE
+    until the answer commits, so closing the test (publishing) waits for answers under way and
+    none lands after the ratings were read for publication."""
+    test = listening_test(challenge)
+    is_open = test.is_open
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT is_open FROM {ListeningTest._meta.db_table} WHERE id = %s FOR SHARE",
+                [test.pk],
+            )
+            is_open = cursor.fetchone()[0]
+    if not is_open:
+        raise ListeningError(closed_message(challenge), 409)
+
+
+def _record(verdict: listening.Listened, turn_began) -> dict:
+    """The listening data stored with an answer; time to answer counts from the item's turn (the
+    previous answer, or the end of the examples)."""
+    moment = listening.now()
+    return {
+        "plays": verdict.plays,
+        "seeks": verdict.seeks,
+        "heard_fraction": round(verdict.fraction, 4),
+        "answer_s": round((moment - turn_began).total_seconds(), 3) if turn_began else None,
+    }
 
 
 def close_session(session: CategorySession) -> None:
@@ -792,11 +961,23 @@ def save_diversity_rating(
             return previous, False
         if DiversityRating.objects.filter(trial=trial).exists():
             raise ListeningError("This item is already answered.", 409)
-        if not listening_test(rater.challenge).is_open:
-            raise ListeningError("The listening test is closed.", 409)
-        if require_heard and trial.served_at is None:
-            raise ListeningError("Please listen to the sounds before rating them.", 409)
-        rating = DiversityRating.objects.create(trial=trial, diversity=value, idempotency_key=key)
+        _check_open(rater.challenge)
+        test = listening_test(rater.challenge)
+        verdict = listening.listened(trial, trial.item.audio.duration_s, test, what="file")
+        if require_heard and not verdict.ok:
+            raise ListeningError(verdict.reason, 409)
+        previous = (
+            DiversityRating.objects.filter(trial__rater=rater)
+            .order_by("-created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        rating = DiversityRating.objects.create(
+            trial=trial,
+            diversity=value,
+            idempotency_key=key,
+            **_record(verdict, previous or rater.instructed_at),
+        )
     return rating, True
 
 
@@ -807,23 +988,63 @@ def next_diversity_trial(rater: Rater) -> DiversityTrial | None:
 # --- Audio by token ------------------------------------------------------------------------------
 
 
-def audio_for_token(rater: Rater, token: str):
-    """The delivered audio behind one of the rater's tokens; marks it as served."""
-    now = timezone.now()
-    for model, owner in (
+def _owners(rater: Rater) -> tuple[tuple[type, Q], ...]:
+    """The kinds of sound a rater hears, each with the filter to the rater's own."""
+    return (
         (Trial, Q(session__rater=rater)),
         (FamiliarizationClip, Q(session__rater=rater)),
         (DiversityTrial, Q(rater=rater)),
-    ):
+    )
+
+
+def _sound(rater: Rater, token: str) -> tuple[type, Heard, AudioFile]:
+    """The row behind one of the rater's tokens and the audio its browser receives."""
+    for model, owner in _owners(rater):
         row = model.objects.filter(owner, token=token).first()
         if row is None:
             continue
-        if row.served_at is None:
-            model.objects.filter(pk=row.pk).update(served_at=now)
         if model is DiversityTrial:
-            return row.item.audio  # rendered from delivered audio already
-        return delivery.delivered_audio(row.audio, listening_test(rater.challenge))
+            return model, row, row.item.audio  # rendered from delivered audio already
+        return model, row, delivery.delivered_audio(row.audio, listening_test(rater.challenge))
     raise ListeningError("No such audio.", 404)
+
+
+def serve_audio(rater: Rater, token: str, range_header: str = "") -> HttpResponse:
+    """The delivered audio behind one of the rater's tokens; the bytes served are recorded."""
+    model, row, audio = _sound(rater, token)
+    response = delivery.audio_response(audio, range_header)
+    served = delivery.served_range(response)
+    if served is not None:
+        listening.record_delivery(model, row.pk, *served)
+    return response
+
+
+def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> listening.Listened:
+    """One event of the page's player (play, pause, seeking, timeupdate, ended) for one of the
+    rater's sounds; returns the server's verdict on it so far."""
+    model, row, audio = _sound(rater, token)
+    if kind == "play":
+        for other, owner in _owners(rater):
+            for pk in other.objects.filter(owner, playing_from__isnull=False).values_list(
+                "pk", flat=True
+            ):
+                if (other, pk) != (model, row.pk):
+                    listening.stop(other, pk)
+    row = listening.record_event(model, row.pk, kind, t, audio.duration_s, seek_from=seek_from)
+    what = {Trial: "sound", FamiliarizationClip: "example", DiversityTrial: "file"}[model]
+    return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)
+
+
+def page_shown(rows: list) -> None:
+    """A page showing these sounds (re)loaded: nothing of them is playing any more."""
+    for row in rows:
+        listening.page_shown(type(row), [row.pk])
+
+
+def listened_now(rater: Rater, row) -> listening.Listened:
+    """The server's verdict on one of the rater's sounds, for the page to open its scales."""
+    _, row, audio = _sound(rater, row.token)
+    return listening.listened(row, audio.duration_s, listening_test(rater.challenge))
 
 
 def team_for_name(challenge: Challenge, name: str) -> Team | None:

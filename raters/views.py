@@ -6,6 +6,7 @@ crowd links) or the logged-in account; pages show only that rater's own sessions
 
 from __future__ import annotations
 
+import json
 import secrets
 from functools import wraps
 
@@ -18,7 +19,7 @@ from django.views.decorators.http import require_POST
 from stimuli.models import Challenge
 from stimuli.permissions import is_organizer
 
-from . import delivery, services
+from . import services
 from .models import CategorySession, Rater
 
 SESSION_KEY = "listening-rater-{}"
@@ -61,6 +62,9 @@ def rater_view(view):
     def wrapper(request: HttpRequest, slug: str, *args, **kwargs):
         challenge = get_object_or_404(Challenge, slug=slug)
         rater = _session_rater(request, challenge)
+        if rater is None and view.__name__ == "home" and request.method == "GET":
+            # The public's way in (the home page links here): how to take part, not a 403.
+            return render(request, "raters/how_to_join.html", {"challenge": challenge})
         if rater is None:
             return _refuse(
                 request,
@@ -126,17 +130,24 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return redirect("raters:diversity", slug=challenge.slug)
     if rater.finished_at is not None:
         return _end(request, challenge, rater)
+    if not services.listening_test(challenge).is_open:
+        return _closed(request, challenge)
     session = rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
     if session is None:
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
+        clips = list(session.familiarization.order_by("position"))
+        services.page_shown(clips)
+        for clip in clips:
+            clip.listened = services.listened_now(rater, clip)
         return render(
             request,
             "raters/familiarization.html",
             {
                 "challenge": challenge,
                 "session": session,
-                "clips": session.familiarization.order_by("position"),
+                "clips": clips,
+                "all_heard": all(clip.listened.ok for clip in clips),
                 **_progress(rater, session),
             },
         )
@@ -146,6 +157,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return redirect("raters:home", slug=challenge.slug)
     trials = list(session.trials.order_by("position").values_list("position", "token"))
     following = next((t for p, t in trials if p > trial.position), None)
+    services.page_shown([trial])
     return render(
         request,
         "raters/trial.html",
@@ -153,12 +165,26 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "challenge": challenge,
             "session": session,
             "trial": trial,
+            "listened": services.listened_now(rater, trial),
             "key": secrets.token_urlsafe(16),
             "next_token": following,
             "number": trial.position + 1,
             "total": len(trials),
             "percent": round(100 * trial.position / len(trials)),
             **_progress(rater, session),
+        },
+    )
+
+
+def _closed(request: HttpRequest, challenge: Challenge) -> HttpResponse:
+    message = services.closed_message(challenge)
+    return render(
+        request,
+        "raters/closed.html",
+        {
+            "challenge": challenge,
+            "message": message,
+            "published": challenge.phase == Challenge.Phase.PUBLISHED,
         },
     )
 
@@ -193,11 +219,16 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 
 def _end(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     test = services.listening_test(challenge)
-    completion = test.completion_url if rater.kind == Rater.Kind.CROWD else ""
+    crowd = rater.kind == Rater.Kind.CROWD
     return render(
         request,
         "raters/end.html",
-        {"challenge": challenge, "rater": rater, "completion_url": completion},
+        {
+            "challenge": challenge,
+            "rater": rater,
+            "completion_url": services.completion_link(test) if crowd else "",
+            "completion_code": services.completion_code(test) if crowd else "",
+        },
     )
 
 
@@ -212,7 +243,12 @@ def consent(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRes
     return render(
         request,
         "raters/consent.html",
-        {"challenge": challenge, "test": services.listening_test(challenge), "error": error},
+        {
+            "challenge": challenge,
+            "rater": rater,
+            "test": services.listening_test(challenge),
+            "error": error,
+        },
         status=400 if error else 200,
     )
 
@@ -280,14 +316,33 @@ def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
     services.finish(rater)
     test = services.listening_test(challenge)
     if rater.kind == Rater.Kind.CROWD and test.completion_url:
-        return HttpResponseRedirect(test.completion_url)
+        return HttpResponseRedirect(services.completion_link(test))
     return redirect("raters:home", slug=challenge.slug)
 
 
 @rater_view
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
-    audio_file = services.audio_for_token(rater, token)
-    return delivery.audio_response(audio_file, request.headers.get("Range", ""))
+    return services.serve_audio(rater, token, request.headers.get("Range", ""))
+
+
+@rater_view
+@require_POST
+def player_event(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    """One event of a sound's player; answers the server's verdict on that sound so far."""
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        raise services.ListeningError("The event must be a JSON object.") from None
+    if not isinstance(body, dict):
+        raise services.ListeningError("The event must be a JSON object.")
+    verdict = services.player_event(
+        rater,
+        str(body.get("token", "")),
+        str(body.get("event", "")),
+        body.get("t"),
+        seek_from=body.get("from"),
+    )
+    return JsonResponse(verdict.as_dict())
 
 
 @rater_view
@@ -300,6 +355,8 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
         return redirect("raters:consent", slug=challenge.slug)
     trials = services.diversity_trials(rater)
     trial = services.next_diversity_trial(rater)
+    if trial is not None and not services.listening_test(challenge).is_open:
+        return _closed(request, challenge)
     if trial is None:
         return render(
             request,
@@ -307,12 +364,14 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
             {"challenge": challenge, "count": len(trials)},
         )
     following = next((t.token for t in trials if t.position > trial.position), None)
+    services.page_shown([trial])
     return render(
         request,
         "raters/diversity.html",
         {
             "challenge": challenge,
             "trial": trial,
+            "listened": services.listened_now(rater, trial),
             "item": trial.item,
             "key": secrets.token_urlsafe(16),
             "next_token": following,

@@ -25,6 +25,16 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
+# DCASE 2023 Task 7's check rule (DEFAULT_MISRATING) and the other rater-quality rules.
+from raters.quality import (
+    ANCHOR_ROLES,
+    CONDITIONS,
+    DEFAULT_MISRATING,
+    QualityRuleError,
+    QualityRules,
+    judge,
+)
+
 RATING_COLUMNS = (
     "rater",
     "rater_team",
@@ -42,18 +52,8 @@ FAD_COLUMNS = ("system", "track", "category", "fad_dev", "fad_eval")
 TEAM_COLUMNS = ("system", "team", "track")
 
 TRIAL = "trial"
-ANCHOR_ROLES = ("anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit")
-CONDITIONS = ("quality_low", "quality_high", "fit_low", "fit_high")
 SCALES = ("quality", "fit", "diversity")
 SCALE_MAX = 10  # every slider runs from 0 to 10
-
-# DCASE 2023 Task 7: a check is misrated when the rating contradicts the anchor's type. The
-# high-quality/poor-fit anchor catches raters who confuse the two scales.
-DEFAULT_MISRATING = {
-    "anchor_hq_goodfit": ["quality_low", "fit_low"],
-    "anchor_hq_poorfit": ["quality_low", "fit_high"],
-    "anchor_lq_poorfit": ["quality_high", "fit_high"],
-}
 
 
 class ScoringInputError(ValueError):
@@ -74,6 +74,9 @@ class Rules:
     # misrated checks (0: sessions have no checks, and none is excluded for lacking them).
     checks_per_session: int = 12
     remove_self_ratings: bool = True
+    # The other rater-quality rules and the anchor rule's action (see raters.quality); the
+    # anchor rule's parameters are the fields above.
+    quality: Mapping[str, Mapping] = field(default_factory=dict)
     weight_quality: float = 1.0
     weight_fit: float = 1.0
     weight_diversity: float = 0.5
@@ -105,9 +108,28 @@ class Rules:
                         f"unknown condition {condition!r} for {role}; use one of {CONDITIONS}"
                     )
 
+        try:
+            self.quality_rules()
+        except QualityRuleError as exc:
+            raise ScoringInputError(str(exc)) from None
+
+    def quality_rules(self) -> QualityRules:
+        """The rater-quality rules these settings make (raters.quality judges sessions)."""
+        given = {name: dict(values) for name, values in dict(self.quality or {}).items()}
+        given["anchors"] = {
+            **given.get("anchors", {}),
+            "low": self.low,
+            "high": self.high,
+            "misrating": {k: list(v) for k, v in self.misrating.items()},
+            "exclude_at": self.exclude_at,
+            "checks_per_session": self.checks_per_session,
+        }
+        return QualityRules(given)
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["misrating"] = {k: list(v) for k, v in self.misrating.items()}
+        data["quality"] = {k: dict(v) for k, v in dict(self.quality or {}).items()}
         return data
 
     @classmethod
@@ -294,17 +316,6 @@ def _r(value, digits: int = 6):
 # Scoring
 
 
-def misrated(rules: Rules, role: str, quality: float, fit: float) -> list[str]:
-    """The conditions of the anchor's rule that this rating meets (empty: rated as expected)."""
-    state = {
-        "quality_low": quality <= rules.low,
-        "quality_high": quality >= rules.high,
-        "fit_low": fit <= rules.low,
-        "fit_high": fit >= rules.high,
-    }
-    return [c for c in rules.misrating.get(role, ()) if state[c]]
-
-
 def _owner(team_of: Mapping[str, str], system: str, rater_team: str, rules: Rules, where: str):
     """The team of a rated system; a rating by a team member of a system missing from the teams
     table cannot be told apart from a self-rating, so it is refused rather than counted."""
@@ -317,16 +328,14 @@ def _owner(team_of: Mapping[str, str], system: str, rater_team: str, rules: Rule
     return owner
 
 
-def _excluded(entry: Mapping, rules: Rules) -> bool:
-    """DCASE 2023 Task 7 excludes a session with 5 or more of its 12 checks misrated. A session
-    left part-way is held to the same share, and one with no check answered cannot be vouched
-    for at all."""
-    checks, wrong = entry["checks"], entry["misrated"]
-    if wrong >= rules.exclude_at:
-        return True
-    if rules.checks_per_session and checks < rules.checks_per_session:
-        return checks == 0 or wrong * rules.checks_per_session >= rules.exclude_at * checks
-    return False
+def _exclusion_reasons(verdict) -> list[str]:
+    """Why a session is excluded: its misrated checks (or that it has none answered) when the
+    anchor rule excludes it, then each other rule that does, with its reason."""
+    rules = {f.rule: f.reason for f in verdict.flags if f.action == "exclude"}
+    reasons = []
+    if "anchors" in rules:
+        reasons = list(verdict.misratings) or [rules["anchors"]]
+    return reasons + [f"{rule}: {reason}" for rule, reason in rules.items() if rule != "anchors"]
 
 
 def _combine(q, f, d, rules: Rules):
@@ -425,32 +434,34 @@ def score(
             continue
         diversity.append((rater, category, system, value))
 
-    # Quality checks per rater and category session; a session of trials alone has none.
-    sessions: dict[tuple[str, str, str], dict] = {}
-    for rater, session, category, *_ in trials:
-        sessions.setdefault((rater, category, session), {"checks": 0, "misrated": 0, "reasons": []})
-    for rater, session, category, role, quality, fit in anchors:
-        entry = sessions.setdefault(
-            (rater, category, session), {"checks": 0, "misrated": 0, "reasons": []}
-        )
-        entry["checks"] += 1
-        conditions = misrated(rules, role, quality, fit)
-        if conditions:
-            entry["misrated"] += 1
-            entry["reasons"].append(
-                f"{role} rated quality {quality:g}, fit {fit:g} ({', '.join(conditions)})"
-            )
+    # Every session judged by the rater-quality rules (raters.quality), on all its answers.
+    verdicts = judge(inputs.ratings, rules.quality_rules())
+    # A session counts as checked when it holds checks or trials that count (not only its
+    # team's own systems).
+    with_trials = {(t[0], t[2], t[1]) for t in trials}
+    sessions = {key: v for key, v in verdicts.items() if v.checks or key in with_trials}
     excluded_sessions = [
         {
-            "rater": rater,
-            "category": category,
-            "session": session,
-            "misrated": entry["misrated"],
-            "checks": entry["checks"],
-            "reasons": entry["reasons"] or ["no check answered"],
+            "rater": v.rater,
+            "category": v.category,
+            "session": v.session,
+            "misrated": v.misrated,
+            "checks": v.checks,
+            "reasons": _exclusion_reasons(v),
+            "rules": {f.rule: f.reason for f in v.flags if f.action == "exclude"},
         }
-        for (rater, category, session), entry in sorted(sessions.items())
-        if _excluded(entry, rules)
+        for v in sessions.values()
+        if v.excluded
+    ]
+    flagged_sessions = [
+        {
+            "rater": v.rater,
+            "category": v.category,
+            "session": v.session,
+            "flags": {f.rule: f.reason for f in v.flags},
+        }
+        for v in sessions.values()
+        if v.flags and not v.excluded
     ]
     excluded_keys = {(e["rater"], e["category"], e["session"]) for e in excluded_sessions}
     # Diversity is asked once per category, so it goes with the rater's category session(s).
@@ -696,6 +707,7 @@ def score(
     return {
         "tracks": tracks,
         "excluded_sessions": excluded_sessions,
+        "flagged_sessions": flagged_sessions,
         "pairs": pairs,
         "unrated_systems": unrated,
         "incomplete_systems": incomplete,

@@ -33,6 +33,13 @@ class ScoringSettings(models.Model):
         default=5, help_text="A session with this many misrated checks or more is excluded."
     )
     checks_per_session = models.PositiveSmallIntegerField(default=12)
+    quality_rules = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The other rater-quality rules (straight_lining, too_fast, not_listened, gold) "
+        'and the anchor rule\'s action, e.g. {"too_fast": {"action": "exclude", '
+        '"min_median_answer_s": 4}}; each action is exclude, flag or off (see raters.quality).',
+    )
     remove_self_ratings = models.BooleanField(default=True)
     weight_quality = models.FloatField(default=1.0)
     weight_fit = models.FloatField(default=1.0)
@@ -69,6 +76,7 @@ class ScoringSettings(models.Model):
             exclude_at=self.exclude_at,
             checks_per_session=self.checks_per_session,
             remove_self_ratings=self.remove_self_ratings,
+            quality=self.quality_rules or {},
             weight_quality=self.weight_quality,
             weight_fit=self.weight_fit,
             weight_diversity=self.weight_diversity,
@@ -80,6 +88,8 @@ class ScoringSettings(models.Model):
     def clean(self) -> None:
         if not isinstance(self.misrating_rules, dict):
             raise ValidationError({"misrating_rules": "Must be an object of anchor type to list."})
+        if not isinstance(self.quality_rules, dict):
+            raise ValidationError({"quality_rules": "Must be an object of rule name to settings."})
         try:
             self.rules()
         except (ScoringInputError, TypeError) as exc:

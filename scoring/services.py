@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from raters import services as raters_services
+from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
-from .compute import Inputs, Rules, ScoringInputError, misrated, score
+from .compute import Inputs, Rules, ScoringInputError, score
 from .models import ScoringSettings, Snapshot
 
 
@@ -47,16 +47,11 @@ def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
 
 
-def check_rule(challenge: Challenge) -> tuple[Callable[[str, int, int], bool], int]:
-    """The challenge's rule for the hidden checks, in the form the listening test's assignment
-    and monitoring use (installed by `ScoringConfig.ready`)."""
+def quality_rules(challenge: Challenge) -> QualityRules:
+    """The challenge's rater-quality rules, as the listening test's assignment, monitoring and
+    export read them (settings.RATER_QUALITY_RULES names this function)."""
     stored = ScoringSettings.objects.filter(challenge=challenge).first()
-    rules = stored.rules() if stored else Rules()
-
-    def is_misrated(role: str, quality: int, fit: int) -> bool:
-        return bool(misrated(rules, role, quality, fit))
-
-    return is_misrated, rules.exclude_at
+    return (stored.rules() if stored else Rules()).quality_rules()
 
 
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:
@@ -82,18 +77,30 @@ def publish(
     """
     if not is_organizer(user):
         raise PermissionDenied("Only organizers can publish results.")
-    if inputs is None:
-        inputs = collect_inputs(challenge)
-    rules = rules_for(challenge)
-    # Scored outside the transaction: it takes seconds and needs no lock.
-    result = score(inputs, rules, progress)
-    if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
-        # Results of the objective stage alone may be published; a listening test whose every
-        # rating was set aside would publish an empty leaderboard as if it were a finding.
-        raise ScoringInputError(
-            "Nothing to publish: no system has ratings that count in every category yet "
-            f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
-        )
+    # Publishing closes the listening test first: the ratings read below are then all there
+    # will ever be, so publishing again gives the same numbers.
+    test = raters_services.listening_test(challenge)
+    was_open = test.is_open
+    if was_open:
+        raters_services.set_open(challenge, False)
+    try:
+        if inputs is None:
+            inputs = collect_inputs(challenge)
+        rules = rules_for(challenge)
+        # Scored outside the transaction: it takes seconds and needs no lock.
+        result = score(inputs, rules, progress)
+        if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
+            # Results of the objective stage alone may be published; a listening test whose
+            # every rating was set aside would publish an empty leaderboard as if it were a
+            # finding.
+            raise ScoringInputError(
+                "Nothing to publish: no system has ratings that count in every category yet "
+                f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
+            )
+    except Exception:
+        if was_open:  # nothing was published: the test goes on
+            raters_services.set_open(challenge, True)
+        raise
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
         Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)

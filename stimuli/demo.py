@@ -91,7 +91,7 @@ def ensure_organizer(username: str = DEMO_USER, password: str = DEMO_PASSWORD):
 
 
 @transaction.atomic
-def seed_demo(*, per_category: int = 8, system_clips: int = 12) -> DemoSummary:
+def seed_demo(*, per_category: int = 12, system_clips: int = 12) -> DemoSummary:
     """Create the demo challenge once; a second call only resets the organizer's password."""
     user = ensure_organizer()
     existing = Challenge.objects.filter(slug=DEMO_SLUG).first()

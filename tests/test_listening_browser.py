@@ -47,7 +47,14 @@ def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_pa
 
         # Familiarization: Start opens only once every example has played to its end.
         assert page.is_disabled("#start")
-        page.eval_on_selector_all("ol.examples audio", "els => els.forEach(a => a.play())")
+        # One after another: a rater hears one sound at a time (played at once, only the
+        # last begun would count).
+        page.eval_on_selector_all(
+            "ol.examples audio",
+            "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
+            " {once: true}); return a; })",
+        )
+        page.eval_on_selector("ol.examples audio", "a => a.play()")
         page.wait_for_selector("#start:not([disabled])")
         with page.expect_navigation():
             page.click("#start")
@@ -68,6 +75,13 @@ def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_pa
             seen.append(token)
             _listen_to_the_end(page, shortcut=n % 2 == 1)
             assert page.is_disabled("#next")  # no answer yet on either scale
+            if n == 0:  # on a 390 px phone the scales take the width of the screen
+                assert page.locator("#quality-scale").bounding_box()["width"] >= 0.7 * 390
+                # One Tab from Play to the first scale (the native player's controls are left
+                # out of the order; Play and the P key work it).
+                page.focus("button.play")
+                page.keyboard.press("Tab")
+                assert page.evaluate("document.activeElement.id") == "quality-scale"
             # Keyboard only: the arrow keys set a scale.
             page.focus("#quality-scale")
             page.keyboard.press("ArrowRight")
@@ -152,7 +166,14 @@ def test_a_crowd_worker_ends_at_the_completion_url(live_server, chromium_path):
             page.click("button[type=submit]")
         with page.expect_navigation():
             page.click("button[type=submit]")
-        page.eval_on_selector_all("ol.examples audio", "els => els.forEach(a => a.play())")
+        # One after another: a rater hears one sound at a time (played at once, only the
+        # last begun would count).
+        page.eval_on_selector_all(
+            "ol.examples audio",
+            "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
+            " {once: true}); return a; })",
+        )
+        page.eval_on_selector("ol.examples audio", "a => a.play()")
         page.wait_for_selector("#start:not([disabled])")
         with page.expect_navigation():
             page.click("#start")
@@ -169,3 +190,76 @@ def test_a_crowd_worker_ends_at_the_completion_url(live_server, chromium_path):
     assert (rater.study_id, rater.crowd_session_id) == ("s1", "x9")
     assert rater.finished_at is not None
     assert Rating.objects.filter(trial__session__rater=rater).count() == 5
+
+
+def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path):
+    challenge = build_listening_challenge(
+        slug="browser-seek",
+        categories=2,
+        clips_per_system=1,
+        anchors_per_session=3,
+        familiarization_clips=1,
+        duration=1.5,
+    )
+    services.set_open(challenge, True)
+    rater = services.invite(challenge, label="seeker")
+    slug = challenge.slug
+    with chromium_page(chromium_path) as page:
+        page.goto(f"{live_server.url}/listen/{slug}/join/{rater.access_key}/")
+        page.check("#agree")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+
+        # The example skipped to its end does not open the trials.
+        page.eval_on_selector(
+            "ol.examples audio",
+            "a => { a.play(); a.addEventListener('playing', () => { a.currentTime = a.duration; },"
+            " {once: true}); }",
+        )
+        page.wait_for_function(
+            "document.querySelector('ol.examples .heard').textContent.includes('Skipping ahead')"
+        )
+        assert page.is_disabled("#start")
+        page.eval_on_selector("ol.examples audio", "a => { a.currentTime = 0; a.play(); }")
+        page.wait_for_selector("#start:not([disabled])")
+        with page.expect_navigation():
+            page.click("#start")
+
+        # The seek bar dragged to the end while playing: the player says "ended", the server
+        # says what was heard, and the scales stay shut.
+        token = page.get_attribute("input[name=token]", "value")
+        page.eval_on_selector(
+            "#stimulus",
+            "a => { a.play(); a.addEventListener('playing', () => { a.currentTime = a.duration; },"
+            " {once: true}); }",
+        )
+        page.wait_for_function(
+            "document.querySelector('.status').textContent.includes('Skipping ahead')"
+        )
+        assert page.is_disabled("#quality-scale") and page.is_disabled("#next")
+        # Forcing the form open and sending an answer is refused by the server, with the reason.
+        with page.expect_navigation():
+            page.eval_on_selector(
+                "form[data-listening]",
+                "f => { f.quality.value = '5'; f.fit.value = '5'; f.submit(); }",
+            )
+        assert "does not count as listening" in page.content()
+        assert not Rating.objects.filter(trial__token=token).exists()
+
+        # Listening through opens the scales and the answer is stored.
+        page.goto(f"{live_server.url}/listen/{slug}/")
+        assert page.get_attribute("input[name=token]", "value") == token
+        assert page.is_disabled("#quality-scale")
+        page.eval_on_selector("#stimulus", "a => { a.currentTime = 0; a.play(); }")
+        page.wait_for_selector("input[data-scale]:not([disabled])")
+        page.focus("#quality-scale")
+        page.keyboard.press("ArrowRight")
+        page.focus("#fit-scale")
+        page.keyboard.press("ArrowLeft")
+        with page.expect_navigation():
+            page.click("#next")
+    rating = Rating.objects.get(trial__token=token)
+    assert (rating.quality, rating.fit) == (6, 4)
+    assert rating.seeks >= 1 and rating.heard_fraction >= 0.9 and rating.plays >= 2

@@ -348,12 +348,15 @@ def test_database_refuses_what_the_services_refuse(listening):
 
 
 def test_familiarization_needs_every_example_fetched(listening):
+    services.listening_test(listening).__class__.objects.filter(challenge=listening).update(
+        listened_fraction=0.0
+    )
     rater = _rater(listening)
     session = services.next_session(rater).session
     with pytest.raises(services.ListeningError):
         services.complete_familiarization(session)
     for clip in session.familiarization.all():
-        services.audio_for_token(rater, clip.token)
+        services.serve_audio(rater, clip.token)
     services.complete_familiarization(session)
     assert session.familiarized_at is not None
 
@@ -374,7 +377,9 @@ def test_rating_rows_are_what_scoring_reads(listening):
     answer_session(member, services.next_session(member).session)
     rows = selectors.rating_rows(listening)
     assert len(rows) == 16
-    assert all(tuple(row) == RATING_COLUMNS for row in rows)
+    # Scoring's columns first, then what each answer was given after (for screening raters).
+    assert all(tuple(row) == selectors.RATING_COLUMNS for row in rows)
+    assert selectors.RATING_COLUMNS[: len(RATING_COLUMNS)] == RATING_COLUMNS
     assert {row["rater"] for row in rows} == {member.code}
     assert {row["rater_team"] for row in rows} == {"Team A0"}
     trials = [r for r in rows if r["role"] == "trial"]
@@ -387,7 +392,7 @@ def test_rating_rows_are_what_scoring_reads(listening):
     assert {r["category"] for r in rows} <= set(listening.categories.values_list("slug", flat=True))
     assert all(isinstance(r["quality"], int) for r in rows)
     assert selectors.diversity_rows(listening) == []
-    assert DIVERSITY_COLUMNS == selectors.DIVERSITY_COLUMNS
+    assert selectors.DIVERSITY_COLUMNS[: len(DIVERSITY_COLUMNS)] == DIVERSITY_COLUMNS
 
     inputs = collect_inputs(listening)
     result = score(inputs, Rules(bootstrap=10))
@@ -407,8 +412,8 @@ def test_careless_sessions_show_as_failing_checks(listening):
             trial.role, (rng.randint(0, 2), 9)
         )
         services.save_rating(rater, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
-    checks = selectors.session_checks(listening)[session.pk]
-    assert checks == {"checks": 12, "misrated": 12, "failing": True}
+    verdict = selectors.session_verdicts(listening)[session.pk]
+    assert (verdict.checks, verdict.misrated, verdict.excluded) == (12, 12, True)
     row = next(r for r in selectors.rater_progress(listening) if r["rater"] == rater)
     assert row["failing"] == 1 and row["answered"] == 16
 
@@ -500,10 +505,10 @@ def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
             q, f = 9, 1
         services.save_rating(rater, trial.token, quality=q, fit=f, key=f"rule-{trial.pk:05d}")
     assert wrong == 3
-    checks = selectors.session_checks(listening)[session.pk]
-    assert checks["misrated"] == 3 and not checks["failing"]  # DCASE: 5 of 12 exclude
+    verdict = selectors.session_verdicts(listening)[session.pk]
+    assert verdict.misrated == 3 and not verdict.excluded  # DCASE: 5 of 12 exclude
     ScoringSettings.objects.create(challenge=listening, exclude_at=3)
-    assert selectors.session_checks(listening)[session.pk]["failing"]
+    assert selectors.session_verdicts(listening)[session.pk].excluded
 
 
 def test_the_stimulus_set_is_fixed_once_raters_began(listening):

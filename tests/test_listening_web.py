@@ -24,7 +24,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def listening(db):
-    challenge = build_listening_challenge(completion_url="https://example.org/done?cc=ABC")
+    # Listening itself is verified in test_listening_heard.py; here a full fetch is enough.
+    challenge = build_listening_challenge(
+        completion_url="https://example.org/done?cc=ABC", listened_fraction=0.0
+    )
     services.set_open(challenge, True)
     return challenge
 
@@ -131,18 +134,61 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
     ListeningTest.objects.filter(challenge=listening).update(categories_min=1)
     answer_session(rater, services.next_session(rater).session)
     response = client.post(f"/listen/{listening.slug}/finish/")
+    # The platform's own code in the URL is the run's code, kept and shown on the last page.
     assert response.status_code == 302 and response.url == "https://example.org/done?cc=ABC"
+    page = client.get(f"/listen/{listening.slug}/").content.decode()
+    assert "https://example.org/done?cc=ABC" in page
+    assert '<strong id="completion-code">ABC</strong>' in page
+    # A URL without one gets the test's code.
+    test = services.listening_test(listening)
+    assert re.fullmatch(r"C[0-9A-F]{8}", test.completion_code)
+    test.completion_url = "https://example.org/done?study=7"
     assert (
-        "https://example.org/done?cc=ABC"
-        in client.get(f"/listen/{listening.slug}/").content.decode()
+        services.completion_link(test)
+        == f"https://example.org/done?study=7&cc={test.completion_code}"
     )
+
+
+def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
+    listening, organizer_client
+):
+    ListeningTest.objects.filter(challenge=listening).update(
+        completion_url="", completion_code="RUN-7", categories_min=1
+    )
+    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    assert 'id="crowd-warning"' in page and "No completion URL is set" in page
+    services.set_open(listening, False)
+    response = organizer_client.post(
+        f"/organize/listening/{listening.slug}/open/", {"open": "1"}, follow=True
+    )
+    assert "No completion URL is set" in response.content.decode()
+    test = services.listening_test(listening)
+    client = Client()
+    client.get(f"/listen/{listening.slug}/crowd/{test.crowd_key}/?PROLIFIC_PID=w9&SESSION_ID=s9")
+    rater = Rater.objects.get(challenge=listening, participant_id="w9")
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    answer_session(rater, services.next_session(rater).session)
+    response = client.post(f"/listen/{listening.slug}/finish/")
+    assert response.status_code == 302 and response.url == f"/listen/{listening.slug}/"
+    page = client.get(response.url).content.decode()
+    assert '<strong id="completion-code">RUN-7</strong>' in page
+    assert "Enter it on the study" in page
+    # Set, the warning goes.
+    ListeningTest.objects.filter(challenge=listening).update(completion_url="https://x.org/c")
+    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    assert "crowd-warning" not in page
 
 
 def test_strangers_see_nothing(listening):
     client = Client()
     assert f"/listen/{listening.slug}/" in client.get("/").content.decode()  # the open test
+    # The home page's link leads the public to how to take part, not to a refusal.
     response = client.get(f"/listen/{listening.slug}/")
-    assert response.status_code == 403 and b"invitation link" in response.content
+    assert response.status_code == 200 and b'id="how-to-join"' in response.content
+    assert b"personal link" in response.content and b'name="token"' not in response.content
+    assert client.post(f"/listen/{listening.slug}/rate/", {}).status_code == 403
+    assert client.get(f"/listen/{listening.slug}/consent/").status_code == 403
     trial_token = Trial.objects.values_list("token", flat=True).first()
     assert trial_token is None  # no sessions yet; build one for someone else
     _, rater = _join(listening)
@@ -282,7 +328,8 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     rows = list(csv.DictReader(io.StringIO(text)))
     assert (
         text.splitlines()[0]
-        == "rater,rater_team,session,category,system,track,stimulus,role,quality,fit"
+        == "rater,rater_team,session,category,system,track,stimulus,role,quality,fit,"
+        "plays,seeks,heard_fraction,answer_s,flags"
     )
     assert len(rows) == 32
     assert {r["rater_team"] for r in rows} == {team.name, ""}
@@ -293,7 +340,9 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     div = organizer_client.get(
         f"/organize/listening/{listening.slug}/diversity.csv"
     ).content.decode()
-    assert div.splitlines() == ["rater,rater_team,category,system,track,diversity"]
+    assert div.splitlines() == [
+        "rater,rater_team,category,system,track,diversity,plays,seeks,heard_fraction,answer_s"
+    ]
     progress = api_client.get(f"/api/listening/challenges/{listening.slug}/progress/").json()
     assert sum(c["sessions"] for c in progress["categories"]) == 2
 
@@ -308,7 +357,9 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
     data = {
         "categories_min": 5, "categories_max": 4, "target_ratings": 10, "anchors_per_session": 12,
         "familiarization_clips": 6, "loudness_alignment": "on", "target_lufs": -27,
-        "diversity_gap_s": 0.5, "completion_url": "", "consent_text": "", "instructions_text": "",
+        "diversity_gap_s": 0.5, "listened_fraction": 0.9, "completion_url": "",
+        "completion_code": "RUN-1",
+        "consent_text": "", "instructions_text": "",
     }  # fmt: skip
     assert organizer_client.post(url, data).status_code == 400  # min above max
     assert (
@@ -351,6 +402,9 @@ def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
     assert response.status_code == 302
     rater = Rater.objects.get(user=organizer)
     assert rater.diversity_role
+    consent = organizer_client.get(f"/listen/{listening.slug}/consent/").content.decode()
+    assert "how different the sounds of each series are" in consent
+    assert "two scales" not in consent
     _through_consent(organizer_client, listening.slug)
     assert organizer_client.get(f"/listen/{listening.slug}/").url.endswith("/diversity/")
     page = organizer_client.get(f"/listen/{listening.slug}/diversity/").content.decode()
@@ -448,7 +502,8 @@ def test_an_account_of_another_challenge_is_not_enrolled_here(listening, rater_u
     client = Client()
     client.force_login(rater_user)  # a participant account made for no team of this challenge
     response = client.get(f"/listen/{listening.slug}/")
-    assert response.status_code == 403
+    assert response.status_code == 200 and b"how-to-join" in response.content
+    assert client.get(f"/listen/{listening.slug}/consent/").status_code == 403
     assert not Rater.objects.filter(challenge=listening, user=rater_user).exists()
 
 
@@ -466,7 +521,7 @@ def test_a_crowd_worker_cannot_take_over_another_workers_session(listening):
         "?PROLIFIC_PID=5f1a2d&SESSION_ID=x",
     ):
         assert stranger.get(url + query).status_code == 409
-    assert stranger.get(f"/listen/{listening.slug}/").status_code == 403
+    assert b"how-to-join" in stranger.get(f"/listen/{listening.slug}/").content  # not the worker's
     # The worker, back from the recruiting platform in another browser: let in.
     again = Client()
     assert again.get(url + "?PROLIFIC_PID=5f1a2d&SESSION_ID=s-first").status_code == 302

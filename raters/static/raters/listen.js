@@ -1,7 +1,47 @@
-// Listening pages. Trials: the scales open once the sound has played to its end; Next needs an
-// answer on every scale. Familiarization: Start opens once every example has played to its end.
+// Listening pages. The player's events go to the server, which decides what was heard (seeking
+// ahead does not count) and answers its verdict. Trials: the scales open once the server says the
+// sound was heard; Next needs an answer on every scale. Familiarization: Start opens once every
+// example was heard.
 (function () {
   "use strict";
+  var csrf = document.querySelector("input[name=csrfmiddlewaretoken]");
+
+  // Reports play, pause, seeks, ended and a checkpoint a second while playing, one at a time and
+  // in order (the server measures the time between them); `verdict` gets each answer.
+  function report(url, token, audio, verdict) {
+    var queue = Promise.resolve();
+    var last = 0;
+    var lastSent = 0;
+    var send = function (event, t, from) {
+      var body = { token: token, event: event, t: t };
+      if (from !== undefined) { body.from = from; }
+      queue = queue.then(function () {
+        return fetch(url, {
+          method: "POST",
+          credentials: "same-origin",
+          keepalive: true,
+          headers: { "Content-Type": "application/json", "Accept": "application/json",
+                     "X-CSRFToken": csrf ? csrf.value : "" },
+          body: JSON.stringify(body)
+        }).then(function (r) { return r.json(); }).then(function (v) { verdict(v, event); })
+          .catch(function () {});
+      });
+    };
+    audio.addEventListener("play", function () { send("play", audio.currentTime); });
+    audio.addEventListener("pause", function () {
+      if (!audio.ended) { send("pause", audio.currentTime); }
+    });
+    audio.addEventListener("seeking", function () { send("seeking", audio.currentTime, last); });
+    audio.addEventListener("timeupdate", function () {
+      if (audio.seeking) { return; }
+      last = audio.currentTime;
+      if (!audio.paused && Date.now() - lastSent > 1000) {
+        lastSent = Date.now();
+        send("timeupdate", last);
+      }
+    });
+    audio.addEventListener("ended", function () { send("ended", audio.duration); });
+  }
   document.querySelectorAll("[data-play]").forEach(function (button) {
     var audio = document.getElementById(button.dataset.play);
     button.addEventListener("click", function () {
@@ -35,11 +75,19 @@
         return s.classList.contains("untouched");
       });
     };
-    audio.addEventListener("ended", function () {
+    var open = function () {
       heard = true;
       scales.forEach(function (s) { s.disabled = false; });
       form.querySelector(".status").textContent = "You can now answer. Listen again as often as you like.";
       update();
+    };
+    if (form.hasAttribute("data-heard")) { open(); }
+    report(form.dataset.player, form.dataset.token, audio, function (v, event) {
+      if (v.heard) {
+        if (!heard) { open(); }
+      } else if (event === "ended" || event === "pause") {
+        form.querySelector(".status").textContent = v.reason || v.detail || "";
+      }
     });
     scales.forEach(function (s) {
       s.addEventListener("input", function () {
@@ -61,16 +109,22 @@
   if (examples) {
     var players = examples.querySelectorAll("audio");
     var start = examples.querySelector("#start");
-    var played = 0;
+    var check = function () {
+      var all = Array.prototype.every.call(players, function (p) { return p.hasAttribute("data-heard"); });
+      if (all) {
+        start.disabled = false;
+        document.getElementById("start-hint").textContent = "";
+      }
+    };
     players.forEach(function (player) {
-      player.addEventListener("ended", function () {
-        if (player.dataset.heard) { return; }
-        player.dataset.heard = "1";
-        player.parentElement.querySelector(".heard").textContent = "played";
-        played += 1;
-        if (played === players.length) {
-          start.disabled = false;
-          document.getElementById("start-hint").textContent = "";
+      report(examples.dataset.player, player.dataset.token, player, function (v, event) {
+        var label = player.parentElement.querySelector(".heard");
+        if (v.heard) {
+          player.setAttribute("data-heard", "");
+          label.textContent = "heard";
+          check();
+        } else if (event === "ended" || event === "pause") {
+          label.textContent = v.reason || v.detail || "";
         }
       });
     });

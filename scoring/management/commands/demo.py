@@ -47,11 +47,21 @@ class Command(BaseCommand):
             if run.published
             else "(after publishing; run with --simulate-raters to fill the test)"
         )
+        if run.published:
+            listen = "closed: the results are published (publishing ends the listening test)\n"
+        else:
+            listen = (
+                f"{url}{run.listen_path}\n"
+                "              (the demo listener's personal invitation: any browser that opens it\n"
+                "              continues that one rater's session, without the consent page)\n"
+                f"  New rater:  make an invitation link per listener at "
+                f"{url}/organize/listening/{slug}/\n"
+            )
         self.stdout.write(
             "\n"
             f"  Site:       {url}/\n"
             f"  Organizer:  {url}/organize/{slug}/\n"
-            f"  Listen:     {url}{run.listen_path}\n"
+            f"  Listen:     {listen}"
             f"  Results:    {results}\n"
             f"  Admin:      {url}/admin/\n"
             f"  API docs:   {url}/api/docs/\n"

@@ -1,0 +1,152 @@
+"""Anchors no one can spot from the bytes: built from real sound (never silence), delivered like
+every stimulus, never a familiarization example, organizers' anchors first, and a preparation
+check that refuses a set a simple statistic separates from the stimuli."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from raters import anchors, delivery, services
+from raters.models import Anchor
+from stimuli.models import Category, Clip
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = pytest.mark.django_db
+
+
+def _store_clip(challenge, category, role, samples, system=None) -> Clip:
+    audio = delivery.store_samples(samples, challenge.sample_rate)
+    return Clip.objects.create(
+        challenge=challenge, category=category, role=role, system=system, audio=audio
+    )
+
+
+def _high_band(challenge, seed: int) -> np.ndarray:
+    """Noise with energy above 3 kHz only (like keyboard or rain clips): a 600 Hz low-pass, as
+    anchors were once made, leaves digital silence of it."""
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal(challenge.clip_frames)
+    spectrum = np.fft.rfft(noise)
+    freqs = np.fft.rfftfreq(noise.size, 1 / challenge.sample_rate)
+    spectrum[freqs < 3000] = 0
+    return (0.2 * np.fft.irfft(spectrum, n=noise.size) / np.std(noise))[:, None]
+
+
+@pytest.fixture
+def challenge(db):
+    """Three categories; the last one's development clips have nothing below 3 kHz, and one of
+    them is digital silence."""
+    challenge = build_listening_challenge(
+        slug="anchors", categories=3, dev_per_category=0, sample_rate=16000
+    )
+    categories = list(challenge.categories.order_by("position"))
+    # The systems' sounds of that category are like its real ones.
+    for k, clip in enumerate(Clip.objects.filter(category=categories[2], role=Clip.Role.SYSTEM)):
+        clip.audio = delivery.store_samples(_high_band(challenge, 900 + k), challenge.sample_rate)
+        clip.save(update_fields=["audio"])
+    for n, category in enumerate(categories):
+        for k in range(12):
+            rng = np.random.default_rng(100 * n + k)
+            if n == 2:
+                samples = _high_band(challenge, 100 * n + k)
+            else:
+                samples = 0.1 * rng.standard_normal((challenge.clip_frames, 1))
+            _store_clip(challenge, category, Clip.Role.DEVELOPMENT, samples)
+        _store_clip(
+            challenge, category, Clip.Role.DEVELOPMENT, np.zeros((challenge.clip_frames, 1))
+        )
+    services.prepare(challenge)
+    services.set_open(challenge, True)
+    return challenge
+
+
+def _delivered_stats(challenge, audio) -> anchors.Stats:
+    test = services.listening_test(challenge)
+    return anchors.stats(delivery.load_samples(delivery.delivered_audio(audio, test))[0])
+
+
+def test_no_delivered_anchor_is_silent_or_separable_from_the_stimuli(challenge):
+    for category in Category.objects.filter(challenge=challenge):
+        stimuli = [_delivered_stats(challenge, s.clip.audio) for s in category.stimuli.all()]
+        kinds: dict[str, list] = {}
+        for anchor in Anchor.objects.filter(category=category):
+            assert not anchor.source.audio.is_silent
+            kinds.setdefault(anchor.kind, []).append(_delivered_stats(challenge, anchor.audio))
+        assert set(kinds) == {"hq_goodfit", "hq_poorfit", "lq_poorfit"}
+        low_distinct = min(s.distinct for s in stimuli)
+        rms = [s.rms_db for s in stimuli]
+        for kind, group in kinds.items():
+            for stat in group:
+                assert not stat.silent, (category.slug, kind)
+                # Thousands of sample values, like the stimuli, and their level.
+                assert stat.distinct >= 0.5 * low_distinct, (category.slug, kind, stat)
+                assert min(rms) - 3 <= stat.rms_db <= max(rms) + 3, (category.slug, kind, stat)
+        assert anchors.separations(kinds, stimuli) == []
+    # The low-quality anchors of the high-band category's neighbours are made from it, and are
+    # sound, not silence.
+    lq = Anchor.objects.filter(kind="lq_poorfit", source__category__position=2)
+    assert lq.exists()
+
+
+def test_no_anchor_repeats_a_familiarization_example_of_the_same_rater(challenge):
+    rater = services.invite(challenge)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    heard: set[str] = set()
+    anchor_sounds: set[str] = set()
+    while (step := services.next_session(rater)).session is not None:
+        session = step.session
+        heard |= {c.audio.sha256 for c in session.familiarization.select_related("audio")}
+        for trial in session.trials.exclude(role="trial").select_related("anchor__source__audio"):
+            anchor_sounds.add(trial.anchor.source.audio.sha256)
+            anchor_sounds.add(trial.audio.sha256)
+        from tests.listening_setup import answer_session
+
+        answer_session(rater, session)
+    assert rater.sessions.count() == 3
+    assert len(heard) == 3 * 6
+    assert not heard & anchor_sounds
+
+
+def test_organizers_anchor_clips_come_first(db):
+    challenge = build_listening_challenge(slug="chosen", categories=2)
+    category = challenge.categories.order_by("position").first()
+    rng = np.random.default_rng(7)
+    chosen = [
+        _store_clip(
+            challenge,
+            category,
+            Clip.Role.ANCHOR,
+            0.1 * rng.standard_normal((challenge.clip_frames, 1)),
+        )
+        for _ in range(2)
+    ]
+    Anchor.objects.filter(challenge=challenge).delete()
+    services.prepare(challenge)
+    good = Anchor.objects.filter(category=category, kind="hq_goodfit").order_by("id")
+    assert [a.source for a in good[:2]] == chosen
+    other = challenge.categories.exclude(pk=category.pk).get()
+    poor = Anchor.objects.filter(category=other, kind="hq_poorfit").order_by("id")
+    assert [a.source for a in poor[:2]] == chosen
+
+
+def test_preparation_refuses_an_anchor_set_a_statistic_separates(challenge):
+    category = challenge.categories.order_by("position").first()
+    # Low-quality anchors made of a few sample values (as a coarse quantiser once made them).
+    square = np.sign(np.sin(np.arange(challenge.clip_frames) / 7.0))[:, None] * 0.4
+    square = np.round(square * 4) / 4
+    audio = delivery.store_samples(square, challenge.sample_rate)
+    Anchor.objects.filter(category=category, kind="lq_poorfit").update(audio=audio)
+    with pytest.raises(services.ListeningError) as refused:
+        services.check_anchors(challenge)
+    message = refused.value.message
+    assert f"{category.slug} lq_poorfit: distinct sample values" in message
+    assert "hq_goodfit" not in message
+    # Silence is named as such.
+    silence = delivery.store_samples(np.zeros((challenge.clip_frames, 1)), challenge.sample_rate)
+    Anchor.objects.filter(category=category, kind="hq_poorfit").update(audio=silence)
+    with pytest.raises(
+        services.ListeningError, match=r"hq_poorfit: (\d+) of \1 anchors are digital"
+    ):
+        services.check_anchors(challenge)

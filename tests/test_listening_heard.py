@@ -1,0 +1,300 @@
+"""Listening verified on the server, over HTTP: a sound counts as heard only when all of it was
+delivered, its duration (times the test's fraction) has passed since, and the player's reported
+playing covers it; seeking ahead adds nothing. The clock is the test's, so nothing sleeps."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from raters import listening, selectors, services
+from raters.models import FamiliarizationClip, Rating, Trial
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = pytest.mark.django_db
+
+DURATION = 2.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.moment = timezone.now()
+
+    def __call__(self):
+        return self.moment
+
+    def advance(self, seconds: float) -> None:
+        self.moment += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(listening, "now", fake)
+    return fake
+
+
+@pytest.fixture
+def challenge(db):
+    challenge = build_listening_challenge(
+        slug="heard", categories=2, clips_per_system=1, familiarization_clips=2, duration=DURATION
+    )
+    services.set_open(challenge, True)
+    return challenge
+
+
+def _event(client: Client, slug: str, token: str, event: str, t: float, **extra) -> dict:
+    response = client.post(
+        f"/listen/{slug}/player/",
+        json.dumps({"token": token, "event": event, "t": t, **extra}),
+        content_type="application/json",
+        HTTP_ACCEPT="application/json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def listen(client: Client, slug: str, token: str, clock: Clock) -> dict:
+    """What a browser does for a sound played once to its end."""
+    assert client.get(f"/listen/{slug}/audio/{token}/").status_code == 200
+    _event(client, slug, token, "play", 0)
+    clock.advance(DURATION)
+    return _event(client, slug, token, "ended", DURATION)
+
+
+def _rater(challenge) -> tuple[Client, object]:
+    client = Client()
+    rater = services.invite(challenge, label="heard")
+    client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
+    client.post(f"/listen/{challenge.slug}/consent/", {"agree": "yes"})
+    client.post(f"/listen/{challenge.slug}/instructions/")
+    return client, rater
+
+
+def _at_first_trial(challenge, clock) -> tuple[Client, object, dict]:
+    client, rater = _rater(challenge)
+    session = rater.sessions.get()
+    for clip in session.familiarization.all():
+        assert listen(client, challenge.slug, clip.token, clock)["heard"]
+    assert (
+        client.post(f"/listen/{challenge.slug}/start/", {"session": session.pk}).status_code == 302
+    )
+    return client, rater, _form(client, challenge.slug)
+
+
+def _form(client: Client, slug: str) -> dict:
+    page = client.get(f"/listen/{slug}/").content.decode()
+    return {
+        "token": re.search(r'name="token" value="([^"]+)"', page).group(1),
+        "key": re.search(r'name="key" value="([^"]+)"', page).group(1),
+        "quality": "6",
+        "fit": "6",
+    }
+
+
+def _rate(client: Client, slug: str, form: dict):
+    return client.post(f"/listen/{slug}/rate/", form)
+
+
+def test_a_partial_range_fetch_is_not_a_listen(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    response = client.get(
+        f"/listen/{challenge.slug}/audio/{form['token']}/", HTTP_RANGE="bytes=0-0"
+    )
+    assert response.status_code == 206 and len(response.content) == 1
+    _event(client, challenge.slug, form["token"], "play", 0)
+    clock.advance(60)
+    verdict = _event(client, challenge.slug, form["token"], "ended", DURATION)
+    assert not verdict["heard"]
+    response = _rate(client, challenge.slug, form)
+    assert response.status_code == 409
+    assert b"Only part of the sound reached your browser (1 bytes)" in response.content
+    # The rest of the file, in two more ranges, completes the delivery.
+    size = len(client.get(f"/listen/{challenge.slug}/audio/{form['token']}/").content)
+    trial = Trial.objects.get(token=form["token"])
+    assert trial.delivered_ranges == [[0, size]] and trial.delivered_at is not None
+    assert not Rating.objects.exists()
+
+
+def test_ranges_that_together_cover_the_file_are_a_whole_delivery(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    url = f"/listen/{challenge.slug}/audio/{form['token']}/"
+    size = int(client.get(url, HTTP_RANGE="bytes=0-99")["Content-Range"].rsplit("/", 1)[1])
+    trial = Trial.objects.get(token=form["token"])
+    client.get(url, HTTP_RANGE=f"bytes=200-{size - 1}")
+    trial.refresh_from_db()
+    assert trial.delivered_ranges == [[0, 100], [200, size]] and trial.delivered_at is None
+    client.get(url, HTTP_RANGE="bytes=100-199")
+    trial.refresh_from_db()
+    assert trial.delivered_ranges == [[0, size]] and trial.delivered_at is not None
+
+
+def test_a_full_fetch_rated_too_soon_is_refused(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    assert client.get(f"/listen/{challenge.slug}/audio/{form['token']}/").status_code == 200
+    # The page reports playing right through, a little faster than real time allows.
+    _event(client, challenge.slug, form["token"], "play", 0)
+    clock.advance(1.6)
+    verdict = _event(client, challenge.slug, form["token"], "ended", DURATION)
+    assert not verdict["heard"] and "reached your browser 1.6 s ago" in verdict["reason"]
+    response = _rate(client, challenge.slug, form)
+    assert response.status_code == 409
+    assert b"lasts 2.0 s and reached your browser 1.6 s ago" in response.content
+    assert not Rating.objects.exists()
+
+
+def test_seeking_to_the_end_is_not_listening(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    token = form["token"]
+    assert client.get(f"/listen/{challenge.slug}/audio/{token}/").status_code == 200
+    clock.advance(30)  # plenty of time passes: the wall clock alone does not make it heard
+    _event(client, challenge.slug, token, "play", 0)
+    clock.advance(0.2)
+    _event(client, challenge.slug, token, "seeking", DURATION, **{"from": 0.2})
+    verdict = _event(client, challenge.slug, token, "ended", DURATION)
+    assert not verdict["heard"] and verdict["seeks"] == 1
+    assert verdict["heard_fraction"] < 0.25
+    response = _rate(client, challenge.slug, form)
+    assert response.status_code == 409
+    assert b"Skipping ahead does not count as listening" in response.content
+    # A page claiming a minute of playing a second after it began gets a second's worth.
+    _event(client, challenge.slug, token, "play", 0)
+    clock.advance(1)
+    verdict = _event(client, challenge.slug, token, "pause", DURATION)
+    assert 1.0 <= verdict["heard_fraction"] * DURATION <= 1.0 + listening.SLACK_S + 1e-9
+    assert _rate(client, challenge.slug, form).status_code == 409
+
+
+def test_a_normal_listen_is_accepted_and_recorded(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    verdict = listen(client, challenge.slug, form["token"], clock)
+    assert verdict == {
+        "heard": True,
+        "heard_fraction": 1.0,
+        "plays": 1,
+        "seeks": 0,
+        "reason": "",
+    }
+    # Listening again, with a pause, is allowed and counted.
+    _event(client, challenge.slug, form["token"], "seeking", 0, **{"from": DURATION})
+    _event(client, challenge.slug, form["token"], "play", 0)
+    clock.advance(0.5)
+    _event(client, challenge.slug, form["token"], "pause", 0.5)
+    clock.advance(3)
+    assert _rate(client, challenge.slug, form).status_code == 303
+    rating = Rating.objects.get()
+    assert (rating.plays, rating.seeks, rating.heard_fraction) == (2, 0, 1.0)
+    assert rating.answer_s == pytest.approx(DURATION + 3.5, abs=0.5)
+    # The export carries it.
+    [row] = selectors.rating_rows(challenge)
+    assert (row["plays"], row["seeks"], row["heard_fraction"]) == (2, 0, 1.0)
+    assert row["answer_s"] == rating.answer_s
+    header = selectors.to_csv([row], selectors.RATING_COLUMNS).splitlines()[0]
+    assert header.endswith("plays,seeks,heard_fraction,answer_s,flags")
+
+
+def test_familiarization_needs_every_example_heard(challenge, clock):
+    client, rater = _rater(challenge)
+    session = rater.sessions.get()
+    first, second = session.familiarization.order_by("position")
+    start = f"/listen/{challenge.slug}/start/"
+    # A byte of each example.
+    for clip in (first, second):
+        client.get(f"/listen/{challenge.slug}/audio/{clip.token}/", HTTP_RANGE="bytes=0-0")
+    response = client.post(start, {"session": session.pk})
+    assert (
+        response.status_code == 409
+        and b"Example 1 of 2: Only part of the example" in response.content
+    )
+    # The first heard; the second fetched whole but skipped to its end.
+    listen(client, challenge.slug, first.token, clock)
+    client.get(f"/listen/{challenge.slug}/audio/{second.token}/")
+    _event(client, challenge.slug, second.token, "play", 0)
+    _event(client, challenge.slug, second.token, "seeking", DURATION, **{"from": 0})
+    _event(client, challenge.slug, second.token, "ended", DURATION)
+    clock.advance(10)
+    response = client.post(start, {"session": session.pk})
+    assert response.status_code == 409 and b"Example 2 of 2: You have heard" in response.content
+    # Too soon after its delivery, even when played through.
+    FamiliarizationClip.objects.filter(pk=second.pk).update(served_at=clock())
+    _event(client, challenge.slug, second.token, "play", 0)
+    clock.advance(1.6)
+    _event(client, challenge.slug, second.token, "ended", DURATION)
+    response = client.post(start, {"session": session.pk})
+    assert response.status_code == 409 and b"reached your browser 1.6 s ago" in response.content
+    session.refresh_from_db()
+    assert session.familiarized_at is None
+    # Heard properly: the trials open, and the page says so on a reload.
+    _event(client, challenge.slug, second.token, "play", 0)
+    clock.advance(DURATION)
+    _event(client, challenge.slug, second.token, "ended", DURATION)
+    page = client.get(f"/listen/{challenge.slug}/").content.decode()
+    assert 'id="start" >' in page or 'id="start">' in page  # no longer disabled
+    assert client.post(start, {"session": session.pk}).status_code == 302
+    session.refresh_from_db()
+    assert session.familiarized_at is not None
+
+
+def test_a_reload_mid_trial_keeps_what_was_heard(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    token = form["token"]
+    client.get(f"/listen/{challenge.slug}/audio/{token}/")
+    _event(client, challenge.slug, token, "play", 0)
+    clock.advance(1.0)
+    assert _event(client, challenge.slug, token, "timeupdate", 1.0)["heard_fraction"] == 0.5
+    clock.advance(0.5)  # played on past the last checkpoint, then the page reloads
+    again = _form(client, challenge.slug)
+    assert again["token"] == token
+    trial = Trial.objects.get(token=token)
+    assert trial.heard == [[0.0, 1.0]] and trial.playing_from is None
+    # The rater plays the rest after the reload: what was heard before still counts.
+    _event(client, challenge.slug, token, "seeking", 1.0, **{"from": 0})
+    _event(client, challenge.slug, token, "play", 1.0)
+    clock.advance(1.0)
+    verdict = _event(client, challenge.slug, token, "ended", DURATION)
+    assert verdict["heard"] and verdict["plays"] == 2
+    assert "data-heard" in client.get(f"/listen/{challenge.slug}/").content.decode()
+    assert _rate(client, challenge.slug, {**form, "key": again["key"]}).status_code == 303
+
+
+def test_player_events_are_checked(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    url = f"/listen/{challenge.slug}/player/"
+
+    def post(body, **headers):
+        return client.post(
+            url, body, content_type="application/json", HTTP_ACCEPT="application/json"
+        )
+
+    assert post("not json").status_code == 400
+    assert post(json.dumps([1])).status_code == 400
+    body = {"token": form["token"], "event": "play", "t": 0}
+    assert post(json.dumps({**body, "event": "jump"})).status_code == 400
+    assert post(json.dumps({**body, "t": 999})).status_code == 400
+    assert post(json.dumps({**body, "t": "NaN"})).status_code == 400
+    assert post(json.dumps({**body, "token": "nope"})).status_code == 404
+    other, _ = _rater(challenge)
+    assert other.post(url, json.dumps(body), content_type="application/json").status_code == 404
+    trial = Trial.objects.get(token=form["token"])
+    assert trial.plays == 0 and trial.heard == []
+
+
+def test_two_sounds_played_at_once_count_as_one(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    page = client.get(f"/listen/{challenge.slug}/").content.decode()
+    following = re.search(r'audio/([^/"]+)/" hidden', page).group(1)
+    for token in (form["token"], following):
+        client.get(f"/listen/{challenge.slug}/audio/{token}/")
+    # A script plays this sound and the preloaded next one side by side.
+    _event(client, challenge.slug, form["token"], "play", 0)
+    _event(client, challenge.slug, following, "play", 0)
+    clock.advance(DURATION)
+    assert _event(client, challenge.slug, following, "ended", DURATION)["heard"]
+    verdict = _event(client, challenge.slug, form["token"], "ended", DURATION)
+    assert not verdict["heard"] and verdict["heard_fraction"] < 0.2
+    assert _rate(client, challenge.slug, form).status_code == 409
