@@ -31,7 +31,7 @@ from django.db.models import Q
 
 from . import selectors
 from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
-from .fad import MAX_STATS_DIM, GaussianStats, frechet_distance
+from .fad import MAX_STATS_DIM, GaussianStats, ReferenceFactor, frechet_distance
 from .jobs import (
     JobProgress,
     enqueue,
@@ -488,6 +488,8 @@ def compute_fad_results(
     if obj.fad_development:
         references.append(FadResult.Reference.DEVELOPMENT)
     refs = {r: reference_stats(challenge, model_id, r) for r in references}
+    # Each reference covariance is factored once per category, not once per system.
+    factors: dict[tuple[str, int], ReferenceFactor] = {}
     if not refs[FadResult.Reference.EVALUATION] and log:
         log("no evaluation set (audio or statistics): finalists follow FAD-Dev")
     categories = {c.pk: c for c in Category.objects.filter(challenge=challenge)}
@@ -519,9 +521,12 @@ def compute_fad_results(
                         f"({source}) is {ref_stats.dim}-d, but {model_id} gives "
                         f"{stats.dim}-d embeddings"
                     )
+                factor = factors.get((reference, category_id))
+                if factor is None:
+                    factor = factors[(reference, category_id)] = ReferenceFactor.of(ref_stats)
                 values = {
                     "challenge": challenge,
-                    "value": frechet_distance(stats, ref_stats),
+                    "value": frechet_distance(stats, factor),
                     "n_clips": len(audio_ids),
                     "n_reference": n_reference,
                     "details": {"frames": stats.count, "reference_source": source},
