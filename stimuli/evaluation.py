@@ -659,6 +659,9 @@ def _clip_ids(challenge: Challenge, system: System) -> dict[int, list[int]]:
 # neither.
 # (Spelt out: importing the module would load torch wherever evaluation is imported.)
 DCASE2023_VGGISH = make_model_id("vggish", "dcase2023-act0-raw", ANY_WEIGHTS)
+# The options that give a declared model id, where known: what `compute_fad` embeds audio with
+# when it is compared with statistics and no options were given.
+DECLARED_OPTIONS = {DCASE2023_VGGISH: DCASE_FAD_OPTIONS}
 # What `import_reference_stats` accepts in place of a model id.
 STATS_PRESETS = {"vggish": DCASE2023_VGGISH}
 # Embedding sizes known without loading the model, so an import can check them at once;
