@@ -25,6 +25,10 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
+from .intervals import BOOTSTRAP_PERCENTILE, JACKKNIFE_T, Jackknife, rater_and_sound_strata
+from .intervals import METHODS as INTERVAL_METHODS
+from .league import designated_model, fad_models, is_designated, metric_league
+
 RATING_COLUMNS = (
     "rater",
     "rater_team",
@@ -77,9 +81,12 @@ class Rules:
     weight_quality: float = 1.0
     weight_fit: float = 1.0
     weight_diversity: float = 0.5
-    bootstrap: int = 1000
+    bootstrap: int = 1000  # replicates of the bootstrap method; 0: no intervals at all
     confidence: float = 0.95
     seed: int = 2023
+    # "jackknife-t" holds its coverage with few raters (scoring/intervals.py); "bootstrap", the
+    # percentile bootstrap over raters and sounds, covers too little with 4 raters.
+    intervals: str = JACKKNIFE_T
 
     def __post_init__(self) -> None:
         if not self.low < self.high:
@@ -96,6 +103,8 @@ class Rules:
             raise ScoringInputError("bootstrap must be 0 (no intervals) or more")
         if not 0 < self.confidence < 1:
             raise ScoringInputError("confidence must be between 0 and 1")
+        if self.intervals not in INTERVAL_METHODS:
+            raise ScoringInputError(f"intervals must be one of {', '.join(INTERVAL_METHODS)}")
         for role, conditions in self.misrating.items():
             if role not in ANCHOR_ROLES:
                 raise ScoringInputError(f"unknown anchor type {role!r} in misrating rules")
@@ -125,15 +134,19 @@ class Inputs:
     diversity: list[dict]
     fad: list[dict]
     teams: list[dict]
+    # With a `model` column in the FAD rows: the model whose FAD the leaderboard shows (default:
+    # the first named); every model enters the embedding league (scoring/league.py).
+    fad_model: str = ""
 
     def hashes(self) -> dict[str, str]:
         """sha256 of each input table in a canonical form (row order does not matter)."""
+        fad_columns = (*FAD_COLUMNS, "model") if fad_models(self.fad) else FAD_COLUMNS
         return {
             name: table_hash(rows, columns)
             for name, rows, columns in (
                 ("ratings", self.ratings, RATING_COLUMNS),
                 ("diversity", self.diversity, DIVERSITY_COLUMNS),
-                ("fad", self.fad, FAD_COLUMNS),
+                ("fad", self.fad, fad_columns),
                 ("teams", self.teams, TEAM_COLUMNS),
             )
         }
@@ -526,7 +539,16 @@ def score(
     # were drawn. Raters of trials and raters of diversity alone (in DCASE, a few organizers)
     # are drawn apart, each group its own size, so every replicate holds both kinds.
     boot: dict[str, np.ndarray] = {}
-    if rules.bootstrap and n_s:
+    jack = None
+    if rules.bootstrap and n_s and rules.intervals == JACKKNIFE_T:
+        jack = Jackknife(
+            estimate,
+            point,
+            rater_and_sound_strata(len(raters), t_rater, unit_cell),
+            len(raters),
+            len(unit_list),
+        )
+    if rules.bootstrap and n_s and rules.intervals == BOOTSTRAP_PERCENTILE:
         rng = np.random.default_rng(rules.seed)
         draws = {k: [] for k in point}
         n_units = len(unit_list)
@@ -555,6 +577,9 @@ def score(
     alpha = (1 - rules.confidence) / 2
 
     def interval(key: str, index) -> list | None:
+        if jack is not None:
+            found = jack.interval(key, index, rules.confidence)
+            return [_r(v) for v in found] if found else None
         if not boot:
             return None
         sample = boot[key][(slice(None), *index)]
@@ -566,7 +591,13 @@ def score(
 
     # FAD per system and category.
     fad: dict[tuple[str, str], tuple[float, float]] = {}
+    try:
+        fad_model = designated_model(inputs.fad, inputs.fad_model)
+    except ValueError as exc:
+        raise ScoringInputError(str(exc)) from None
     for line, row in enumerate(inputs.fad, start=1):
+        if not is_designated(row, fad_model):
+            continue
         system = _text(row["system"])
         track_of.setdefault(system, _text(row["track"]))
         fad[(system, _text(row["category"]))] = (
@@ -637,6 +668,7 @@ def score(
                 "final": _r(final),
                 "final_ci": interval("final", (i,)),
                 "quality_fit": _r((q + f) / 2),
+                "ci_withheld": _withheld(jack, (i,), ("q", "f", "d", "final")),
                 **fs,
                 "n_ratings": int(np.sum(t_cell // max(n_c, 1) == i)) if len(trials) else 0,
                 "n_diversity": int(np.sum(d_cell // max(n_c, 1) == i)) if len(diversity) else 0,
@@ -655,6 +687,7 @@ def score(
                     "final_ci": interval("cfinal", (i, c)),
                     "fad_dev": _r(fd[0]),
                     "fad_eval": _r(fd[1]),
+                    "ci_withheld": _withheld(jack, (i, c), ("cq", "cf", "cd", "cfinal")),
                 }
             rows.append(row)
 
@@ -675,7 +708,12 @@ def score(
         track_pairs = []
         for upper, lower in pairwise(rows):
             probability = None
-            if boot:
+            if jack is not None:
+                found = jack.p_above(
+                    "final", sys_index[upper["system"]], sys_index[lower["system"]]
+                )
+                probability = _r(found, 4)
+            elif boot:
                 a = boot["final"][:, sys_index[upper["system"]]]
                 b = boot["final"][:, sys_index[lower["system"]]]
                 ok = np.isfinite(a) & np.isfinite(b)
@@ -693,8 +731,15 @@ def score(
     analyses = _analyses(
         tracks, categories, trials, diversity, anchors_kept, point, sys_index, cat_index
     )
+    league = {}
+    if fad_models(inputs.fad):
+        league["metric_league"] = metric_league(
+            inputs.fad, tracks, categories, fad_model, replicates=rules.bootstrap,
+            confidence=rules.confidence, seed=rules.seed,
+        )  # fmt: skip
     return {
         "tracks": tracks,
+        **league,
         "excluded_sessions": excluded_sessions,
         "pairs": pairs,
         "unrated_systems": unrated,
@@ -721,6 +766,14 @@ def score(
         "inputs": inputs.hashes(),
         "code_version": code_version(),
     }
+
+
+def _withheld(jack: Jackknife | None, index: tuple, keys: Sequence[str]) -> dict[str, str]:
+    """Per scale, why its interval at `index` is withheld (too few raters), where it is."""
+    if jack is None:
+        return {}
+    names = zip(("quality", "fit", "diversity", "final"), keys, strict=True)
+    return {name: why for name, key in names if (why := jack.withheld(key, index))}
 
 
 def _missing_cells(
@@ -818,6 +871,7 @@ def score_files(
     fad: str | Path,
     teams: str | Path,
     rules: Rules | None = None,
+    fad_model: str = "",
 ) -> dict:
     """Score a challenge from the four CSV files alone."""
     inputs = Inputs(
@@ -825,5 +879,6 @@ def score_files(
         diversity=read_csv(diversity, DIVERSITY_COLUMNS),
         fad=read_csv(fad, FAD_COLUMNS),
         teams=read_csv(teams, TEAM_COLUMNS),
+        fad_model=fad_model,
     )
     return score(inputs, rules)

@@ -66,10 +66,17 @@ class Table:
             out.append(flat)
         return out
 
-    def cells(self) -> list[list[tuple[object, list | None]]]:
-        """Per row, per column: (value, interval or None), for templates."""
+    def cells(self) -> list[list[tuple[object, list | None, str]]]:
+        """Per row, per column: (value, interval or None, why an interval is withheld)."""
         return [
-            [(row.get(c.key), row.get(f"{c.key}_ci") if c.ci else None) for c in self.columns]
+            [
+                (
+                    row.get(c.key),
+                    row.get(f"{c.key}_ci") if c.ci else None,
+                    (row.get("ci_withheld") or {}).get(c.key, "") if c.ci else "",
+                )
+                for c in self.columns
+            ]
             for row in self.rows
         ]
 
@@ -202,6 +209,35 @@ def tables(result: dict) -> list[Table]:
             [{"track": t, **v} for t, v in analyses["fad_spearman"].items()],
         )
     )
+    if league := result.get("metric_league"):
+        out.append(
+            Table(
+                "metric-league",
+                "Embedding league: each model's FAD ranking against the listening test "
+                f"(Spearman's rho, +1: lower FAD, better score; the leaderboard shows "
+                f"{league['designated']})",
+                [
+                    Column("scope", "Track"),
+                    Column("model", "Embedding model"),
+                    Column("n_systems", "Systems"),
+                    Column("spearman", "Spearman (final)", ci=True),
+                    Column("kendall", "Kendall"),
+                    Column("loso_min", "Leave one out: min"),
+                    Column("loso_max", "max"),
+                    Column("quality", "vs quality"),
+                    Column("fit", "vs fit"),
+                    Column("diversity", "vs diversity"),
+                ],
+                [
+                    {"scope": scope, "model": model, **entry}
+                    for scope, entries in [
+                        *league["tracks"].items(),
+                        ("all tracks", league["pooled"]),
+                    ]
+                    for model, entry in entries.items()
+                ],
+            )
+        )
     out.append(
         Table(
             "quality-fit",

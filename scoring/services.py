@@ -25,16 +25,27 @@ def collect_inputs(challenge: Challenge) -> Inputs:
     return inputs_from_rows(
         ratings=rating_rows(challenge),
         diversity=diversity_rows(challenge),
-        fad=stimuli_selectors.fad_rows(challenge),
+        # Every embedding model's FAD, for the league; the leaderboard shows the latest model's.
+        fad=stimuli_selectors.fad_rows(challenge, every_model=True),
         teams=stimuli_selectors.team_rows(challenge),
+        fad_model=stimuli_selectors.latest_fad_model(challenge) or "",
     )
 
 
 def inputs_from_rows(
-    *, ratings: list[dict], diversity: list[dict], fad: list[dict], teams: list[dict]
+    *,
+    ratings: list[dict],
+    diversity: list[dict],
+    fad: list[dict],
+    teams: list[dict],
+    fad_model: str = "",
 ) -> Inputs:
     return Inputs(
-        ratings=list(ratings), diversity=list(diversity), fad=list(fad), teams=list(teams)
+        ratings=list(ratings),
+        diversity=list(diversity),
+        fad=list(fad),
+        teams=list(teams),
+        fad_model=fad_model,
     )
 
 

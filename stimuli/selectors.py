@@ -58,31 +58,41 @@ def clips(
     return qs.order_by("role", "category__position", "original_name", "id")
 
 
-def fad_rows(challenge: Challenge, model_id: str | None = None) -> list[dict]:
+def fad_rows(
+    challenge: Challenge, model_id: str | None = None, *, every_model: bool = False
+) -> list[dict]:
     """`system, track, category, fad_dev, fad_eval` per system and category (the FAD CSV format).
 
     With several embedding models on record, `model_id` picks one; by default the model most
-    recently computed for this challenge.
+    recently computed for this challenge. `every_model`: the rows of every model, each with a
+    `model` column (the embedding league's input).
     """
     results = FadResult.objects.filter(challenge=challenge)
-    model_id = model_id or latest_fad_model(challenge)
-    if model_id is None:
-        return []
-    rows: dict[tuple[int, int], dict] = {}
-    for result in results.filter(model_id=model_id).select_related("system__track", "category"):
+    if not every_model:
+        model_id = model_id or latest_fad_model(challenge)
+        if model_id is None:
+            return []
+        results = results.filter(model_id=model_id)
+    rows: dict[tuple, dict] = {}
+    for result in results.select_related("system__track", "category"):
+        key = (result.model_id, result.system_id, result.category_id)
         row = rows.setdefault(
-            (result.system_id, result.category_id),
+            key if every_model else key[1:],
             {
                 "system": result.system.name,
                 "track": result.system.track.code,
                 "category": result.category.slug,
                 "fad_dev": None,
                 "fad_eval": None,
+                **({"model": result.model_id} if every_model else {}),
             },
         )
         key = "fad_eval" if result.reference == FadResult.Reference.EVALUATION else "fad_dev"
         row[key] = result.value
-    return sorted(rows.values(), key=lambda r: (r["track"], r["system"], r["category"]))
+    return sorted(
+        rows.values(),
+        key=lambda r: (r.get("model", ""), r["track"], r["system"], r["category"]),
+    )
 
 
 def team_rows(challenge: Challenge) -> list[dict]:

@@ -258,3 +258,20 @@ def test_preview_page_shows_the_tables_and_plots(
     assert page.count("<svg") == 4  # two plots per track
     assert "Track B: per category" in page and "Download:" not in page
     assert Snapshot.objects.count() == 0
+
+
+def test_the_page_says_where_too_few_raters_leave_no_honest_interval(
+    client, challenge, organizer, fast_settings
+):
+    sim = simulate(systems_per_track=2, categories=2, sounds=3, raters=6, careless=0, seed=4)
+    inputs = copy.deepcopy(sim.inputs)
+    # Two raters of diversity: too few for an interval of it, which is then not printed.
+    kept = {"rater0002", "rater0003"}  # no team of theirs in the test: nothing removed
+    inputs.diversity = [d for d in inputs.diversity if d["rater"] in kept]
+    snap = services.publish(challenge, organizer, inputs)
+    row = snap.result["tracks"]["A"][0]
+    assert row["diversity_ci"] is None
+    assert "too few for an honest interval" in row["ci_withheld"]["diversity"]
+    page = client.get(f"/results/{challenge.slug}/1/track/A/").content.decode()
+    assert "no interval: too few raters" in page
+    assert row["quality_ci"] is not None
