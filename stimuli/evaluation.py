@@ -68,11 +68,18 @@ class EvaluationError(Exception):
 # VGGish as DCASE 2023 Task 7 ran it: published DCASE FADs, and FAD against the official
 # statistics, are comparable only with this preset (see embeddings/vggish.py).
 DCASE_FAD_OPTIONS = {"preset": "dcase2023"}
+# OpenL3's environmental-sound weights (trained on AudioSet's non-music videos) for medoids of
+# Foley sounds; its music weights are the package default.
+MEDOID_OPTIONS = {"content_type": "env"}
 
 
 def objective_settings(challenge: Challenge) -> ObjectiveSettings:
     obj, _ = ObjectiveSettings.objects.get_or_create(
-        challenge=challenge, defaults={"fad_model_options": dict(DCASE_FAD_OPTIONS)}
+        challenge=challenge,
+        defaults={
+            "fad_model_options": dict(DCASE_FAD_OPTIONS),
+            "medoid_model_options": dict(MEDOID_OPTIONS),
+        },
     )
     return obj
 
@@ -108,6 +115,14 @@ class ModelChoice:
 
     def as_params(self) -> dict:
         return {"name": self.name, "options": self.options, "weights": self.weights}
+
+
+def league_choices(challenge: Challenge) -> list[ModelChoice]:
+    """The further models whose FAD enters the embedding league."""
+    return [
+        ModelChoice(e["name"], dict(e.get("options") or {}), e.get("weights", ""))
+        for e in objective_settings(challenge).league_models or []
+    ]
 
 
 def model_choice(challenge: Challenge, purpose: str) -> ModelChoice:
@@ -245,15 +260,21 @@ def _active(challenge: Challenge, purpose: str) -> Job | None:
 
 
 def _start(
-    challenge: Challenge, purpose: str, user: AbstractBaseUser | None, enqueue_task: bool
+    challenge: Challenge,
+    purpose: str,
+    user: AbstractBaseUser | None,
+    enqueue_task: bool,
+    league: ModelChoice | None = None,
 ) -> Job:
+    """The embed job of a pipeline; with `league`, of that league model's FAD (which leaves the
+    finalists alone and may run beside the FAD model's pipeline)."""
     from . import tasks
 
     _check_can_start(challenge, purpose)
-    choice = model_choice(challenge, purpose)
+    choice = league or model_choice(challenge, purpose)
     with transaction.atomic():
         Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)  # one start at a time
-        running = _active(challenge, purpose)
+        running = None if league else _active(challenge, purpose)
         if running is not None:
             return running
         if purpose == "fad" and challenge.phase == Challenge.Phase.SETUP:
@@ -267,6 +288,7 @@ def _start(
                 "purpose": purpose,
                 "model": choice.as_params(),
                 "task": "embed_clips",  # the jobs endpoint's retry finds the task by this name
+                **({"league": True} if league else {}),
             },
             message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
             created_by=user if user and user.is_authenticated else None,
@@ -384,16 +406,31 @@ def _reporter(progress: JobProgress, echo: Progress | None) -> Progress:
     return report
 
 
-def run_fad(job_id: int, *, echo: Progress | None = None) -> Job:
+def run_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
+    """FAD of one model; after the FAD model's, with `chain`, the league models' pipelines are
+    queued (their embeddings, like every model's, come from the cache when already made)."""
+
     def work(job: Job, progress: JobProgress) -> dict:
         challenge = Challenge.objects.get(pk=job.params["challenge_id"])
-        return compute_fad_results(
+        league = bool(job.params.get("league"))
+        result = compute_fad_results(
             challenge,
             model_id=job.params["model_id"],
             progress=_reporter(progress, echo),
             log=progress.log,
             owner=job,
+            select=not league,
         )
+        if chain and not league:
+            result["league_jobs"] = []
+            for choice in league_choices(challenge):
+                try:
+                    queued = _start(challenge, "fad", job.created_by, True, choice)
+                except EvaluationError as exc:  # e.g. published meanwhile: FAD itself stands
+                    progress.log(f"league model {choice.name} not started: {exc}")
+                    continue
+                result["league_jobs"].append(queued.pk)
+        return result
 
     return run_job(job_id, work)
 
@@ -415,9 +452,18 @@ def run_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
 
 
 def run_evaluation(challenge: Challenge, *, progress: Progress | None = None) -> Job:
-    """The FAD pipeline in this process; returns the FAD job (or a failed embed job)."""
+    """The FAD pipeline in this process, then each league model's; returns the FAD model's FAD
+    job (or the first job that failed)."""
     embed = start_evaluation(challenge, enqueue_task=False)
-    return _run_pipeline(embed, run_fad, progress)
+    job = _run_pipeline(embed, functools.partial(run_fad, chain=False), progress)
+    if job.state != Job.State.SUCCEEDED:
+        return job
+    for choice in league_choices(challenge):
+        league = _start(challenge, "fad", None, False, choice)
+        done = _run_pipeline(league, functools.partial(run_fad, chain=False), progress)
+        if done.state != Job.State.SUCCEEDED:
+            return done
+    return job
 
 
 def run_medoid_selection(challenge: Challenge, *, progress: Progress | None = None) -> Job:
@@ -480,9 +526,11 @@ def compute_fad_results(
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
     owner: Job | None = None,
+    select: bool = True,
 ) -> dict:
-    """FAD-Eval and FAD-Dev of every system and category; then finalists per track. With
-    `owner`, results are written only while that job is still this worker's."""
+    """FAD-Eval and FAD-Dev of every system and category; then finalists per track (not for a
+    league model: `select=False`). With `owner`, results are written only while that job is
+    still this worker's."""
     obj = objective_settings(challenge)
     references = [FadResult.Reference.EVALUATION]
     if obj.fad_development:
@@ -557,7 +605,7 @@ def compute_fad_results(
             if (r.system_id, r.category_id, r.reference) not in kept
         ]
         FadResult.objects.filter(pk__in=stale).delete()
-        finalists = select_finalists(challenge, model_id)
+        finalists = select_finalists(challenge, model_id) if select else {}
     return {
         "model_id": model_id,
         "results": len(kept),

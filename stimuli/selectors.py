@@ -112,7 +112,12 @@ def medoids(challenge: Challenge) -> QuerySet[Medoid]:
 
 
 def latest_fad_model(challenge: Challenge) -> str | None:
-    """The embedding model of the most recent FAD computation of this challenge."""
+    """The challenge's FAD model: that of its most recent FAD job that picked finalists (league
+    models' jobs do not); without such a job, that of its most recent FAD computation."""
+    jobs = Job.objects.filter(challenge=challenge, kind=Job.Kind.FAD, state=Job.State.SUCCEEDED)
+    for params in jobs.order_by("-pk").values_list("params", flat=True)[:100]:
+        if not params.get("league") and params.get("model_id"):
+            return params["model_id"]
     results = FadResult.objects.filter(challenge=challenge).order_by("-computed_at")
     return results.values_list("model_id", flat=True).first()
 

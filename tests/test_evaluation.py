@@ -458,3 +458,29 @@ def test_results_are_not_written_once_the_phase_forbids_them(objective):
         evaluation.compute_medoids(objective, model_id=model_id)
     assert dict(FadResult.objects.values_list("pk", "value")) == values
     assert not Medoid.objects.exists()
+
+
+def test_medoids_default_to_openl3_env_content(db):
+    challenge = create_challenge(name="Env", slug="env")
+    choice = evaluation.model_choice(challenge, "medoids")
+    assert (choice.name, choice.options) == ("openl3", {"content_type": "env"})
+
+
+def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finalists(objective):
+    # The finalists of the FAD model, then a league model that would rank "Far" first.
+    evaluation.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
+    job = evaluation.run_evaluation(objective)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    models = set(FadResult.objects.filter(challenge=objective).values_list("model_id", flat=True))
+    assert len(models) == 2 and job.params["model_id"] in models
+    assert selectors.latest_fad_model(objective) == job.params["model_id"]
+    league = Job.objects.filter(challenge=objective, kind=Job.Kind.FAD).exclude(pk=job.pk).get()
+    assert league.params["league"] is True and league.state == Job.State.SUCCEEDED
+    assert league.result["finalists"] == {}
+    finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
+    assert finalists == {"Close", "Middle"}
+    rows = selectors.fad_rows(objective, every_model=True)
+    assert {r["model"] for r in rows} == models and len(rows) == 2 * 4 * 2
+    # Bad entries are refused with the expected form.
+    with pytest.raises(Exception, match="league_models"):
+        evaluation.set_models(objective, league_models=[{"model": "logmel"}])
