@@ -16,7 +16,7 @@ from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
 from .compute import Inputs, Rules, ScoringInputError, misrated, score
-from .models import ScoringSettings, Snapshot
+from .models import ScoringSettings, Snapshot, SnapshotPlot
 
 
 def collect_inputs(challenge: Challenge) -> Inputs:
@@ -105,6 +105,9 @@ def publish(
             "Nothing to publish: no system has ratings that count in every category yet "
             f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
         )
+    from .plots import render  # matplotlib: where results are published, never in web requests
+
+    plots = render(result)
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
         Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
@@ -112,7 +115,7 @@ def publish(
             return done
         last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
         Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.PUBLISHED)
-        return Snapshot.objects.create(
+        snapshot = Snapshot.objects.create(
             challenge=challenge,
             number=(last or 0) + 1,
             result=result,
@@ -123,6 +126,11 @@ def publish(
             published_by=user,
             job=job,
         )
+        SnapshotPlot.objects.bulk_create(
+            SnapshotPlot(snapshot=snapshot, track=track, kind=kind, svg=svg, png=png)
+            for track, kind, svg, png in plots
+        )
+        return snapshot
 
 
 def request_publication(challenge: Challenge, user) -> Job:

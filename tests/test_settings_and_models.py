@@ -143,3 +143,18 @@ def test_the_web_server_still_refuses_to_start_without_a_secret_key():
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert "SECRET_KEY must be set when DEBUG is off." in other.stderr
+
+
+def test_the_web_process_imports_neither_torch_nor_scikit_learn_nor_matplotlib():
+    code = (
+        "import sys, django; django.setup(); import foley_platform.urls, foley_platform.wsgi; "
+        "from django.urls import get_resolver; get_resolver().url_patterns; "
+        "print(sorted(m for m in ('torch', 'sklearn', 'matplotlib') if m in sys.modules))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foley_platform.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
