@@ -591,6 +591,7 @@ def score(
 
     # FAD per system and category.
     fad: dict[tuple[str, str], tuple[float, float]] = {}
+    fad_ci: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
     try:
         fad_model = designated_model(inputs.fad, inputs.fad_model)
     except ValueError as exc:
@@ -604,6 +605,7 @@ def score(
             _number(row["fad_dev"], "fad", line, optional=True),
             _number(row["fad_eval"], "fad", line, optional=True),
         )
+        fad_ci[(system, _text(row["category"]))] = _fad_intervals(row, line)
 
     def fad_summary(system: str) -> dict:
         values = [fad[(system, c)] for c in categories if (system, c) in fad]
@@ -616,6 +618,10 @@ def score(
             out[f"{name}_min"] = _r(arr.min()) if arr.size else None
             out[f"{name}_max"] = _r(arr.max()) if arr.size else None
             out[f"{name}_sd"] = _r(arr.std()) if arr.size else None
+            out[f"{name}_ci"] = _mean_interval(
+                [(fad[(system, c)], fad_ci[(system, c)].get(name)) for c in categories
+                 if (system, c) in fad], 0 if name == "fad_dev" else 1
+            )  # fmt: skip
         return out
 
     missing = _missing_cells(point, rated_systems, categories, rules)
@@ -686,7 +692,9 @@ def score(
                     "final": _r(point["cfinal"][i, c]),
                     "final_ci": interval("cfinal", (i, c)),
                     "fad_dev": _r(fd[0]),
+                    "fad_dev_ci": _ci(fad_ci.get((system, category), {}).get("fad_dev")),
                     "fad_eval": _r(fd[1]),
+                    "fad_eval_ci": _ci(fad_ci.get((system, category), {}).get("fad_eval")),
                     "ci_withheld": _withheld(jack, (i, c), ("cq", "cf", "cd", "cfinal")),
                 }
             rows.append(row)
@@ -766,6 +774,36 @@ def score(
         "inputs": inputs.hashes(),
         "code_version": code_version(),
     }
+
+
+def _fad_intervals(row: Mapping, line: int) -> dict[str, tuple[float, float]]:
+    """A FAD row's optional intervals (`fad_eval_low`, `fad_eval_high`, and of FAD-Dev)."""
+    out = {}
+    for name in ("fad_dev", "fad_eval"):
+        low = _number(row.get(f"{name}_low"), "fad", line, optional=True)
+        high = _number(row.get(f"{name}_high"), "fad", line, optional=True)
+        if math.isfinite(low) and math.isfinite(high):
+            out[name] = (low, high)
+    return out
+
+
+def _ci(pair) -> list | None:
+    return [_r(pair[0]), _r(pair[1])] if pair else None
+
+
+def _mean_interval(cells: Sequence[tuple], index: int) -> list | None:
+    """An interval of the mean FAD over categories from each category's interval: categories
+    hold different clips, so their errors are independent and add in quadrature (each side
+    apart, since basic bootstrap intervals are not symmetric). None unless every category
+    has one."""
+    values = [(v[index], ci) for v, ci in cells if math.isfinite(v[index])]
+    if not values or any(ci is None for _, ci in values):
+        return None
+    n = len(values)
+    mean = sum(v for v, _ in values) / n
+    below = math.sqrt(sum((v - ci[0]) ** 2 for v, ci in values)) / n
+    above = math.sqrt(sum((ci[1] - v) ** 2 for v, ci in values)) / n
+    return [_r(mean - below), _r(mean + above)]
 
 
 def _withheld(jack: Jackknife | None, index: tuple, keys: Sequence[str]) -> dict[str, str]:

@@ -109,8 +109,8 @@ def tables(result: dict) -> list[Table]:
                     Column("rank", "Rank"),
                     Column("system", "System"),
                     Column("team", "Team"),
-                    Column("fad_dev", "FAD-Dev"),
-                    Column("fad_eval", "FAD-Eval"),
+                    Column("fad_dev", "FAD-Dev", ci=True),
+                    Column("fad_eval", "FAD-Eval", ci=True),
                     *SCALE_COLUMNS,
                     Column("p_above_next", "P(above next)"),
                 ],
@@ -125,8 +125,8 @@ def tables(result: dict) -> list[Table]:
                 [
                     Column("system", "System"),
                     Column("category", "Category"),
-                    Column("fad_dev", "FAD-Dev"),
-                    Column("fad_eval", "FAD-Eval"),
+                    Column("fad_dev", "FAD-Dev", ci=True),
+                    Column("fad_eval", "FAD-Eval", ci=True),
                     *SCALE_COLUMNS,
                 ],
                 [

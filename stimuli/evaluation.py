@@ -31,7 +31,14 @@ from django.db.models import Q
 
 from . import selectors
 from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
-from .fad import MAX_STATS_DIM, GaussianStats, ReferenceFactor, frechet_distance
+from .fad import (
+    MAX_STATS_DIM,
+    GaussianStats,
+    ReferenceFactor,
+    fad_bootstrap_interval,
+    fad_infinity,
+    frechet_distance,
+)
 from .jobs import (
     JobProgress,
     enqueue,
@@ -494,11 +501,44 @@ def _clip_audio(challenge: Challenge, **filters) -> dict[int, list[int]]:
     return out
 
 
-def _stats_of(model_id: str, audio_ids: list[int]) -> GaussianStats:
+def _clips_of(model_id: str, audio_ids: list[int]) -> list[np.ndarray]:
     from .embeddings.store import load_many
 
     embeddings = load_many(model_id, audio_ids)
-    return GaussianStats.from_embeddings([embeddings[a] for a in audio_ids])
+    return [embeddings[a] for a in audio_ids]
+
+
+def _stats_of(model_id: str, audio_ids: list[int]) -> GaussianStats:
+    return GaussianStats.from_embeddings(_clips_of(model_id, audio_ids))
+
+
+# Clips listed per system and category with their own FAD (fadtk's per-song FAD): the worst
+# first, for organizers to open.
+WORST_CLIPS = 5
+
+
+def _fad_extras(
+    clips: list[np.ndarray], audio_ids: list[int], reference: ReferenceFactor, obj
+) -> dict:
+    """The interval, FAD-inf and worst clips of one FAD, as its details record them."""
+    out: dict = {}
+    if obj.fad_bootstrap:
+        low, high = fad_bootstrap_interval(clips, reference, n_resamples=obj.fad_bootstrap)
+        out["ci95"] = [low, high]
+    if obj.fad_infinity:
+        try:
+            out["fad_inf"] = fad_infinity(clips, reference).value
+        except ValueError as exc:  # too few embeddings: say so instead of a wrong value
+            out["fad_inf_error"] = str(exc)
+    per_clip = []
+    for audio_id, frames in zip(audio_ids, clips, strict=True):
+        if len(frames) >= 2:
+            per_clip.append(
+                [audio_id, frechet_distance(GaussianStats.from_embeddings(frames), reference)]
+            )
+    per_clip.sort(key=lambda pair: -pair[1])
+    out["worst_clips"] = per_clip[:WORST_CLIPS]
+    return out
 
 
 def reference_stats(
@@ -557,7 +597,8 @@ def compute_fad_results(
                         f"{system.name} / {categories[category_id].slug}: fewer than 2 clips, no FAD"
                     )
                 continue
-            stats = _stats_of(model_id, audio_ids)
+            clips = _clips_of(model_id, audio_ids)
+            stats = GaussianStats.from_embeddings(clips)
             for reference in references:
                 ref = refs[reference].get(category_id)
                 if ref is None:
@@ -577,7 +618,11 @@ def compute_fad_results(
                     "value": frechet_distance(stats, factor),
                     "n_clips": len(audio_ids),
                     "n_reference": n_reference,
-                    "details": {"frames": stats.count, "reference_source": source},
+                    "details": {
+                        "frames": stats.count,
+                        "reference_source": source,
+                        **_fad_extras(clips, audio_ids, factor, obj),
+                    },
                 }
                 computed.append((system, category_id, reference, values))
             if progress:

@@ -336,7 +336,7 @@ class FadInfinity:
 
 def fad_infinity(
     embeddings: np.ndarray | Sequence[np.ndarray],
-    reference: GaussianStats,
+    reference: GaussianStats | ReferenceFactor,
     *,
     steps: int = 25,
     min_size: int | None = None,
@@ -378,7 +378,9 @@ def fad_infinity(
             f"at least {INF_MIN_FLOOR}); got {n}"
         )
     sizes = sorted({int(s) for s in np.linspace(lowest, n, steps)})
-    reference = ReferenceFactor.of(reference)
+    reference = (
+        reference if isinstance(reference, ReferenceFactor) else ReferenceFactor.of(reference)
+    )
     rng = np.random.default_rng(seed)
     values = []
     for size in sizes:
@@ -396,7 +398,7 @@ def fad_infinity(
 
 def fad_bootstrap_interval(
     clips: Sequence[np.ndarray],
-    reference: GaussianStats,
+    reference: GaussianStats | ReferenceFactor,
     *,
     n_resamples: int = 200,
     confidence: float = 0.95,
@@ -421,7 +423,9 @@ def fad_bootstrap_interval(
     counts = np.array([c.shape[0] for c in per_clip], dtype=np.float64)
     sums = np.stack([c.sum(axis=0) for c in per_clip])
     outers = np.stack([c.T @ c for c in per_clip])
-    factored = ReferenceFactor.of(reference)
+    factored = (
+        reference if isinstance(reference, ReferenceFactor) else ReferenceFactor.of(reference)
+    )
 
     def statistic(indices: np.ndarray) -> float:
         idx = indices.astype(int)

@@ -432,6 +432,15 @@ class ObjectiveSettings(models.Model):
     fad_development = models.BooleanField(
         default=True, help_text="Also compute FAD against the development set (FAD-Dev)."
     )
+    fad_bootstrap = models.PositiveSmallIntegerField(
+        default=200,
+        help_text="Resamples of clips for each FAD's 95% basic bootstrap interval (0: none).",
+    )
+    fad_infinity = models.BooleanField(
+        default=False,
+        help_text="Also FAD-inf (Chong & Forsyth's extrapolation to infinitely many embeddings), "
+        "where a set has more than 2 x d embeddings (at least 100).",
+    )
     league_models = models.JSONField(
         default=list,
         blank=True,

@@ -89,6 +89,8 @@ def fad_rows(
         )
         key = "fad_eval" if result.reference == FadResult.Reference.EVALUATION else "fad_dev"
         row[key] = result.value
+        if ci := (result.details or {}).get("ci95"):
+            row[f"{key}_low"], row[f"{key}_high"] = ci
     return sorted(
         rows.values(),
         key=lambda r: (r.get("model", ""), r["track"], r["system"], r["category"]),

@@ -484,3 +484,28 @@ def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finali
     # Bad entries are refused with the expected form.
     with pytest.raises(Exception, match="league_models"):
         evaluation.set_models(objective, league_models=[{"model": "logmel"}])
+
+
+def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(objective):
+    from scoring.compute import Rules, score
+    from scoring.services import collect_inputs
+
+    evaluation.set_models(objective, fad_bootstrap=50, fad_infinity=True)
+    job = evaluation.run_evaluation(objective)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    row = FadResult.objects.get(
+        system=system(objective, "Close"), reference="evaluation", category__slug="rain"
+    )
+    low, high = row.details["ci95"]
+    assert low <= row.value <= high and low < high
+    # 12 clips of logmel frames are fewer than 2 x d embeddings: no FAD-inf, and the reason.
+    assert "fad_inf" in row.details or "FAD-inf needs" in row.details["fad_inf_error"]
+    worst = row.details["worst_clips"]
+    assert len(worst) == evaluation.WORST_CLIPS and worst[0][1] >= worst[-1][1]
+    # The leaderboard's FAD carries an interval of its mean over categories.
+    inputs = collect_inputs(objective)
+    assert {"fad_eval_low", "fad_eval_high"} <= set(inputs.fad[0])
+    result = score(inputs, Rules(bootstrap=0))
+    (close,) = [r for r in result["unrated_systems"]["A"] if r["system"] == "Close"]
+    low, high = close["fad_eval_ci"]
+    assert low < close["fad_eval"] < high

@@ -44,7 +44,10 @@ def test_public_reads_a_published_leaderboard_with_plots(
         href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
         csv_text = page.request.get(f"{live_server.url}{href}").text()
         header = csv_text.splitlines()[0]
-        assert header.startswith("rank,system,team,fad_dev,fad_eval,quality,quality_low")
+        assert header.startswith(
+            "rank,system,team,fad_dev,fad_dev_low,fad_dev_high,fad_eval,fad_eval_low,"
+            "fad_eval_high,quality,quality_low"
+        )
         page.screenshot(path=str(tmp_path / "track.png"), full_page=True)
         page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
         page.screenshot(path=str(tmp_path / "snapshot.png"), full_page=True)
