@@ -9,6 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from stimuli import evaluation
 from stimuli.models import FadResult, Job, Medoid, ReferenceStats
 from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge
 
@@ -29,6 +30,11 @@ def test_challenge_page_loads_the_objective_panel(organizer_client, objective):
     panel = organizer_client.get(reverse("objective:panel", args=[objective.slug]))
     text = panel.content.decode()
     assert "No FAD computed yet." in text and "<code>logmel</code>" in text
+    # The medoid embedding and k-means settings are shown, and the league's models.
+    assert "k-means (seed 0, best of 3 initialisations) on each clip's mean frame" in text
+    evaluation.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
+    text = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
+    assert "embedding league: <code>logmel</code>" in text
 
 
 def test_organizer_runs_evaluation_and_medoids_from_the_page(organizer_client, objective):
