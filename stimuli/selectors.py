@@ -47,14 +47,20 @@ def clips(
     role: str | None = None,
     category: str | None = None,
     system: str | None = None,
+    medoids: bool = False,
 ) -> QuerySet[Clip]:
+    """Clips by role, category and system; with `medoids`, the medoids alone, in their order."""
     qs = Clip.objects.filter(challenge=challenge).select_related("category", "system", "audio")
+    if medoids:
+        qs = qs.filter(medoid_of__isnull=False)
     if role:
         qs = qs.filter(role=role)
     if category:
         qs = qs.filter(category__slug=category)
     if system:
         qs = qs.filter(system__name=system)
+    if medoids:
+        return qs.order_by("system__name", "category__position", "medoid_of__position", "id")
     return qs.order_by("role", "category__position", "original_name", "id")
 
 

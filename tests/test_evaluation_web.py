@@ -168,3 +168,21 @@ def test_api_settings_and_reference_statistics(api_client, objective):
 def test_schema_documents_the_objective_endpoints(client):
     schema = client.get("/api/schema/").content.decode()
     assert "/objective/evaluate/" in schema and "/objective/reference-stats/" in schema
+
+
+def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path):
+    # Not the slug "objective": /organize/objective/ is the objective stage's own prefix.
+    objective = small_challenge(tmp_path, slug="browse")
+    url = reverse("stimuli:clips", args=[objective.slug])
+    first = organizer_client.get(url).content.decode()
+    assert "128 clips, page 1 of 2." in first and "?page=2" in first  # 4 x 2 x 12 + 2 x 2 x 8
+    second = organizer_client.get(url + "?page=2").content.decode()
+    assert "page 2 of 2" in second and second.count("<audio") == 28
+    assert evaluation.run_evaluation(objective).state == Job.State.SUCCEEDED
+    assert evaluation.run_medoid_selection(objective).state == Job.State.SUCCEEDED
+    page = organizer_client.get(url + "?medoids=1&system=Close&category=rain").content.decode()
+    # 5 medoids per finalist and category, in cluster order, each marked.
+    assert "5 clips." in page and page.count("<audio") == 5
+    assert page.index("medoid 1<") < page.index("medoid 5<")
+    panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
+    assert f"{url}?medoids=1" in panel
