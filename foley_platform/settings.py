@@ -5,6 +5,7 @@ SQLite with in-process tasks, and production sets DATABASE_URL, CELERY_BROKER_UR
 """
 
 import secrets
+import sys
 from pathlib import Path
 
 import environ
@@ -20,10 +21,27 @@ DEBUG = env.bool("DEBUG", default=False)
 DATA_DIR = Path(env("FOLEY_DATA_DIR", default=str(BASE_DIR / "data")))
 
 
+# Researchers' command-line tools: they read files and print results, signing nothing that
+# outlives the process (no sessions, tokens or links), so a fresh install runs them without a
+# secret. The web server, workers and every other command still refuse to start without one.
+KEYLESS_COMMANDS = frozenset({"compute_fad", "score_offline", "validate_generator"})
+
+
+def _keyless_command() -> bool:
+    launcher = Path(sys.argv[0]).name if sys.argv else ""
+    return (
+        launcher in {"manage.py", "django-admin", "__main__.py"}
+        and len(sys.argv) > 1
+        and sys.argv[1] in KEYLESS_COMMANDS
+    )
+
+
 def _secret_key() -> str:
     key = env("SECRET_KEY", default="")
     if key:
         return key
+    if not DEBUG and _keyless_command():
+        return secrets.token_urlsafe(50)  # this process's alone, never stored
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
     # A development key is generated once and kept, so sessions survive a restart of the demo.

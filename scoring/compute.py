@@ -35,6 +35,10 @@ from raters.quality import (
     judge,
 )
 
+from .intervals import BOOTSTRAP_PERCENTILE, JACKKNIFE_T, Jackknife, rater_and_sound_strata
+from .intervals import METHODS as INTERVAL_METHODS
+from .league import designated_model, fad_models, is_designated, metric_league
+
 RATING_COLUMNS = (
     "rater",
     "rater_team",
@@ -80,9 +84,12 @@ class Rules:
     weight_quality: float = 1.0
     weight_fit: float = 1.0
     weight_diversity: float = 0.5
-    bootstrap: int = 1000
+    bootstrap: int = 1000  # replicates of the bootstrap method; 0: no intervals at all
     confidence: float = 0.95
     seed: int = 2023
+    # "jackknife-t" holds its coverage with few raters (scoring/intervals.py); "bootstrap", the
+    # percentile bootstrap over raters and sounds, covers too little with 4 raters.
+    intervals: str = JACKKNIFE_T
 
     def __post_init__(self) -> None:
         if not self.low < self.high:
@@ -99,6 +106,8 @@ class Rules:
             raise ScoringInputError("bootstrap must be 0 (no intervals) or more")
         if not 0 < self.confidence < 1:
             raise ScoringInputError("confidence must be between 0 and 1")
+        if self.intervals not in INTERVAL_METHODS:
+            raise ScoringInputError(f"intervals must be one of {', '.join(INTERVAL_METHODS)}")
         for role, conditions in self.misrating.items():
             if role not in ANCHOR_ROLES:
                 raise ScoringInputError(f"unknown anchor type {role!r} in misrating rules")
@@ -147,15 +156,19 @@ class Inputs:
     diversity: list[dict]
     fad: list[dict]
     teams: list[dict]
+    # With a `model` column in the FAD rows: the model whose FAD the leaderboard shows (default:
+    # the first named); every model enters the embedding league (scoring/league.py).
+    fad_model: str = ""
 
     def hashes(self) -> dict[str, str]:
         """sha256 of each input table in a canonical form (row order does not matter)."""
+        fad_columns = (*FAD_COLUMNS, "model") if fad_models(self.fad) else FAD_COLUMNS
         return {
             name: table_hash(rows, columns)
             for name, rows, columns in (
                 ("ratings", self.ratings, RATING_COLUMNS),
                 ("diversity", self.diversity, DIVERSITY_COLUMNS),
-                ("fad", self.fad, FAD_COLUMNS),
+                ("fad", self.fad, fad_columns),
                 ("teams", self.teams, TEAM_COLUMNS),
             )
         }
@@ -537,7 +550,16 @@ def score(
     # were drawn. Raters of trials and raters of diversity alone (in DCASE, a few organizers)
     # are drawn apart, each group its own size, so every replicate holds both kinds.
     boot: dict[str, np.ndarray] = {}
-    if rules.bootstrap and n_s:
+    jack = None
+    if rules.bootstrap and n_s and rules.intervals == JACKKNIFE_T:
+        jack = Jackknife(
+            estimate,
+            point,
+            rater_and_sound_strata(len(raters), t_rater, unit_cell),
+            len(raters),
+            len(unit_list),
+        )
+    if rules.bootstrap and n_s and rules.intervals == BOOTSTRAP_PERCENTILE:
         rng = np.random.default_rng(rules.seed)
         draws = {k: [] for k in point}
         n_units = len(unit_list)
@@ -566,6 +588,9 @@ def score(
     alpha = (1 - rules.confidence) / 2
 
     def interval(key: str, index) -> list | None:
+        if jack is not None:
+            found = jack.interval(key, index, rules.confidence)
+            return [_r(v) for v in found] if found else None
         if not boot:
             return None
         sample = boot[key][(slice(None), *index)]
@@ -577,13 +602,21 @@ def score(
 
     # FAD per system and category.
     fad: dict[tuple[str, str], tuple[float, float]] = {}
+    fad_ci: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
+    try:
+        fad_model = designated_model(inputs.fad, inputs.fad_model)
+    except ValueError as exc:
+        raise ScoringInputError(str(exc)) from None
     for line, row in enumerate(inputs.fad, start=1):
+        if not is_designated(row, fad_model):
+            continue
         system = _text(row["system"])
         track_of.setdefault(system, _text(row["track"]))
         fad[(system, _text(row["category"]))] = (
             _number(row["fad_dev"], "fad", line, optional=True),
             _number(row["fad_eval"], "fad", line, optional=True),
         )
+        fad_ci[(system, _text(row["category"]))] = _fad_intervals(row, line)
 
     def fad_summary(system: str) -> dict:
         values = [fad[(system, c)] for c in categories if (system, c) in fad]
@@ -596,6 +629,10 @@ def score(
             out[f"{name}_min"] = _r(arr.min()) if arr.size else None
             out[f"{name}_max"] = _r(arr.max()) if arr.size else None
             out[f"{name}_sd"] = _r(arr.std()) if arr.size else None
+            out[f"{name}_ci"] = _mean_interval(
+                [(fad[(system, c)], fad_ci[(system, c)].get(name)) for c in categories
+                 if (system, c) in fad], 0 if name == "fad_dev" else 1
+            )  # fmt: skip
         return out
 
     missing = _missing_cells(point, rated_systems, categories, rules)
@@ -648,6 +685,7 @@ def score(
                 "final": _r(final),
                 "final_ci": interval("final", (i,)),
                 "quality_fit": _r((q + f) / 2),
+                "ci_withheld": _withheld(jack, (i,), ("q", "f", "d", "final")),
                 **fs,
                 "n_ratings": int(np.sum(t_cell // max(n_c, 1) == i)) if len(trials) else 0,
                 "n_diversity": int(np.sum(d_cell // max(n_c, 1) == i)) if len(diversity) else 0,
@@ -665,7 +703,10 @@ def score(
                     "final": _r(point["cfinal"][i, c]),
                     "final_ci": interval("cfinal", (i, c)),
                     "fad_dev": _r(fd[0]),
+                    "fad_dev_ci": _ci(fad_ci.get((system, category), {}).get("fad_dev")),
                     "fad_eval": _r(fd[1]),
+                    "fad_eval_ci": _ci(fad_ci.get((system, category), {}).get("fad_eval")),
+                    "ci_withheld": _withheld(jack, (i, c), ("cq", "cf", "cd", "cfinal")),
                 }
             rows.append(row)
 
@@ -686,7 +727,12 @@ def score(
         track_pairs = []
         for upper, lower in pairwise(rows):
             probability = None
-            if boot:
+            if jack is not None:
+                found = jack.p_above(
+                    "final", sys_index[upper["system"]], sys_index[lower["system"]]
+                )
+                probability = _r(found, 4)
+            elif boot:
                 a = boot["final"][:, sys_index[upper["system"]]]
                 b = boot["final"][:, sys_index[lower["system"]]]
                 ok = np.isfinite(a) & np.isfinite(b)
@@ -704,8 +750,15 @@ def score(
     analyses = _analyses(
         tracks, categories, trials, diversity, anchors_kept, point, sys_index, cat_index
     )
+    league = {}
+    if fad_models(inputs.fad):
+        league["metric_league"] = metric_league(
+            inputs.fad, tracks, categories, fad_model, replicates=rules.bootstrap,
+            confidence=rules.confidence, seed=rules.seed,
+        )  # fmt: skip
     return {
         "tracks": tracks,
+        **league,
         "excluded_sessions": excluded_sessions,
         "flagged_sessions": flagged_sessions,
         "pairs": pairs,
@@ -733,6 +786,44 @@ def score(
         "inputs": inputs.hashes(),
         "code_version": code_version(),
     }
+
+
+def _fad_intervals(row: Mapping, line: int) -> dict[str, tuple[float, float]]:
+    """A FAD row's optional intervals (`fad_eval_low`, `fad_eval_high`, and of FAD-Dev)."""
+    out = {}
+    for name in ("fad_dev", "fad_eval"):
+        low = _number(row.get(f"{name}_low"), "fad", line, optional=True)
+        high = _number(row.get(f"{name}_high"), "fad", line, optional=True)
+        if math.isfinite(low) and math.isfinite(high):
+            out[name] = (low, high)
+    return out
+
+
+def _ci(pair) -> list | None:
+    return [_r(pair[0]), _r(pair[1])] if pair else None
+
+
+def _mean_interval(cells: Sequence[tuple], index: int) -> list | None:
+    """An interval of the mean FAD over categories from each category's interval: categories
+    hold different clips, so their errors are independent and add in quadrature (each side
+    apart, since basic bootstrap intervals are not symmetric). None unless every category
+    has one."""
+    values = [(v[index], ci) for v, ci in cells if math.isfinite(v[index])]
+    if not values or any(ci is None for _, ci in values):
+        return None
+    n = len(values)
+    mean = sum(v for v, _ in values) / n
+    below = math.sqrt(sum((v - ci[0]) ** 2 for v, ci in values)) / n
+    above = math.sqrt(sum((ci[1] - v) ** 2 for v, ci in values)) / n
+    return [_r(mean - below), _r(mean + above)]
+
+
+def _withheld(jack: Jackknife | None, index: tuple, keys: Sequence[str]) -> dict[str, str]:
+    """Per scale, why its interval at `index` is withheld (too few raters), where it is."""
+    if jack is None:
+        return {}
+    names = zip(("quality", "fit", "diversity", "final"), keys, strict=True)
+    return {name: why for name, key in names if (why := jack.withheld(key, index))}
 
 
 def _missing_cells(
@@ -830,6 +921,7 @@ def score_files(
     fad: str | Path,
     teams: str | Path,
     rules: Rules | None = None,
+    fad_model: str = "",
 ) -> dict:
     """Score a challenge from the four CSV files alone."""
     inputs = Inputs(
@@ -837,5 +929,6 @@ def score_files(
         diversity=read_csv(diversity, DIVERSITY_COLUMNS),
         fad=read_csv(fad, FAD_COLUMNS),
         teams=read_csv(teams, TEAM_COLUMNS),
+        fad_model=fad_model,
     )
     return score(inputs, rules)

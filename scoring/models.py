@@ -133,3 +133,24 @@ class Snapshot(models.Model):
         if self.pk is not None and not kwargs.pop("_allow_update", False):
             raise ValueError("A published snapshot is frozen and cannot be changed.")
         super().save(*args, **kwargs)
+
+
+class SnapshotPlot(models.Model):
+    """A plot of a snapshot, drawn once when it was published and frozen with it."""
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="plots")
+    track = models.CharField(max_length=50, help_text='A track code, or "all" for every track.')
+    kind = models.SlugField(max_length=30)
+    svg = models.TextField()
+    png = models.BinaryField()
+
+    class Meta:
+        ordering = ["snapshot", "track", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["snapshot", "track", "kind"], name="snapshot_plot_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.snapshot} {self.track} {self.kind}"

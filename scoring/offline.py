@@ -19,7 +19,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ratings", required=True, type=Path, help="Listening-test ratings CSV.")
     parser.add_argument("--diversity", required=True, type=Path, help="Diversity ratings CSV.")
     parser.add_argument(
-        "--fad", required=True, type=Path, help="CSV: system, track, category, fad_dev, fad_eval."
+        "--fad",
+        required=True,
+        type=Path,
+        help="CSV: system, track, category, fad_dev, fad_eval, and optionally model (one row "
+        "per model, system and category: the JSON then holds metric_league).",
+    )
+    parser.add_argument(
+        "--fad-model",
+        default="",
+        help="With a model column: the model whose FAD the leaderboard shows (default: the "
+        "first in the file).",
     )
     parser.add_argument("--teams", required=True, type=Path, help="CSV: system, team, track.")
     parser.add_argument(
@@ -50,7 +60,12 @@ def run(options: dict) -> str:
     except TypeError as exc:
         raise ScoringInputError(f"bad scoring settings: {exc}") from exc
     result = score_files(
-        options["ratings"], options["diversity"], options["fad"], options["teams"], rules
+        options["ratings"],
+        options["diversity"],
+        options["fad"],
+        options["teams"],
+        rules,
+        fad_model=options.get("fad_model") or "",
     )
     return json.dumps(result, indent=options.get("indent"), ensure_ascii=False)
 

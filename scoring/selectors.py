@@ -66,10 +66,17 @@ class Table:
             out.append(flat)
         return out
 
-    def cells(self) -> list[list[tuple[object, list | None]]]:
-        """Per row, per column: (value, interval or None), for templates."""
+    def cells(self) -> list[list[tuple[object, list | None, str]]]:
+        """Per row, per column: (value, interval or None, why an interval is withheld)."""
         return [
-            [(row.get(c.key), row.get(f"{c.key}_ci") if c.ci else None) for c in self.columns]
+            [
+                (
+                    row.get(c.key),
+                    row.get(f"{c.key}_ci") if c.ci else None,
+                    (row.get("ci_withheld") or {}).get(c.key, "") if c.ci else "",
+                )
+                for c in self.columns
+            ]
             for row in self.rows
         ]
 
@@ -102,8 +109,8 @@ def tables(result: dict) -> list[Table]:
                     Column("rank", "Rank"),
                     Column("system", "System"),
                     Column("team", "Team"),
-                    Column("fad_dev", "FAD-Dev"),
-                    Column("fad_eval", "FAD-Eval"),
+                    Column("fad_dev", "FAD-Dev", ci=True),
+                    Column("fad_eval", "FAD-Eval", ci=True),
                     *SCALE_COLUMNS,
                     Column("p_above_next", "P(above next)"),
                 ],
@@ -118,8 +125,8 @@ def tables(result: dict) -> list[Table]:
                 [
                     Column("system", "System"),
                     Column("category", "Category"),
-                    Column("fad_dev", "FAD-Dev"),
-                    Column("fad_eval", "FAD-Eval"),
+                    Column("fad_dev", "FAD-Dev", ci=True),
+                    Column("fad_eval", "FAD-Eval", ci=True),
                     *SCALE_COLUMNS,
                 ],
                 [
@@ -202,6 +209,35 @@ def tables(result: dict) -> list[Table]:
             [{"track": t, **v} for t, v in analyses["fad_spearman"].items()],
         )
     )
+    if league := result.get("metric_league"):
+        out.append(
+            Table(
+                "metric-league",
+                "Embedding league: each model's FAD ranking against the listening test "
+                f"(Spearman's rho, +1: lower FAD, better score; the leaderboard shows "
+                f"{league['designated']})",
+                [
+                    Column("scope", "Track"),
+                    Column("model", "Embedding model"),
+                    Column("n_systems", "Systems"),
+                    Column("spearman", "Spearman (final)", ci=True),
+                    Column("kendall", "Kendall"),
+                    Column("loso_min", "Leave one out: min"),
+                    Column("loso_max", "max"),
+                    Column("quality", "vs quality"),
+                    Column("fit", "vs fit"),
+                    Column("diversity", "vs diversity"),
+                ],
+                [
+                    {"scope": scope, "model": model, **entry}
+                    for scope, entries in [
+                        *league["tracks"].items(),
+                        ("all tracks", league["pooled"]),
+                    ]
+                    for model, entry in entries.items()
+                ],
+            )
+        )
     out.append(
         Table(
             "quality-fit",

@@ -16,7 +16,7 @@ from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
 from .compute import Inputs, Rules, ScoringInputError, score
-from .models import ScoringSettings, Snapshot
+from .models import ScoringSettings, Snapshot, SnapshotPlot
 
 
 def collect_inputs(challenge: Challenge) -> Inputs:
@@ -25,16 +25,27 @@ def collect_inputs(challenge: Challenge) -> Inputs:
     return inputs_from_rows(
         ratings=rating_rows(challenge),
         diversity=diversity_rows(challenge),
-        fad=stimuli_selectors.fad_rows(challenge),
+        # Every embedding model's FAD, for the league; the leaderboard shows the latest model's.
+        fad=stimuli_selectors.fad_rows(challenge, every_model=True),
         teams=stimuli_selectors.team_rows(challenge),
+        fad_model=stimuli_selectors.latest_fad_model(challenge) or "",
     )
 
 
 def inputs_from_rows(
-    *, ratings: list[dict], diversity: list[dict], fad: list[dict], teams: list[dict]
+    *,
+    ratings: list[dict],
+    diversity: list[dict],
+    fad: list[dict],
+    teams: list[dict],
+    fad_model: str = "",
 ) -> Inputs:
     return Inputs(
-        ratings=list(ratings), diversity=list(diversity), fad=list(fad), teams=list(teams)
+        ratings=list(ratings),
+        diversity=list(diversity),
+        fad=list(fad),
+        teams=list(teams),
+        fad_model=fad_model,
     )
 
 
@@ -97,6 +108,9 @@ def publish(
                 "Nothing to publish: no system has ratings that count in every category yet "
                 f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
             )
+        from .plots import render  # matplotlib: where results are published, never in web requests
+
+        plots = render(result)
     except Exception:
         if was_open:  # nothing was published: the test goes on
             raters_services.set_open(challenge, True)
@@ -108,7 +122,7 @@ def publish(
             return done
         last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
         Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.PUBLISHED)
-        return Snapshot.objects.create(
+        snapshot = Snapshot.objects.create(
             challenge=challenge,
             number=(last or 0) + 1,
             result=result,
@@ -119,6 +133,11 @@ def publish(
             published_by=user,
             job=job,
         )
+        SnapshotPlot.objects.bulk_create(
+            SnapshotPlot(snapshot=snapshot, track=track, kind=kind, svg=svg, png=png)
+            for track, kind, svg, png in plots
+        )
+        return snapshot
 
 
 def request_publication(challenge: Challenge, user) -> Job:

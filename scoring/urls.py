@@ -11,7 +11,11 @@ urlpatterns = [
     path("<slug:slug>/preview/", views.preview, name="preview"),
     path("<slug:slug>/<int:number>/", views.snapshot, name="snapshot"),
     path("<slug:slug>/<int:number>/track/<str:code>/", views.track, name="track"),
-    path("<slug:slug>/<int:number>/track/<str:code>/<slug:kind>.svg", views.plot, name="plot"),
+    path(
+        "<slug:slug>/<int:number>/track/<str:code>/<slug:kind>.<str:fmt>",
+        views.plot,
+        name="plot",
+    ),
     path(
         "<slug:slug>/<int:number>/download/<slug:name>.<str:fmt>",
         views.download,

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
-from . import selectors, services, svg
+from . import selectors, services
 from .compute import ScoringInputError
 from .models import Snapshot
 
@@ -84,11 +84,6 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
             **_publish_context(challenge),
             "result": result,
             "tables": all_tables,
-            "plots": [
-                {"track": code, "svg": mark_safe(draw(rows, code))}  # svg.py escapes every text
-                for code, rows in result["tracks"].items()
-                for draw in svg.PLOTS.values()
-            ],
         },
     )
 
@@ -129,8 +124,9 @@ def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpRespon
     if rows is None:
         raise Http404("No such track in these results.")
     plots = [
-        {"kind": kind, "svg": mark_safe(draw(rows, code))}  # svg.py escapes every text
-        for kind, draw in svg.PLOTS.items()
+        # Drawn by matplotlib at publish time, which escapes every text it writes.
+        {"track": p.track, "kind": p.kind, "svg": mark_safe(p.svg)}
+        for p in snap.plots.filter(track__in=[code, "all"]).only("track", "kind", "svg")
     ]
     return render(
         request,
@@ -145,13 +141,18 @@ def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpRespon
     )
 
 
-def plot(request: HttpRequest, slug: str, number: int, code: str, kind: str) -> HttpResponse:
+def plot(
+    request: HttpRequest, slug: str, number: int, code: str, kind: str, fmt: str
+) -> HttpResponse:
+    if fmt not in ("svg", "png"):
+        raise Http404("Plots are SVG or PNG.")
     snap = _snapshot(slug, number)
-    rows = snap.result["tracks"].get(code)
-    draw = svg.PLOTS.get(kind)
-    if rows is None or draw is None:
+    found = snap.plots.filter(track=code, kind=kind).first()
+    if found is None:
         raise Http404("No such plot.")
-    return HttpResponse(draw(rows, code), content_type="image/svg+xml")
+    if fmt == "svg":
+        return HttpResponse(found.svg, content_type="image/svg+xml")
+    return HttpResponse(bytes(found.png), content_type="image/png")
 
 
 def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) -> HttpResponse:

@@ -31,7 +31,14 @@ from django.db.models import Q
 
 from . import selectors
 from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
-from .fad import MAX_STATS_DIM, GaussianStats, frechet_distance
+from .fad import (
+    MAX_STATS_DIM,
+    GaussianStats,
+    ReferenceFactor,
+    fad_bootstrap_interval,
+    fad_infinity,
+    frechet_distance,
+)
 from .jobs import (
     JobProgress,
     enqueue,
@@ -72,11 +79,18 @@ class EvaluationConflict(EvaluationError):
 # VGGish as DCASE 2023 Task 7 ran it: published DCASE FADs, and FAD against the official
 # statistics, are comparable only with this preset (see embeddings/vggish.py).
 DCASE_FAD_OPTIONS = {"preset": "dcase2023"}
+# OpenL3's environmental-sound weights (trained on AudioSet's non-music videos) for medoids of
+# Foley sounds; its music weights are the package default.
+MEDOID_OPTIONS = {"content_type": "env"}
 
 
 def objective_settings(challenge: Challenge) -> ObjectiveSettings:
     obj, _ = ObjectiveSettings.objects.get_or_create(
-        challenge=challenge, defaults={"fad_model_options": dict(DCASE_FAD_OPTIONS)}
+        challenge=challenge,
+        defaults={
+            "fad_model_options": dict(DCASE_FAD_OPTIONS),
+            "medoid_model_options": dict(MEDOID_OPTIONS),
+        },
     )
     return obj
 
@@ -112,6 +126,14 @@ class ModelChoice:
 
     def as_params(self) -> dict:
         return {"name": self.name, "options": self.options, "weights": self.weights}
+
+
+def league_choices(challenge: Challenge) -> list[ModelChoice]:
+    """The further models whose FAD enters the embedding league."""
+    return [
+        ModelChoice(e["name"], dict(e.get("options") or {}), e.get("weights", ""))
+        for e in objective_settings(challenge).league_models or []
+    ]
 
 
 def model_choice(challenge: Challenge, purpose: str) -> ModelChoice:
@@ -249,15 +271,21 @@ def _active(challenge: Challenge, purpose: str) -> Job | None:
 
 
 def _start(
-    challenge: Challenge, purpose: str, user: AbstractBaseUser | None, enqueue_task: bool
+    challenge: Challenge,
+    purpose: str,
+    user: AbstractBaseUser | None,
+    enqueue_task: bool,
+    league: ModelChoice | None = None,
 ) -> Job:
+    """The embed job of a pipeline; with `league`, of that league model's FAD (which leaves the
+    finalists alone and may run beside the FAD model's pipeline)."""
     from . import tasks
 
     _check_can_start(challenge, purpose)
-    choice = model_choice(challenge, purpose)
+    choice = league or model_choice(challenge, purpose)
     with transaction.atomic():
         Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)  # one start at a time
-        running = _active(challenge, purpose)
+        running = None if league else _active(challenge, purpose)
         if running is not None:
             return running
         if purpose == "fad" and challenge.phase == Challenge.Phase.SETUP:
@@ -271,6 +299,7 @@ def _start(
                 "purpose": purpose,
                 "model": choice.as_params(),
                 "task": "embed_clips",  # the jobs endpoint's retry finds the task by this name
+                **({"league": True} if league else {}),
             },
             message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
             created_by=user if user and user.is_authenticated else None,
@@ -388,16 +417,31 @@ def _reporter(progress: JobProgress, echo: Progress | None) -> Progress:
     return report
 
 
-def run_fad(job_id: int, *, echo: Progress | None = None) -> Job:
+def run_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
+    """FAD of one model; after the FAD model's, with `chain`, the league models' pipelines are
+    queued (their embeddings, like every model's, come from the cache when already made)."""
+
     def work(job: Job, progress: JobProgress) -> dict:
         challenge = Challenge.objects.get(pk=job.params["challenge_id"])
-        return compute_fad_results(
+        league = bool(job.params.get("league"))
+        result = compute_fad_results(
             challenge,
             model_id=job.params["model_id"],
             progress=_reporter(progress, echo),
             log=progress.log,
             owner=job,
+            select=not league,
         )
+        if chain and not league:
+            result["league_jobs"] = []
+            for choice in league_choices(challenge):
+                try:
+                    queued = _start(challenge, "fad", job.created_by, True, choice)
+                except EvaluationError as exc:  # e.g. published meanwhile: FAD itself stands
+                    progress.log(f"league model {choice.name} not started: {exc}")
+                    continue
+                result["league_jobs"].append(queued.pk)
+        return result
 
     return run_job(job_id, work)
 
@@ -419,9 +463,18 @@ def run_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
 
 
 def run_evaluation(challenge: Challenge, *, progress: Progress | None = None) -> Job:
-    """The FAD pipeline in this process; returns the FAD job (or a failed embed job)."""
+    """The FAD pipeline in this process, then each league model's; returns the FAD model's FAD
+    job (or the first job that failed)."""
     embed = start_evaluation(challenge, enqueue_task=False)
-    return _run_pipeline(embed, run_fad, progress)
+    job = _run_pipeline(embed, functools.partial(run_fad, chain=False), progress)
+    if job.state != Job.State.SUCCEEDED:
+        return job
+    for choice in league_choices(challenge):
+        league = _start(challenge, "fad", None, False, choice)
+        done = _run_pipeline(league, functools.partial(run_fad, chain=False), progress)
+        if done.state != Job.State.SUCCEEDED:
+            return done
+    return job
 
 
 def run_medoid_selection(challenge: Challenge, *, progress: Progress | None = None) -> Job:
@@ -452,11 +505,44 @@ def _clip_audio(challenge: Challenge, **filters) -> dict[int, list[int]]:
     return out
 
 
-def _stats_of(model_id: str, audio_ids: list[int]) -> GaussianStats:
+def _clips_of(model_id: str, audio_ids: list[int]) -> list[np.ndarray]:
     from .embeddings.store import load_many
 
     embeddings = load_many(model_id, audio_ids)
-    return GaussianStats.from_embeddings([embeddings[a] for a in audio_ids])
+    return [embeddings[a] for a in audio_ids]
+
+
+def _stats_of(model_id: str, audio_ids: list[int]) -> GaussianStats:
+    return GaussianStats.from_embeddings(_clips_of(model_id, audio_ids))
+
+
+# Clips listed per system and category with their own FAD (fadtk's per-song FAD): the worst
+# first, for organizers to open.
+WORST_CLIPS = 5
+
+
+def _fad_extras(
+    clips: list[np.ndarray], audio_ids: list[int], reference: ReferenceFactor, obj
+) -> dict:
+    """The interval, FAD-inf and worst clips of one FAD, as its details record them."""
+    out: dict = {}
+    if obj.fad_bootstrap:
+        low, high = fad_bootstrap_interval(clips, reference, n_resamples=obj.fad_bootstrap)
+        out["ci95"] = [low, high]
+    if obj.fad_infinity:
+        try:
+            out["fad_inf"] = fad_infinity(clips, reference).value
+        except ValueError as exc:  # too few embeddings: say so instead of a wrong value
+            out["fad_inf_error"] = str(exc)
+    per_clip = []
+    for audio_id, frames in zip(audio_ids, clips, strict=True):
+        if len(frames) >= 2:
+            per_clip.append(
+                [audio_id, frechet_distance(GaussianStats.from_embeddings(frames), reference)]
+            )
+    per_clip.sort(key=lambda pair: -pair[1])
+    out["worst_clips"] = per_clip[:WORST_CLIPS]
+    return out
 
 
 def reference_stats(
@@ -484,14 +570,18 @@ def compute_fad_results(
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
     owner: Job | None = None,
+    select: bool = True,
 ) -> dict:
-    """FAD-Eval and FAD-Dev of every system and category; then finalists per track. With
-    `owner`, results are written only while that job is still this worker's."""
+    """FAD-Eval and FAD-Dev of every system and category; then finalists per track (not for a
+    league model: `select=False`). With `owner`, results are written only while that job is
+    still this worker's."""
     obj = objective_settings(challenge)
     references = [FadResult.Reference.EVALUATION]
     if obj.fad_development:
         references.append(FadResult.Reference.DEVELOPMENT)
     refs = {r: reference_stats(challenge, model_id, r) for r in references}
+    # Each reference covariance is factored once per category, not once per system.
+    factors: dict[tuple[str, int], ReferenceFactor] = {}
     if not refs[FadResult.Reference.EVALUATION] and log:
         log("no evaluation set (audio or statistics): finalists follow FAD-Dev")
     categories = {c.pk: c for c in Category.objects.filter(challenge=challenge)}
@@ -511,7 +601,8 @@ def compute_fad_results(
                         f"{system.name} / {categories[category_id].slug}: fewer than 2 clips, no FAD"
                     )
                 continue
-            stats = _stats_of(model_id, audio_ids)
+            clips = _clips_of(model_id, audio_ids)
+            stats = GaussianStats.from_embeddings(clips)
             for reference in references:
                 ref = refs[reference].get(category_id)
                 if ref is None:
@@ -523,12 +614,19 @@ def compute_fad_results(
                         f"({source}) is {ref_stats.dim}-d, but {model_id} gives "
                         f"{stats.dim}-d embeddings"
                     )
+                factor = factors.get((reference, category_id))
+                if factor is None:
+                    factor = factors[(reference, category_id)] = ReferenceFactor.of(ref_stats)
                 values = {
                     "challenge": challenge,
-                    "value": frechet_distance(stats, ref_stats),
+                    "value": frechet_distance(stats, factor),
                     "n_clips": len(audio_ids),
                     "n_reference": n_reference,
-                    "details": {"frames": stats.count, "reference_source": source},
+                    "details": {
+                        "frames": stats.count,
+                        "reference_source": source,
+                        **_fad_extras(clips, audio_ids, factor, obj),
+                    },
                 }
                 computed.append((system, category_id, reference, values))
             if progress:
@@ -556,7 +654,7 @@ def compute_fad_results(
             if (r.system_id, r.category_id, r.reference) not in kept
         ]
         FadResult.objects.filter(pk__in=stale).delete()
-        finalists = select_finalists(challenge, model_id)
+        finalists = select_finalists(challenge, model_id) if select else {}
     return {
         "model_id": model_id,
         "results": len(kept),
@@ -658,6 +756,9 @@ def _clip_ids(challenge: Challenge, system: System) -> dict[int, list[int]]:
 # neither.
 # (Spelt out: importing the module would load torch wherever evaluation is imported.)
 DCASE2023_VGGISH = make_model_id("vggish", "dcase2023-act0-raw", ANY_WEIGHTS)
+# The options that give a declared model id, where known: what `compute_fad` embeds audio with
+# when it is compared with statistics and no options were given.
+DECLARED_OPTIONS = {DCASE2023_VGGISH: DCASE_FAD_OPTIONS}
 # What `import_reference_stats` accepts in place of a model id.
 STATS_PRESETS = {"vggish": DCASE2023_VGGISH}
 # Embedding sizes known without loading the model, so an import can check them at once;

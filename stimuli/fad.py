@@ -5,8 +5,9 @@
 The trace term is computed from symmetric eigendecompositions, in float64: S_a^1/2 from the
 eigenvectors of S_a, then the eigenvalues of the symmetric positive semi-definite product, whose
 square roots sum to the trace. Unlike `scipy.linalg.sqrtm(S_a @ S_b)` (the reference FAD's formula)
-this never produces complex parts, stays exact when a covariance is singular (fewer clips than
-dimensions), and costs two `eigh` calls. Statistics follow the reference implementation: mean and
+this never produces complex parts and stays exact when a covariance is singular (fewer clips than
+dimensions). The reference's covariance is factored once (`ReferenceFactor`), so each further set
+costs one product and one `eigvalsh`. Statistics follow the reference implementation: mean and
 unbiased covariance (as `numpy.cov`) over all frame embeddings of a set's clips.
 
 Pure numpy and scipy, so the web process, workers and the command line share it.
@@ -190,34 +191,98 @@ def _stack(embeddings: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
     return x
 
 
-def _psd_sqrt(sigma: np.ndarray) -> np.ndarray:
+def _eigen_factor(sigma: np.ndarray, *, reduce: bool = False) -> np.ndarray:
+    """F with F F^T = sigma from its eigendecomposition: exact also when sigma is singular.
+
+    With `reduce`, F keeps only the columns of the numerical range (eigenvalues above
+    d x eps x the largest, numpy's rank rule): the others are rounding, and a covariance of n
+    embeddings in d > n dimensions then gives an n x n product to solve instead of d x d.
+    """
     values, vectors = np.linalg.eigh(sigma)
     values = np.clip(values, 0.0, None)  # tiny negative eigenvalues are rounding, not signal
-    return (vectors * np.sqrt(values)) @ vectors.T
+    if reduce and values.size:
+        keep = values > values[-1] * values.size * np.finfo(np.float64).eps
+        values, vectors = values[keep], vectors[:, keep]
+    return vectors * np.sqrt(values)
+
+
+@dataclass(frozen=True)
+class ReferenceFactor:
+    """A reference's statistics with a factor F of its covariance (S_ref = F F^T), made once.
+
+    tr((S S_ref)^1/2) is the sum of the square roots of the eigenvalues of F^T S F, for any
+    such F, so with F cached per reference (per category) each system's FAD costs one product
+    and one symmetric eigenvalue solve instead of two eigendecompositions. F is the Cholesky
+    factor where the covariance is positive definite (triangular, so the product is two
+    triangular multiplications, half a general one's work); a singular covariance (fewer
+    embeddings than dimensions) has none, and takes the eigenvector factor of its range, exact
+    there too and smaller (d x rank).
+    """
+
+    stats: GaussianStats
+    factor: np.ndarray
+    triangular: bool
+    trace: float
+
+    @classmethod
+    def of(cls, stats: GaussianStats) -> ReferenceFactor:
+        sigma = np.asarray(stats.sigma, dtype=np.float64)
+        try:
+            factor, triangular = np.asfortranarray(np.linalg.cholesky(sigma)), True
+        except np.linalg.LinAlgError:
+            factor, triangular = _eigen_factor(sigma, reduce=True), False
+        return cls(stats=stats, factor=factor, triangular=triangular, trace=float(np.trace(sigma)))
+
+    def whitened(self, sigma: np.ndarray) -> np.ndarray:
+        """F^T sigma F, whose lower triangle is all `eigvalsh` reads."""
+        sigma = np.asarray(sigma, dtype=np.float64)
+        if not self.triangular:
+            return self.factor.T @ sigma @ self.factor
+        from scipy.linalg.blas import dtrmm
+
+        right = dtrmm(1.0, self.factor, sigma, side=1, lower=1)  # sigma F
+        return dtrmm(1.0, self.factor, right, side=0, lower=1, trans_a=1)  # F^T sigma F
+
+    def trace_sqrt_product(self, sigma: np.ndarray) -> float:
+        """tr((sigma S_ref)^1/2) for a positive semi-definite sigma."""
+        values = np.clip(np.linalg.eigvalsh(self.whitened(sigma)), 0.0, None)
+        return float(np.sqrt(values).sum())
 
 
 def trace_sqrt_product(sigma_a: np.ndarray, sigma_b: np.ndarray) -> float:
     """tr((S_a^1/2 S_b S_a^1/2)^1/2) = tr((S_a S_b)^1/2) for positive semi-definite S_a, S_b."""
-    root_a = _psd_sqrt(np.asarray(sigma_a, dtype=np.float64))
-    inner = root_a @ np.asarray(sigma_b, dtype=np.float64) @ root_a
-    inner = (inner + inner.T) / 2  # symmetric up to rounding; eigvalsh wants it exactly
-    values = np.clip(np.linalg.eigvalsh(inner), 0.0, None)
-    return float(np.sqrt(values).sum())
+    reference = ReferenceFactor.of(GaussianStats(np.zeros(len(sigma_b)), sigma_b, 0))
+    return reference.trace_sqrt_product(sigma_a)
 
 
-def frechet_distance(a: GaussianStats, b: GaussianStats) -> float:
-    """FAD between two Gaussian fits; never negative, 0 for identical statistics."""
-    if a.dim != b.dim:
-        raise ValueError(f"embedding sizes differ: {a.dim} and {b.dim}")
-    diff = a.mu.astype(np.float64) - b.mu.astype(np.float64)
+def frechet_distance(a: GaussianStats, b: GaussianStats | ReferenceFactor) -> float:
+    """FAD between two Gaussian fits; never negative, 0 for identical statistics.
+
+    `b` may be a `ReferenceFactor`: a reference compared with many sets is factored once.
+    """
+    reference = b if isinstance(b, ReferenceFactor) else ReferenceFactor.of(b)
+    if a.dim != reference.stats.dim:
+        raise ValueError(f"embedding sizes differ: {a.dim} and {reference.stats.dim}")
+    diff = a.mu.astype(np.float64) - reference.stats.mu.astype(np.float64)
     value = (
         float(diff @ diff)
         + float(np.trace(a.sigma))
-        + float(np.trace(b.sigma))
-        - 2.0 * trace_sqrt_product(a.sigma, b.sigma)
+        + reference.trace
+        - 2.0 * reference.trace_sqrt_product(a.sigma)
     )
     # Rounding can leave -1e-12 where the sets are the same.
     return max(value, 0.0)
+
+
+def frechet_distance_eigh(a: GaussianStats, b: GaussianStats) -> float:
+    """FAD from an eigendecomposition of S_a and the eigenvalues of S_a^1/2 S_b S_a^1/2: the
+    path before references were factored, kept for agreement tests and benchmarks."""
+    root_a = _eigen_factor(np.asarray(a.sigma, dtype=np.float64))
+    inner = root_a.T @ np.asarray(b.sigma, dtype=np.float64) @ root_a
+    values = np.clip(np.linalg.eigvalsh((inner + inner.T) / 2), 0.0, None)
+    diff = a.mu - b.mu
+    trace = np.trace(a.sigma) + np.trace(b.sigma)
+    return max(float(diff @ diff + trace - 2.0 * np.sqrt(values).sum()), 0.0)
 
 
 def frechet_distance_sqrtm(a: GaussianStats, b: GaussianStats) -> float:
@@ -271,7 +336,7 @@ class FadInfinity:
 
 def fad_infinity(
     embeddings: np.ndarray | Sequence[np.ndarray],
-    reference: GaussianStats,
+    reference: GaussianStats | ReferenceFactor,
     *,
     steps: int = 25,
     min_size: int | None = None,
@@ -313,6 +378,9 @@ def fad_infinity(
             f"at least {INF_MIN_FLOOR}); got {n}"
         )
     sizes = sorted({int(s) for s in np.linspace(lowest, n, steps)})
+    reference = (
+        reference if isinstance(reference, ReferenceFactor) else ReferenceFactor.of(reference)
+    )
     rng = np.random.default_rng(seed)
     values = []
     for size in sizes:
@@ -330,7 +398,7 @@ def fad_infinity(
 
 def fad_bootstrap_interval(
     clips: Sequence[np.ndarray],
-    reference: GaussianStats,
+    reference: GaussianStats | ReferenceFactor,
     *,
     n_resamples: int = 200,
     confidence: float = 0.95,
@@ -355,6 +423,9 @@ def fad_bootstrap_interval(
     counts = np.array([c.shape[0] for c in per_clip], dtype=np.float64)
     sums = np.stack([c.sum(axis=0) for c in per_clip])
     outers = np.stack([c.T @ c for c in per_clip])
+    factored = (
+        reference if isinstance(reference, ReferenceFactor) else ReferenceFactor.of(reference)
+    )
 
     def statistic(indices: np.ndarray) -> float:
         idx = indices.astype(int)
@@ -362,7 +433,7 @@ def fad_bootstrap_interval(
         mu = sums[idx].sum(axis=0) / n
         second = outers[idx].sum(axis=0)
         sigma = (second - n * np.outer(mu, mu)) / (n - 1)
-        return frechet_distance(GaussianStats(mu, sigma, int(n)), reference)
+        return frechet_distance(GaussianStats(mu, sigma, int(n)), factored)
 
     result = scipy_stats.bootstrap(
         (np.arange(len(per_clip)),),

@@ -440,11 +440,30 @@ class ObjectiveSettings(models.Model):
     fad_development = models.BooleanField(
         default=True, help_text="Also compute FAD against the development set (FAD-Dev)."
     )
+    fad_bootstrap = models.PositiveSmallIntegerField(
+        default=200,
+        help_text="Resamples of clips for each FAD's 95% basic bootstrap interval (0: none).",
+    )
+    fad_infinity = models.BooleanField(
+        default=False,
+        help_text="Also FAD-inf (Chong & Forsyth's extrapolation to infinitely many embeddings), "
+        "where a set has more than 2 x d embeddings (at least 100).",
+    )
+    league_models = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Further embedding models whose FAD enters the embedding league (which "
+        'model\'s FAD ranks systems as listeners do), e.g. [{"name": "logmel", "options": '
+        '{"n_mels": 128}}, {"name": "hearbaseline.torchcrepe"}]; each computes FAD-Eval and '
+        "FAD-Dev like the FAD model, which alone picks the finalists.",
+    )
     medoid_model = models.CharField(max_length=200, default="openl3")
     medoid_model_options = models.JSONField(
         default=dict,
         blank=True,
-        help_text='e.g. {"input_repr": "mel256", "content_type": "env", "embedding_size": 512}',
+        help_text='A new challenge takes {"content_type": "env"}: OpenL3\'s environmental-sound '
+        "weights, trained on AudioSet's non-music videos, suit Foley sounds better than its music "
+        'weights. e.g. {"input_repr": "mel256", "content_type": "env", "embedding_size": 512}',
     )
     medoid_weights = models.CharField(max_length=500, blank=True)
     finalists_per_track = models.PositiveSmallIntegerField(default=4)
@@ -466,6 +485,26 @@ class ObjectiveSettings(models.Model):
 
     def __str__(self) -> str:
         return f"objective settings of {self.challenge}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        entries = self.league_models
+        if not isinstance(entries, list) or not all(
+            isinstance(e, dict)
+            and isinstance(e.get("name"), str)
+            and e["name"].strip()
+            and set(e) <= {"name", "options", "weights"}
+            and isinstance(e.get("options", {}), dict)
+            and isinstance(e.get("weights", ""), str)
+            for e in entries
+        ):
+            raise ValidationError(
+                {
+                    "league_models": 'a list of {"name": ..., "options": {...}, "weights": ...} '
+                    "(options and weights optional)"
+                }
+            )
 
 
 class Embedding(models.Model):

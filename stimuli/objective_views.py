@@ -20,7 +20,9 @@ class ObjectiveSettingsForm(forms.ModelForm):
     class Meta:
         model = ObjectiveSettings
         fields = [
-            "fad_model", "fad_model_options", "fad_weights", "fad_development", "medoid_model",
+            "fad_model", "fad_model_options", "fad_weights", "fad_development", "fad_bootstrap",
+            "fad_infinity", "league_models",
+            "medoid_model",
             "medoid_model_options", "medoid_weights", "finalists_per_track",
             "medoids_per_category", "kmeans_seed", "kmeans_n_init",
         ]  # fmt: skip

@@ -47,42 +47,60 @@ def clips(
     role: str | None = None,
     category: str | None = None,
     system: str | None = None,
+    medoids: bool = False,
 ) -> QuerySet[Clip]:
+    """Clips by role, category and system; with `medoids`, the medoids alone, in their order."""
     qs = Clip.objects.filter(challenge=challenge).select_related("category", "system", "audio")
+    if medoids:
+        qs = qs.filter(medoid_of__isnull=False)
     if role:
         qs = qs.filter(role=role)
     if category:
         qs = qs.filter(category__slug=category)
     if system:
         qs = qs.filter(system__name=system)
+    if medoids:
+        return qs.order_by("system__name", "category__position", "medoid_of__position", "id")
     return qs.order_by("role", "category__position", "original_name", "id")
 
 
-def fad_rows(challenge: Challenge, model_id: str | None = None) -> list[dict]:
+def fad_rows(
+    challenge: Challenge, model_id: str | None = None, *, every_model: bool = False
+) -> list[dict]:
     """`system, track, category, fad_dev, fad_eval` per system and category (the FAD CSV format).
 
     With several embedding models on record, `model_id` picks one; by default the model most
-    recently computed for this challenge.
+    recently computed for this challenge. `every_model`: the rows of every model, each with a
+    `model` column (the embedding league's input).
     """
     results = FadResult.objects.filter(challenge=challenge)
-    model_id = model_id or latest_fad_model(challenge)
-    if model_id is None:
-        return []
-    rows: dict[tuple[int, int], dict] = {}
-    for result in results.filter(model_id=model_id).select_related("system__track", "category"):
+    if not every_model:
+        model_id = model_id or latest_fad_model(challenge)
+        if model_id is None:
+            return []
+        results = results.filter(model_id=model_id)
+    rows: dict[tuple, dict] = {}
+    for result in results.select_related("system__track", "category"):
+        key = (result.model_id, result.system_id, result.category_id)
         row = rows.setdefault(
-            (result.system_id, result.category_id),
+            key if every_model else key[1:],
             {
                 "system": result.system.name,
                 "track": result.system.track.code,
                 "category": result.category.slug,
                 "fad_dev": None,
                 "fad_eval": None,
+                **({"model": result.model_id} if every_model else {}),
             },
         )
         key = "fad_eval" if result.reference == FadResult.Reference.EVALUATION else "fad_dev"
         row[key] = result.value
-    return sorted(rows.values(), key=lambda r: (r["track"], r["system"], r["category"]))
+        if ci := (result.details or {}).get("ci95"):
+            row[f"{key}_low"], row[f"{key}_high"] = ci
+    return sorted(
+        rows.values(),
+        key=lambda r: (r.get("model", ""), r["track"], r["system"], r["category"]),
+    )
 
 
 def team_rows(challenge: Challenge) -> list[dict]:
@@ -102,7 +120,12 @@ def medoids(challenge: Challenge) -> QuerySet[Medoid]:
 
 
 def latest_fad_model(challenge: Challenge) -> str | None:
-    """The embedding model of the most recent FAD computation of this challenge."""
+    """The challenge's FAD model: that of its most recent FAD job that picked finalists (league
+    models' jobs do not); without such a job, that of its most recent FAD computation."""
+    jobs = Job.objects.filter(challenge=challenge, kind=Job.Kind.FAD, state=Job.State.SUCCEEDED)
+    for params in jobs.order_by("-pk").values_list("params", flat=True)[:100]:
+        if not params.get("league") and params.get("model_id"):
+            return params["model_id"]
     results = FadResult.objects.filter(challenge=challenge).order_by("-computed_at")
     return results.values_list("model_id", flat=True).first()
 

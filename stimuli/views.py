@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.files.storage import default_storage
+from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -12,7 +13,7 @@ from django.views.decorators.http import require_POST
 from . import selectors, services
 from .forms import ChallengeForm, SystemForm, TeamForm, UploadForm
 from .imports import ImportPhaseError, ImportRequestError
-from .models import AudioFile, Challenge, Clip, Job
+from .models import AudioFile, Challenge, Clip, Job, Medoid
 from .permissions import organizer_required
 
 
@@ -162,21 +163,31 @@ def jobs(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
+CLIPS_PER_PAGE = 100
+
+
 @organizer_required
 def clips(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     role = request.GET.get("role") or None
     category = request.GET.get("category") or None
     system = request.GET.get("system") or None
-    rows = selectors.clips(challenge, role=role, category=category, system=system)[:500]
+    medoids = request.GET.get("medoids") == "1"
+    rows = selectors.clips(challenge, role=role, category=category, system=system, medoids=medoids)
+    page = Paginator(rows, CLIPS_PER_PAGE).get_page(request.GET.get("page"))
+    positions = dict(
+        Medoid.objects.filter(clip__in=[c.pk for c in page]).values_list("clip_id", "position")
+    )
+    for clip in page:
+        clip.medoid_position = positions.get(clip.pk)
     return render(
         request,
         "stimuli/clips.html",
         {
             "challenge": challenge,
-            "clips": rows,
+            "page": page,
             "roles": Clip.Role.choices,
-            "filters": {"role": role, "category": category, "system": system},
+            "filters": {"role": role, "category": category, "system": system, "medoids": medoids},
         },
     )
 

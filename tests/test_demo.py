@@ -40,13 +40,20 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings):
     challenge = run.challenge
     generated = Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE)
     assert generated.count() == 3 * 7 * 20  # the baseline and its two variants
-    assert FadResult.objects.filter(challenge=challenge).count() == 6 * 7 * 2
+    # 6 systems x 7 categories x (Eval, Dev) under the FAD model and each league model.
+    models = set(FadResult.objects.filter(challenge=challenge).values_list("model_id", flat=True))
+    assert len(models) >= 2
+    assert FadResult.objects.filter(challenge=challenge).count() == len(models) * 6 * 7 * 2
     finalists = challenge.systems.filter(is_finalist=True)
     assert sorted(finalists.values_list("track__code", flat=True)) == ["A", "A", "B", "B"]
     assert Medoid.objects.filter(challenge=challenge).count() == 4 * 7 * 20
     assert run.published and challenge.phase == "published"
     snapshot = Snapshot.objects.get(challenge=challenge)
     assert {row["track"] for row in _rows(snapshot.result)} == {"A", "B"}
+    # The embedding league: the FAD model and at least one more.
+    league = snapshot.result["metric_league"]
+    assert len(league["models"]) >= 2 and league["designated"] in league["models"]
+    assert all(len(entries) == len(league["models"]) for entries in league["tracks"].values())
     assert run.listen_path.startswith(f"/listen/{challenge.slug}/join/")
     again = run_demo(clips_per_category=20)  # a second run only reports
     assert again.published and Snapshot.objects.filter(challenge=challenge).count() == 1

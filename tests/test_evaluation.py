@@ -458,3 +458,54 @@ def test_results_are_not_written_once_the_phase_forbids_them(objective):
         evaluation.compute_medoids(objective, model_id=model_id)
     assert dict(FadResult.objects.values_list("pk", "value")) == values
     assert not Medoid.objects.exists()
+
+
+def test_medoids_default_to_openl3_env_content(db):
+    challenge = create_challenge(name="Env", slug="env")
+    choice = evaluation.model_choice(challenge, "medoids")
+    assert (choice.name, choice.options) == ("openl3", {"content_type": "env"})
+
+
+def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finalists(objective):
+    # The finalists of the FAD model, then a league model that would rank "Far" first.
+    evaluation.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
+    job = evaluation.run_evaluation(objective)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    models = set(FadResult.objects.filter(challenge=objective).values_list("model_id", flat=True))
+    assert len(models) == 2 and job.params["model_id"] in models
+    assert selectors.latest_fad_model(objective) == job.params["model_id"]
+    league = Job.objects.filter(challenge=objective, kind=Job.Kind.FAD).exclude(pk=job.pk).get()
+    assert league.params["league"] is True and league.state == Job.State.SUCCEEDED
+    assert league.result["finalists"] == {}
+    finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
+    assert finalists == {"Close", "Middle"}
+    rows = selectors.fad_rows(objective, every_model=True)
+    assert {r["model"] for r in rows} == models and len(rows) == 2 * 4 * 2
+    # Bad entries are refused with the expected form.
+    with pytest.raises(Exception, match="league_models"):
+        evaluation.set_models(objective, league_models=[{"model": "logmel"}])
+
+
+def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(objective):
+    from scoring.compute import Rules, score
+    from scoring.services import collect_inputs
+
+    evaluation.set_models(objective, fad_bootstrap=50, fad_infinity=True)
+    job = evaluation.run_evaluation(objective)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    row = FadResult.objects.get(
+        system=system(objective, "Close"), reference="evaluation", category__slug="rain"
+    )
+    low, high = row.details["ci95"]
+    assert low <= row.value <= high and low < high
+    # 12 clips of logmel frames are fewer than 2 x d embeddings: no FAD-inf, and the reason.
+    assert "fad_inf" in row.details or "FAD-inf needs" in row.details["fad_inf_error"]
+    worst = row.details["worst_clips"]
+    assert len(worst) == evaluation.WORST_CLIPS and worst[0][1] >= worst[-1][1]
+    # The leaderboard's FAD carries an interval of its mean over categories.
+    inputs = collect_inputs(objective)
+    assert {"fad_eval_low", "fad_eval_high"} <= set(inputs.fad[0])
+    result = score(inputs, Rules(bootstrap=0))
+    (close,) = [r for r in result["unrated_systems"]["A"] if r["system"] == "Close"]
+    low, high = close["fad_eval_ci"]
+    assert low < close["fad_eval"] < high

@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from stimuli.embeddings.base import split_model_id
 from stimuli.fad import GaussianStats, fad, frechet_distance
 from stimuli.models import Medoid, ReferenceStats
 from stimuli.services import create_challenge
@@ -109,3 +110,52 @@ def test_import_reference_stats_command(dcase_stats_dir):
         call_command("import_reference_stats", "dcase", str(dcase_stats_dir), "--model", "openl3")
     with pytest.raises(CommandError, match="no challenge 'nope'"):
         call_command("import_reference_stats", "nope", str(dcase_stats_dir))
+
+
+@pytest.fixture
+def vggish_weights(tmp_path):
+    """A random-init VGGish saved as torchvggish's release is: no released weights here."""
+    import torch
+
+    from stimuli.embeddings import vggish
+
+    path = tmp_path / vggish.WEIGHTS_FILE
+    torch.save(vggish.load_model("random", device="cpu").net.state_dict(), path)
+    return path
+
+
+def test_compute_fad_against_the_dcase_statistics_embeds_with_their_preset_or_refuses(
+    tmp_path, dcase_stats_dir, vggish_weights
+):
+    (tmp_path / "rain").mkdir()
+    for n in range(3):
+        (tmp_path / "rain" / f"{n}.wav").write_bytes(make_wav(seconds=4.0, seed=n))
+    official = str(dcase_stats_dir / "rain.npz")
+    weights = ("--weights", str(vggish_weights), "--device", "cpu")
+    # No options: VGGish as the statistics declare it (DCASE 2023 Task 7's pipeline).
+    result = run("compute_fad", str(tmp_path / "rain"), official, *weights)
+    assert result["model_id"].startswith("vggish:dcase2023-act0-raw@")
+    assert result["b"]["model_id"] == "vggish:dcase2023-act0-raw@*"
+    assert result["a"]["embeddings"] == 3 * 10  # ten 1 s windows every 0.5 s per 4 s clip
+    assert np.isfinite(result["fad"])
+    # VGGish's own defaults (resampled, 0.96 s examples) are refused before any embedding.
+    for option in ("hop_size=0.5", "preset="):
+        with pytest.raises(CommandError, match=r"made with vggish:dcase2023-act0-raw@\*, but"):
+            call_command(
+                "compute_fad", str(tmp_path / "rain"), official, *weights,
+                "--model-option", option,
+            )  # fmt: skip
+    with pytest.raises(CommandError, match=r"but --model embeds with logmel:"):
+        call_command("compute_fad", str(tmp_path / "rain"), official, "--model", "logmel")
+    # Statistics named as another configuration's are compared with it.
+    logmel = run("compute_fad", str(tmp_path / "rain"), str(tmp_path / "rain"), "--model", "logmel")
+    name, options, _ = split_model_id(logmel["model_id"])
+    named = run(
+        "compute_fad", str(tmp_path / "rain"), official, "--model", "logmel",
+        "--stats-model", f"{name}:{options}@*",
+    )  # fmt: skip
+    assert (
+        named["model_id"] == logmel["model_id"] and named["b"]["model_id"] == f"{name}:{options}@*"
+    )
+    with pytest.raises(CommandError, match="--stats-model: model 'nonsense'"):
+        call_command("compute_fad", str(tmp_path / "rain"), official, "--stats-model", "nonsense")

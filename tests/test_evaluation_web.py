@@ -9,6 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from stimuli import evaluation
 from stimuli.models import FadResult, Job, Medoid, ReferenceStats
 from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge
 
@@ -29,6 +30,11 @@ def test_challenge_page_loads_the_objective_panel(organizer_client, objective):
     panel = organizer_client.get(reverse("objective:panel", args=[objective.slug]))
     text = panel.content.decode()
     assert "No FAD computed yet." in text and "<code>logmel</code>" in text
+    # The medoid embedding and k-means settings are shown, and the league's models.
+    assert "k-means (seed 0, best of 3 initialisations) on each clip's mean frame" in text
+    evaluation.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
+    text = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
+    assert "embedding league: <code>logmel</code>" in text
 
 
 def test_organizer_runs_evaluation_and_medoids_from_the_page(organizer_client, objective):
@@ -204,3 +210,21 @@ def test_starting_against_the_phase_is_a_409(api_client, objective):
     Challenge.objects.filter(pk=objective.pk).update(phase="published")
     response = api_client.post(api(objective.slug, "evaluate"))
     assert response.status_code == 409 and "published" in response.json()["detail"]
+
+
+def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path):
+    # Not the slug "objective": /organize/objective/ is the objective stage's own prefix.
+    objective = small_challenge(tmp_path, slug="browse")
+    url = reverse("stimuli:clips", args=[objective.slug])
+    first = organizer_client.get(url).content.decode()
+    assert "128 clips, page 1 of 2." in first and "?page=2" in first  # 4 x 2 x 12 + 2 x 2 x 8
+    second = organizer_client.get(url + "?page=2").content.decode()
+    assert "page 2 of 2" in second and second.count("<audio") == 28
+    assert evaluation.run_evaluation(objective).state == Job.State.SUCCEEDED
+    assert evaluation.run_medoid_selection(objective).state == Job.State.SUCCEEDED
+    page = organizer_client.get(url + "?medoids=1&system=Close&category=rain").content.decode()
+    # 5 medoids per finalist and category, in cluster order, each marked.
+    assert "5 clips." in page and page.count("<audio") == 5
+    assert page.index("medoid 1<") < page.index("medoid 5<")
+    panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
+    assert f"{url}?medoids=1" in panel

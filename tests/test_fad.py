@@ -7,11 +7,13 @@ import pytest
 
 from stimuli.fad import (
     GaussianStats,
+    ReferenceFactor,
     fad,
     fad_bootstrap_interval,
     fad_infinity,
     fad_infinity_min_size,
     frechet_distance,
+    frechet_distance_eigh,
     frechet_distance_sqrtm,
 )
 
@@ -188,3 +190,47 @@ def test_bootstrap_interval_covers_the_truth_despite_the_resampling_bias():
     assert np.mean(estimates) > truth * 1.15  # the bias the interval has to allow for
     assert covers_truth >= 17, covers_truth
     assert covers_estimate >= 17, covers_estimate
+
+
+def _stats(rng: np.random.Generator, n: int, d: int) -> GaussianStats:
+    mixing = rng.normal(size=(d, d)) / np.sqrt(d)
+    return GaussianStats.from_embeddings(rng.normal(size=(n, d)) @ mixing + rng.normal(size=d))
+
+
+def test_a_factored_reference_agrees_with_both_exact_paths():
+    rng = np.random.default_rng(11)
+    reference = _stats(rng, 2000, 96)
+    factored = ReferenceFactor.of(reference)
+    assert factored.triangular  # positive definite: the Cholesky factor
+    for _ in range(3):  # one factor serves many systems
+        system = _stats(rng, 800, 96)
+        ours = frechet_distance(system, factored)
+        assert ours == pytest.approx(frechet_distance_eigh(system, reference), rel=1e-10)
+        assert ours == pytest.approx(frechet_distance_sqrtm(system, reference), rel=1e-8)
+        assert ours == frechet_distance(system, reference)  # the same path, factored per call
+
+
+def test_a_singular_reference_takes_the_exact_eigenvector_factor():
+    rng = np.random.default_rng(12)
+    reference = _stats(rng, 40, 64)  # 40 embeddings in 64 dimensions: rank 39
+    factored = ReferenceFactor.of(reference)
+    assert not factored.triangular
+    system = _stats(rng, 500, 64)
+    ours = frechet_distance(system, factored)
+    # The full eigen path also sums square roots of rounding-level eigenvalues (~sqrt(eps)).
+    assert factored.factor.shape == (64, 39)  # the range alone
+    assert ours == pytest.approx(frechet_distance_eigh(reference, system), rel=1e-8)
+    assert ours == pytest.approx(frechet_distance_sqrtm(system, reference), rel=1e-6)
+    # Rank 1 against rank 2, the reference singular: the closed form.
+    a = GaussianStats(np.zeros(3), np.diag([4.0, 9.0, 0.0]), 0)
+    b = ReferenceFactor.of(GaussianStats(np.zeros(3), np.diag([1.0, 0.0, 0.0]), 0))
+    assert not b.triangular
+    assert frechet_distance(a, b) == pytest.approx(1.0 + 9.0, abs=1e-12)
+
+
+def test_factored_dcase_statistics_agree_with_the_exact_path(dcase_stats_dir):
+    stats = [GaussianStats.from_npz(f) for f in sorted(dcase_stats_dir.glob("*.npz"))]
+    factored = ReferenceFactor.of(stats[0])
+    for other in stats[1:]:
+        ours = frechet_distance(other, factored)
+        assert ours == pytest.approx(frechet_distance_eigh(other, stats[0]), rel=1e-10)

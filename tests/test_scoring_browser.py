@@ -34,14 +34,20 @@ def test_public_reads_a_published_leaderboard_with_plots(
 
         page.click("text=Track A")
         page.wait_for_selector("figure.plot svg")
-        assert page.locator("figure.plot").count() == 2
-        assert page.locator("figure.plot svg circle.point").count() == 4 + 8
-        box = page.locator("figure.plot svg").first.bounding_box()
-        assert box["width"] > 200 and box["height"] > 100
+        assert page.locator("figure.plot").count() == 3
+        # Every plot fits its figure: nothing of the canvas is cut off in the page.
+        for n in range(3):
+            box = page.locator("figure.plot svg").nth(n).bounding_box()
+            frame = page.locator("figure.plot").nth(n).bounding_box()
+            assert box["width"] > 200 and box["height"] > 100
+            assert box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
         href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
         csv_text = page.request.get(f"{live_server.url}{href}").text()
         header = csv_text.splitlines()[0]
-        assert header.startswith("rank,system,team,fad_dev,fad_eval,quality,quality_low")
+        assert header.startswith(
+            "rank,system,team,fad_dev,fad_dev_low,fad_dev_high,fad_eval,fad_eval_low,"
+            "fad_eval_high,quality,quality_low"
+        )
         page.screenshot(path=str(tmp_path / "track.png"), full_page=True)
         page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
         page.screenshot(path=str(tmp_path / "snapshot.png"), full_page=True)

@@ -251,13 +251,15 @@ def _two_rater_inputs():
     return Inputs(ratings, diversity, [], teams("S1", "S2", "S3"))
 
 
-def test_bootstrap_intervals_are_reproducible_and_contain_the_estimate():
+@pytest.mark.parametrize("method", ["jackknife-t", "bootstrap"])
+def test_intervals_are_reproducible_and_contain_the_estimate(method):
     inputs = _two_rater_inputs()
-    first = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7))
-    again = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7))
-    other = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=8))
+    first = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7, intervals=method))
+    again = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7, intervals=method))
+    other = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=8, intervals=method))
     assert first == again
-    assert first["tracks"] != other["tracks"]
+    # The bootstrap draws by its seed; the jackknife draws nothing.
+    assert (first["tracks"] != other["tracks"]) == (method == "bootstrap")
     for row in first["tracks"]["A"]:
         for scale in ("quality", "fit", "diversity", "final"):
             lo, hi = row[f"{scale}_ci"]
@@ -424,14 +426,6 @@ def test_systems_without_ratings_are_listed_apart_with_their_fad():
     assert unrated["fad_eval_min"] == 4 and unrated["fad_eval_max"] == 6
 
 
-def test_plot_labels_are_escaped():
-    from scoring.svg import fad_dev_vs_eval
-
-    row = {"system": "<script>x</script>", "rank": 1, "fad_dev": 1.0, "fad_eval": 2.0}
-    svg = fad_dev_vs_eval([row], "A&B")
-    assert "<script>" not in svg and "&lt;script&gt;" in svg and "A&amp;B" in svg
-
-
 def test_offline_scoring_runs_without_django_settings(tmp_path):
     import os
     import subprocess
@@ -535,3 +529,59 @@ def test_intervals_hold_diversity_raters_in_every_replicate():
     # Every rating agrees, so each final is exact and its interval a point.
     assert rows["S1"]["final_ci"] == [rows["S1"]["final"]] * 2 == [5.2] * 2
     assert rows["S2"]["final_ci"] == [rows["S2"]["final"]] * 2
+
+
+def _few_diversity_raters(n: int) -> Inputs:
+    """Many raters of trials, `n` organizers rating diversity alone."""
+    rng = np.random.default_rng(n)
+    ratings, diversity = [], []
+    for r in range(12):
+        for s in ("S1", "S2", "S3"):
+            for k in range(4):
+                q, f = rng.integers(2, 9, 2)
+                ratings.append(trial(f"r{r}", s, int(q), int(f), stimulus=f"{s}-{k}"))
+    for r in range(n):
+        for s in ("S1", "S2", "S3"):
+            diversity.append(div(f"org{r}", s, int(rng.integers(2, 9))))
+    return Inputs(ratings, diversity, [], teams("S1", "S2", "S3"))
+
+
+def test_t_intervals_widen_with_few_raters_and_are_withheld_with_two():
+    rules = Rules(bootstrap=100, checks_per_session=0)
+    four = {r["system"]: r for r in score(_few_diversity_raters(4), rules)["tracks"]["A"]}
+    row = four["S1"]
+    assert row["ci_withheld"] == {}
+    lo, hi = row["diversity_ci"]
+    assert lo < row["diversity"] < hi
+    # With 4 raters the half-width is t(3) = 3.18 standard errors of the mean of 4 ratings.
+    values = np.array([float(d["diversity"]) for d in _few_diversity_raters(4).diversity
+                       if d["system"] == "S1"])  # fmt: skip
+    se = values.std(ddof=1) / 2
+    assert (hi - lo) / 2 == pytest.approx(3.182446 * se, rel=1e-4)
+    # Two organizers: no honest interval of diversity, and the reason. (The final score mixes
+    # in 12 raters of trials; its degrees of freedom say how much.)
+    two = {r["system"]: r for r in score(_few_diversity_raters(2), rules)["tracks"]["A"]}
+    row = two["S1"]
+    assert row["diversity_ci"] is None
+    assert "too few for an honest interval" in row["ci_withheld"]["diversity"]
+    assert row["quality_ci"] is not None and "quality" not in row["ci_withheld"]
+    # One organizer: every cell of diversity rests on one rater.
+    one = score(_few_diversity_raters(1), rules)["tracks"]["A"][0]
+    assert "one rater or sound" in one["ci_withheld"]["diversity"]
+
+
+def test_t_probability_of_order_cancels_what_raters_share():
+    # Every rater rates S1 exactly one point above S2, however lenient: the order is certain.
+    ratings, diversity = [], []
+    for r, lenience in enumerate((0, 3, -2, 1)):
+        for s, base in (("S1", 6), ("S2", 5)):
+            for k in range(2):
+                ratings.append(
+                    trial(f"r{r}", s, base + lenience, base + lenience, stimulus=f"{s}{k}")
+                )
+            diversity.append(div(f"r{r}", s, base + lenience))
+    result = score(Inputs(ratings, diversity, [], teams("S1", "S2")),
+                   Rules(bootstrap=10, checks_per_session=0))  # fmt: skip
+    assert result["pairs"]["A"][0]["probability"] == 1.0
+    lo, hi = result["tracks"]["A"][0]["final_ci"]
+    assert hi - lo > 2  # the level itself is uncertain: raters disagree by 5 points

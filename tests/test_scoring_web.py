@@ -109,12 +109,16 @@ def test_published_results_are_public_with_tables_plots_and_downloads(
     assert "Publish results" not in page  # the button is for organizers only
 
     track = client.get(f"/results/{challenge.slug}/1/track/A/").content.decode()
-    assert track.count("<svg") == 2
-    assert track.count('class="point"') == 3 + 6  # 3 systems; FAD-Eval and FAD-Dev per rank
+    # Drawn at publication and frozen with it: FAD-Dev vs FAD-Eval, FAD vs rank, the scores.
+    assert track.count("<svg") == 3
+    assert [p.kind for p in snap.plots.filter(track="A")] == ["fad-dev-eval", "fad-rank", "scores"]
     assert "Track A: per category" in track
     svg = client.get(f"/results/{challenge.slug}/1/track/A/fad-dev-eval.svg")
     assert svg["Content-Type"] == "image/svg+xml"
-    assert svg.content.decode().count('class="spread"') == 6  # both spreads of 3 systems
+    assert svg.content.decode() == snap.plots.get(track="A", kind="fad-dev-eval").svg
+    png = client.get(f"/results/{challenge.slug}/1/track/A/scores.png")
+    assert png["Content-Type"] == "image/png" and png.content.startswith(b"\x89PNG")
+    assert client.get(f"/results/{challenge.slug}/1/track/A/scores.gif").status_code == 404
 
     for table in selectors.tables(snap.result):
         got = client.get(f"/results/{challenge.slug}/1/download/{table.name}.csv")
@@ -248,13 +252,30 @@ def test_preview_is_for_organizers_only_and_stores_nothing(
         assert "Nothing to preview" in response.content.decode()
 
 
-def test_preview_page_shows_the_tables_and_plots(
+def test_preview_page_shows_the_tables(
     organizer_client, challenge, sim, fast_settings, monkeypatch
 ):
     # The listening test's selectors live in the raters app; here the rows come from the test.
     monkeypatch.setattr(services, "collect_inputs", lambda challenge: sim.inputs)
     page = organizer_client.get(f"/results/{challenge.slug}/preview/").content.decode()
     assert "preview of the results" in page and "Not published" in page
-    assert page.count("<svg") == 4  # two plots per track
+    assert page.count("<svg") == 0 and "Plots are drawn when the results are published" in page
     assert "Track B: per category" in page and "Download:" not in page
     assert Snapshot.objects.count() == 0
+
+
+def test_the_page_says_where_too_few_raters_leave_no_honest_interval(
+    client, challenge, organizer, fast_settings
+):
+    sim = simulate(systems_per_track=2, categories=2, sounds=3, raters=6, careless=0, seed=4)
+    inputs = copy.deepcopy(sim.inputs)
+    # Two raters of diversity: too few for an interval of it, which is then not printed.
+    kept = {"rater0002", "rater0003"}  # no team of theirs in the test: nothing removed
+    inputs.diversity = [d for d in inputs.diversity if d["rater"] in kept]
+    snap = services.publish(challenge, organizer, inputs)
+    row = snap.result["tracks"]["A"][0]
+    assert row["diversity_ci"] is None
+    assert "too few for an honest interval" in row["ci_withheld"]["diversity"]
+    page = client.get(f"/results/{challenge.slug}/1/track/A/").content.decode()
+    assert "no interval: too few raters" in page
+    assert row["quality_ci"] is not None

@@ -92,3 +92,69 @@ def test_team_and_track_of_another_challenge_are_refused(challenge):
     team = create_team(challenge, name="Lab")
     with pytest.raises(ValidationError, match="different challenges"):
         create_system(team=team, track=other.tracks.get(code="A"), name="X")
+
+
+def without_secret() -> dict[str, str]:
+    """A fresh install: neither SECRET_KEY nor DEBUG set."""
+    return {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+
+
+def test_researchers_command_line_tools_run_without_a_secret_key(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "a.npy", rng.normal(size=(50, 4)))
+    np.save(tmp_path / "b.npy", rng.normal(1.0, 1.0, size=(50, 4)))
+    env = without_secret()
+    fad = subprocess.run(
+        [sys.executable, "manage.py", "compute_fad", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert fad.returncode == 0, fad.stderr
+    assert '"fad": ' in fad.stdout
+    # score_offline parses its files: a missing one is its own error, not the settings'.
+    scored = subprocess.run(
+        [sys.executable, "manage.py", "score_offline", f"--ratings={tmp_path / 'none.csv'}",
+         f"--diversity={tmp_path / 'none.csv'}", f"--fad={tmp_path / 'none.csv'}",
+         f"--teams={tmp_path / 'none.csv'}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "SECRET_KEY" not in scored.stderr and "none.csv" in scored.stderr
+    checked = subprocess.run(
+        [sys.executable, "manage.py", "validate_generator", "tests.generator_fixtures.good",
+         "--clips=1", "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "SECRET_KEY" not in checked.stderr
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_web_server_still_refuses_to_start_without_a_secret_key():
+    env = without_secret()
+    served = subprocess.run(
+        [sys.executable, "-c", "import foley_platform.wsgi"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert served.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off." in served.stderr
+    # A keyless tool's name elsewhere on the command line opens nothing.
+    other = subprocess.run(
+        [sys.executable, "manage.py", "runserver", "compute_fad"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "SECRET_KEY must be set when DEBUG is off." in other.stderr
+
+
+def test_the_web_process_imports_neither_torch_nor_scikit_learn_nor_matplotlib():
+    code = (
+        "import sys, django; django.setup(); import foley_platform.urls, foley_platform.wsgi; "
+        "from django.urls import get_resolver; get_resolver().url_patterns; "
+        "print(sorted(m for m in ('torch', 'sklearn', 'matplotlib') if m in sys.modules))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foley_platform.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

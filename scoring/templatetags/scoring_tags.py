@@ -20,8 +20,15 @@ def _number(value) -> str:
 
 @register.filter
 def cell(pair):
-    """A table cell: the value, and its interval in brackets when it has one."""
-    value, interval = pair
+    """A table cell: the value, its interval in brackets when it has one, or why it has none
+    (too few raters for an honest interval) instead of a narrow one."""
+    value, interval, withheld = pair
+    if withheld and value is not None:
+        return format_html(
+            '{} <small class="ci withheld" title="{}">[no interval: too few raters]</small>',
+            _number(value),
+            withheld,
+        )
     if interval and None not in interval and value is not None:
         return format_html(
             '{} <small class="ci">[{}, {}]</small>',

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
+from stimuli import evaluation
+from stimuli.embeddings.base import model_id_matches, split_model_id
 from stimuli.fad import GaussianStats, fad_bootstrap_interval, fad_infinity, frechet_distance
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".aiff", ".aif"}
@@ -30,14 +32,32 @@ class Command(BaseCommand):
     help = (
         "Print the Fréchet Audio Distance between A and B as one JSON object (key `fad`). "
         "A and B are each a folder of audio files (embedded with --model), a .npy matrix of "
-        "embeddings [n, d] (or [clips, frames, d]), or an .npz with `mu` and `sigma`."
+        "embeddings [n, d] (or [clips, frames, d]), or an .npz with `mu` and `sigma`. Audio "
+        "compared with statistics is embedded as the statistics declare (--stats-model; by "
+        "default DCASE 2023 Task 7's VGGish preset) or refused."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("a")
         parser.add_argument("b")
         parser.add_argument("--model", default="vggish", help="Embedding model for audio folders.")
-        parser.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE")
+        parser.add_argument(
+            "--model-option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="An option of the model. Audio compared with statistics takes the options the "
+            "statistics declare (--stats-model) when none are given.",
+        )
+        parser.add_argument(
+            "--stats-model",
+            default="vggish",
+            help="The model an .npz of statistics was made with: a model id name:options@weights "
+            "as this command prints it (weights * for any weights file), or vggish for the DCASE "
+            f"2023 Task 7 statistics ({evaluation.DCASE2023_VGGISH}, the default: VGGish with "
+            'options {"preset": "dcase2023"}). Audio embedded with another configuration '
+            "is refused before anything is embedded: its FAD would not be comparable.",
+        )
         parser.add_argument("--weights", default="", help="Weights file of the model.")
         parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if any).")
         parser.add_argument("--batch-size", type=int, default=32)
@@ -59,6 +79,13 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         self._model = None
         self.options = options
+        # Statistics on either side fix the configuration audio must be embedded with.
+        self._declared = None
+        if any(Path(options[side]).suffix == ".npz" for side in ("a", "b")):
+            try:
+                self._declared = evaluation.declared_model(options["stats_model"])
+            except evaluation.EvaluationError as exc:
+                raise CommandError(f"--stats-model: {exc}") from None
         a_stats, a_clips, a_info = self._load(Path(options["a"]))
         b_stats, _, b_info = self._load(Path(options["b"]))
         if a_stats.dim != b_stats.dim:
@@ -93,7 +120,8 @@ class Command(BaseCommand):
                 return stats, clips, {"clips": len(clips), "embeddings": stats.count}
             if path.suffix == ".npz":
                 stats = GaussianStats.from_npz(path)
-                return stats, None, {"statistics": str(path.name), "embeddings": stats.count}
+                info = {"statistics": path.name, "embeddings": stats.count}
+                return stats, None, {**info, "model_id": self._declared}
             if path.suffix == ".npy":
                 array = np.load(path, allow_pickle=False)
                 if array.ndim not in (2, 3):
@@ -114,15 +142,28 @@ class Command(BaseCommand):
         if len(files) < 2:
             raise CommandError(f"{folder}: fewer than 2 audio files")
         if self._model is None:
+            name, options = self.options["model"], _parse_options(self.options["model_option"])
+            declared = self._declared
+            if declared and not options and split_model_id(declared)[0] == name:
+                options = dict(evaluation.DECLARED_OPTIONS.get(declared, {}))
             try:
                 self._model = load_embedding_model(
-                    self.options["model"],
-                    _parse_options(self.options["model_option"]),
-                    self.options["weights"],
-                    device=self.options["device"],
+                    name, options, self.options["weights"], device=self.options["device"]
                 )
             except (ValueError, WeightsMissing) as exc:
                 raise CommandError(str(exc)) from None
+            if declared and not model_id_matches(declared, self._model.model_id):
+                hint = (
+                    " (--model vggish, no --model-option or preset=dcase2023)"
+                    if declared == evaluation.DCASE2023_VGGISH
+                    else ""
+                )
+                raise CommandError(
+                    f"the statistics were made with {declared}, but --model embeds with "
+                    f"{self._model.model_id}: the FAD would not be comparable with theirs. "
+                    f"Embed with their configuration{hint}, or name the statistics' own "
+                    "model with --stats-model."
+                )
         groups: dict[tuple[int, int], list[tuple[int, np.ndarray]]] = {}
         for index, path in enumerate(files):
             try:

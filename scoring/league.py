@@ -1,0 +1,185 @@
+"""The embedding league: which embedding model's FAD ranks systems as listeners do.
+
+FAD rows may carry a `model` column (one row per model, system and category). The leaderboard
+uses the challenge's designated model; every model is then set against the listening test, per
+track and pooled over tracks:
+
+- `spearman`: Spearman's rho between each system's mean FAD-Eval over categories (FAD-Dev where a
+  system has no FAD-Eval) and its final score, signed so that +1 means "lower FAD, better
+  listening score" (the same sign as the analyses' FAD correlation); `kendall`: Kendall's tau-b;
+- `spearman_ci`: percentile bootstrap interval, drawing systems and categories with replacement
+  (a category drawn twice weighs twice in each system's mean FAD);
+- `loso_min`, `loso_max`: the lowest and highest rho with one system left out (how much one
+  system carries the agreement);
+- `quality`, `fit`, `diversity`: rho against each scale alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+LEAGUE_SCALES = ("quality", "fit", "diversity")
+
+
+def fad_models(rows: Sequence[Mapping]) -> list[str]:
+    """The models FAD rows name, in order of first appearance ([] when none has a model)."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        model = str(row.get("model") or "").strip()
+        if model:
+            seen.setdefault(model, None)
+    return list(seen)
+
+
+def designated_model(rows: Sequence[Mapping], requested: str = "") -> str:
+    """The model whose FAD goes on the leaderboard: `requested`, else the first one named."""
+    models = fad_models(rows)
+    if requested and models and requested not in models:
+        raise ValueError(f"FAD model {requested!r} is not in the FAD table ({', '.join(models)})")
+    return requested or (models[0] if models else "")
+
+
+def is_designated(row: Mapping, model: str) -> bool:
+    """Whether a FAD row belongs on the leaderboard (rows without a model always do)."""
+    named = str(row.get("model") or "").strip()
+    return not model or not named or named == model
+
+
+def _fad_matrix(rows, model, systems, categories) -> np.ndarray:
+    """[system, category] FAD-Eval, FAD-Dev where the system has no FAD-Eval; NaN if none."""
+    s_index = {s: i for i, s in enumerate(systems)}
+    c_index = {c: j for j, c in enumerate(categories)}
+    ev = np.full((len(systems), len(categories)), np.nan)
+    dev = np.full_like(ev, np.nan)
+    for row in rows:
+        if str(row.get("model") or "").strip() != model:
+            continue
+        i, j = s_index.get(str(row["system"]).strip()), c_index.get(str(row["category"]).strip())
+        if i is None or j is None:
+            continue
+        for target, key in ((ev, "fad_eval"), (dev, "fad_dev")):
+            value = _float(row.get(key))
+            if value is not None:
+                target[i, j] = value
+    use_dev = ~np.isfinite(ev).any(axis=1)
+    ev[use_dev] = dev[use_dev]
+    return ev
+
+
+def _float(value) -> float | None:
+    try:
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _rho(fad: np.ndarray, score: np.ndarray) -> float | None:
+    keep = np.isfinite(fad) & np.isfinite(score)
+    if keep.sum() < 3 or np.ptp(fad[keep]) == 0 or np.ptp(score[keep]) == 0:
+        return None
+    return float(stats.spearmanr(fad[keep], -score[keep]).statistic)
+
+
+def _tau(fad: np.ndarray, score: np.ndarray) -> float | None:
+    keep = np.isfinite(fad) & np.isfinite(score)
+    if keep.sum() < 3 or np.ptp(fad[keep]) == 0 or np.ptp(score[keep]) == 0:
+        return None
+    return float(stats.kendalltau(fad[keep], -score[keep]).statistic)
+
+
+def _mean_rows(matrix: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(matrix)
+    w = np.where(ok, weights[None, :], 0.0)
+    total = np.where(ok, matrix, 0.0) @ weights
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(w.sum(1) > 0, total / w.sum(1), np.nan)
+
+
+def _entry(
+    matrix: np.ndarray,
+    scores: Mapping[str, np.ndarray],
+    *,
+    replicates: int,
+    confidence: float,
+    seed: int,
+) -> dict:
+    n_s, n_c = matrix.shape
+    fad = _mean_rows(matrix, np.ones(n_c))
+    final = scores["final"]
+    ranked = np.isfinite(fad) & np.isfinite(final)
+    entry = {
+        "spearman": _round(_rho(fad, final)),
+        "spearman_ci": None,
+        "kendall": _round(_tau(fad, final)),
+        "n_systems": int(ranked.sum()),
+        "loso_min": None,
+        "loso_max": None,
+        **{scale: _round(_rho(fad, scores[scale])) for scale in LEAGUE_SCALES},
+    }
+    if entry["spearman"] is None:
+        return entry
+    left_out = [_rho(np.delete(fad, i), np.delete(final, i)) for i in np.flatnonzero(ranked)]
+    left_out = [v for v in left_out if v is not None]
+    if left_out:
+        entry["loso_min"], entry["loso_max"] = _round(min(left_out)), _round(max(left_out))
+    if replicates:
+        rng = np.random.default_rng(seed)
+        draws = []
+        for _ in range(replicates):
+            systems = rng.integers(0, n_s, n_s)
+            weights = np.bincount(rng.integers(0, n_c, n_c), minlength=n_c).astype(float)
+            value = _rho(_mean_rows(matrix[systems], weights), final[systems])
+            if value is not None:
+                draws.append(value)
+        if draws:
+            alpha = (1 - confidence) / 2
+            low, high = np.quantile(draws, [alpha, 1 - alpha])
+            entry["spearman_ci"] = [_round(low), _round(high)]
+    return entry
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+def metric_league(
+    rows: Sequence[Mapping],
+    tracks: Mapping[str, Sequence[Mapping]],
+    categories: Sequence[str],
+    designated: str,
+    *,
+    replicates: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 2023,
+) -> dict:
+    """Per track and pooled, per model: its FAD ranking against the listening test's."""
+    models = fad_models(rows)
+
+    def table(members: Sequence[Mapping]) -> dict:
+        systems = [row["system"] for row in members]
+        scores = {
+            key: np.array([np.nan if row[key] is None else row[key] for row in members], float)
+            for key in ("final", *LEAGUE_SCALES)
+        }
+        return {
+            model: _entry(
+                _fad_matrix(rows, model, systems, categories),
+                scores,
+                replicates=replicates,
+                confidence=confidence,
+                seed=seed,
+            )
+            for model in models
+        }
+
+    return {
+        "designated": designated,
+        "models": models,
+        "tracks": {track: table(ranked) for track, ranked in tracks.items()},
+        "pooled": table([row for ranked in tracks.values() for row in ranked]),
+    }

@@ -1,0 +1,187 @@
+"""Result plots, drawn with matplotlib once at publish time and frozen with the snapshot.
+
+Runs where results are published (a worker, or the process running the demo); the web process
+only serves the stored SVG and PNG. Every plot is saved with a tight bounding box, so axis labels,
+system names and the legend (placed beside the axes, never over the points) always lie on the
+canvas.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+# A FAD axis turns logarithmic when its largest value is this many times its smallest.
+LOG_RANGE = 20.0
+SCALES = (("quality", "Quality"), ("fit", "Fit"), ("diversity", "Diversity"), ("final", "Final"))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    pyplot.rcParams.update(
+        {
+            "svg.hashsalt": "foley",  # identical SVG for identical results
+            "font.size": 9,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
+    return pyplot
+
+
+def _finite(*values) -> bool:
+    return all(v is not None and math.isfinite(float(v)) for v in values)
+
+
+def _log_if_wide(axis_setter: Callable[[str], None], values: Sequence[float]) -> bool:
+    positive = [v for v in values if v is not None and v > 0]
+    if positive and max(positive) / min(positive) >= LOG_RANGE:
+        axis_setter("log")
+        return True
+    return False
+
+
+def fad_dev_vs_eval(pyplot, rows: Sequence[Mapping], track: str):
+    fig, ax = pyplot.subplots(figsize=(6, 4.5), layout="constrained")
+    shown = [r for r in rows if _finite(r.get("fad_dev"), r.get("fad_eval"))]
+    values = [v for r in shown for v in (r["fad_dev"], r["fad_eval"])]
+    _log_if_wide(ax.set_xscale, values)
+    _log_if_wide(ax.set_yscale, values)
+    for r in shown:
+        xerr = _spread(r, "fad_dev")
+        yerr = _spread(r, "fad_eval")
+        ax.errorbar(r["fad_dev"], r["fad_eval"], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
+                    label=r["system"])  # fmt: skip
+    if values:
+        low, high = min(values), max(values)
+        ax.plot(
+            [low, high],
+            [low, high],
+            color="0.6",
+            linestyle="--",
+            linewidth=1,
+            label="FAD-Dev = FAD-Eval",
+        )
+    ax.set_xlabel("FAD-Dev (mean over categories; bars: min to max)")
+    ax.set_ylabel("FAD-Eval (mean over categories; bars: min to max)")
+    ax.set_title(f"Track {track}: FAD against the development and evaluation sets")
+    _legend(ax, shown)
+    return fig
+
+
+def fad_vs_rank(pyplot, rows: Sequence[Mapping], track: str):
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = pyplot.subplots(figsize=(6, 4.5), layout="constrained")
+    values = []
+    for name, marker, label in (("fad_eval", "o", "FAD-Eval"), ("fad_dev", "s", "FAD-Dev")):
+        pts = [(r["rank"], r[name], _spread(r, name)) for r in rows if _finite(r.get(name))]
+        if not pts:
+            continue
+        values += [p[1] for p in pts]
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], fmt=marker, capsize=3, label=label,
+                    yerr=_stack_err([p[2] for p in pts], [p[1] for p in pts]))  # fmt: skip
+    _log_if_wide(ax.set_yscale, values)
+    ranks = [r["rank"] for r in rows]
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if ranks:
+        ax.set_xlim(min(ranks) - 0.5, max(ranks) + 0.5)
+        ax.set_xticks(sorted(set(ranks)))
+    ax.set_xlabel("Final rank (listening test)")
+    ax.set_ylabel("FAD (mean over categories; bars: min to max)")
+    ax.set_title(f"Track {track}: FAD against the listening test's ranking")
+    if values:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)
+    return fig
+
+
+def scores(pyplot, rows: Sequence[Mapping], track: str):
+    fig, ax = pyplot.subplots(figsize=(7, 1.2 + 0.45 * max(len(rows), 1)), layout="constrained")
+    names = [r["system"] for r in rows]
+    offsets = {"quality": -0.27, "fit": -0.09, "diversity": 0.09, "final": 0.27}
+    for key, label in SCALES:
+        ys, xs, errs = [], [], [[], []]
+        for i, r in enumerate(rows):
+            if not _finite(r.get(key)):
+                continue
+            ys.append(i + offsets[key])
+            xs.append(r[key])
+            ci = r.get(f"{key}_ci")
+            errs[0].append(r[key] - ci[0] if ci else 0.0)
+            errs[1].append(ci[1] - r[key] if ci else 0.0)
+        ax.errorbar(xs, ys, xerr=errs, fmt="D" if key == "final" else "o", capsize=2,
+                    label=label, markersize=5 if key == "final" else 4)  # fmt: skip
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()  # rank 1 on top
+    ax.set_xlim(0, 10)
+    ax.set_xlabel("Rating (0-10) with its 95% interval")
+    ax.set_title(f"Track {track}: listening-test scores by rank")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)
+    return fig
+
+
+def league(pyplot, entries: Mapping[str, Mapping], scope: str):
+    fig, ax = pyplot.subplots(figsize=(7, 1.2 + 0.5 * max(len(entries), 1)), layout="constrained")
+    models = list(entries)
+    for i, model in enumerate(models):
+        entry = entries[model]
+        if entry.get("spearman") is None:
+            continue
+        ci = entry.get("spearman_ci") or [entry["spearman"]] * 2
+        ax.errorbar(entry["spearman"], i, xerr=[[entry["spearman"] - ci[0]], [ci[1] - entry["spearman"]]],
+                    fmt="o", capsize=3, color="C0")  # fmt: skip
+    ax.axvline(0, color="0.6", linewidth=1)
+    ax.set_yticks(range(len(models)), models)
+    ax.invert_yaxis()
+    ax.set_xlim(-1.05, 1.05)
+    ax.set_xlabel("Spearman's rho with the final score (+1: lower FAD, better score), 95% interval")
+    ax.set_title(f"Embedding league, {scope}")
+    return fig
+
+
+def _spread(row: Mapping, name: str):
+    low, high, value = row.get(f"{name}_min"), row.get(f"{name}_max"), row.get(name)
+    if not _finite(low, high, value):
+        return None
+    return [[max(value - low, 0.0)], [max(high - value, 0.0)]]
+
+
+def _stack_err(errors, values):
+    if any(e is None for e in errors):
+        return None
+    return [[e[0][0] for e in errors], [e[1][0] for e in errors]]
+
+
+def _legend(ax, shown) -> None:
+    if shown:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)
+
+
+def _save(pyplot, fig) -> tuple[str, bytes]:
+    svg, png = io.BytesIO(), io.BytesIO()
+    fig.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(png, format="png", bbox_inches="tight", dpi=150)
+    pyplot.close(fig)
+    return svg.getvalue().decode(), png.getvalue()
+
+
+TRACK_PLOTS = {"fad-dev-eval": fad_dev_vs_eval, "fad-rank": fad_vs_rank, "scores": scores}
+
+
+def render(result: Mapping) -> list[tuple[str, str, str, bytes]]:
+    """Every plot of a result: (track or "all", kind, SVG text, PNG bytes)."""
+    pyplot = _pyplot()
+    out = []
+    for track, rows in result["tracks"].items():
+        for kind, draw in TRACK_PLOTS.items():
+            out.append((track, kind, *_save(pyplot, draw(pyplot, rows, track))))
+    if table := result.get("metric_league"):
+        for track, entries in table["tracks"].items():
+            out.append((track, "league", *_save(pyplot, league(pyplot, entries, f"track {track}"))))
+        out.append(("all", "league", *_save(pyplot, league(pyplot, table["pooled"], "all tracks"))))
+    return out

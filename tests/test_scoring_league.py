@@ -1,0 +1,116 @@
+"""The embedding league: each FAD model's ranking against the listening test's, offline and
+through publishing."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from scoring import selectors, services
+from scoring.compute import Inputs, Rules, score
+from scoring.simulate import simulate
+from tests.test_scoring_compute import _csvs, _write
+
+AGREES, REVERSES = "agrees:mel@w", "reverses:mel@w"
+
+
+def league_inputs(seed: int = 8) -> Inputs:
+    """A listening test and two models' FAD: one ordering systems exactly as the final score
+    does (lower FAD, higher score), one exactly reversed."""
+    sim = simulate(systems_per_track=5, categories=3, sounds=3, raters=6, careless=0, seed=seed)
+    inputs = copy.deepcopy(sim.inputs)
+    finals = {
+        row["system"]: row["final"]
+        for rows in score(inputs, Rules(bootstrap=0))["tracks"].values()
+        for row in rows
+    }
+    categories = sorted({row["category"] for row in inputs.fad})
+    fad = []
+    for system, final in finals.items():
+        track = system[0]
+        for c, category in enumerate(categories):
+            for model, value in ((AGREES, 60 - 5 * final + c), (REVERSES, 5 * final + c)):
+                fad.append({"system": system, "track": track, "category": category,
+                            "fad_dev": value * 1.1, "fad_eval": value, "model": model})  # fmt: skip
+    inputs.fad = fad
+    return inputs
+
+
+def check_league(league: dict, tracks: list[str]) -> None:
+    assert league["models"] == [AGREES, REVERSES]
+    for scope in [*(league["tracks"][t] for t in tracks), league["pooled"]]:
+        agrees, reverses = scope[AGREES], scope[REVERSES]
+        assert agrees["spearman"] == 1.0 and agrees["kendall"] == 1.0
+        assert reverses["spearman"] == -1.0 and reverses["kendall"] == -1.0
+        low, high = agrees["spearman_ci"]
+        assert low <= 1.0 <= high and high == 1.0
+        low, high = reverses["spearman_ci"]
+        assert low <= -1.0 <= high and low == -1.0
+        assert agrees["loso_min"] == agrees["loso_max"] == 1.0
+    assert league["tracks"]["A"][AGREES]["n_systems"] == 5
+    assert league["pooled"][AGREES]["n_systems"] == 10
+
+
+def test_league_of_a_model_that_agrees_and_one_that_reverses():
+    inputs = league_inputs()
+    result = score(inputs, Rules(bootstrap=200))
+    check_league(result["metric_league"], ["A", "B"])
+    assert result["metric_league"]["designated"] == AGREES
+    # The leaderboard shows the designated (first) model's FAD, not a mix of both.
+    top = result["tracks"]["A"][0]
+    assert top["fad_eval"] < result["tracks"]["A"][-1]["fad_eval"]
+    reversed_board = score(Inputs(**{**inputs.__dict__, "fad_model": REVERSES}), Rules(bootstrap=0))
+    assert (
+        reversed_board["tracks"]["A"][0]["fad_eval"] > reversed_board["tracks"]["A"][-1]["fad_eval"]
+    )
+
+
+def test_score_offline_reports_the_league_from_a_model_column(tmp_path):
+    inputs = league_inputs()
+    paths = _csvs(tmp_path, Inputs(**{**inputs.__dict__, "fad": []}))
+    columns = ("system", "track", "category", "fad_dev", "fad_eval", "model")
+    paths["fad"] = _write(tmp_path / "fad_models.csv", columns, inputs.fad)
+    out = io.StringIO()
+    call_command("score_offline", *[f"--{k}={v}" for k, v in paths.items()], "--bootstrap=100",
+                 stdout=out)  # fmt: skip
+    result = json.loads(out.getvalue())
+    check_league(result["metric_league"], ["A", "B"])
+    for entry in result["metric_league"]["tracks"]["A"].values():
+        assert {"spearman", "spearman_ci", "kendall", "n_systems"} <= set(entry)
+    # Naming a model the file lacks is a clear error.
+    with pytest.raises(Exception, match="is not in the FAD table"):
+        call_command("score_offline", *[f"--{k}={v}" for k, v in paths.items()],
+                     "--fad-model=vggish:x@y", stdout=io.StringIO())  # fmt: skip
+    # Without a model column there is no league.
+    plain = _csvs(tmp_path, simulate(systems_per_track=2, categories=2, sounds=2, raters=4).inputs)
+    out = io.StringIO()
+    call_command("score_offline", *[f"--{k}={v}" for k, v in plain.items()], "--bootstrap=0",
+                 stdout=out)  # fmt: skip
+    assert "metric_league" not in json.loads(out.getvalue())
+
+
+@pytest.mark.django_db
+def test_the_league_is_published_with_its_table_and_downloads(client, challenge, organizer):
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 100
+    settings.save()
+    snap = services.publish(challenge, organizer, league_inputs())
+    check_league(snap.result["metric_league"], ["A", "B"])
+    page = client.get(f"/results/{challenge.slug}/1/").content.decode()
+    assert "Embedding league" in page and AGREES in page and REVERSES in page
+    table = selectors.table(snap.result, "metric-league")
+    assert len(table.rows) == 2 * 3  # two models, tracks A and B and all tracks
+    got = client.get(f"/results/{challenge.slug}/1/download/metric-league.csv")
+    rows = list(csv.DictReader(io.StringIO(got.content.decode())))
+    assert {(r["scope"], r["model"], r["spearman"]) for r in rows} >= {
+        ("A", AGREES, "1.0"),
+        ("A", REVERSES, "-1.0"),
+        ("all tracks", REVERSES, "-1.0"),
+    }
+    as_json = client.get(f"/results/{challenge.slug}/1/download/metric-league.json").json()
+    assert as_json["rows"][0]["spearman_low"] is not None
