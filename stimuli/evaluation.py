@@ -422,16 +422,22 @@ def run_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) ->
     queued (their embeddings, like every model's, come from the cache when already made)."""
 
     def work(job: Job, progress: JobProgress) -> dict:
+        from threadpoolctl import threadpool_limits
+
         challenge = Challenge.objects.get(pk=job.params["challenge_id"])
         league = bool(job.params.get("league"))
-        result = compute_fad_results(
-            challenge,
-            model_id=job.params["model_id"],
-            progress=_reporter(progress, echo),
-            log=progress.log,
-            owner=job,
-            select=not league,
-        )
+        # Thousands of small eigenvalue solves (bootstrap intervals, per-clip FAD): one BLAS
+        # thread each is faster than splitting every one across cores (measured 13x at d = 128,
+        # 2.3x at d = 512 on two cores), and the job is one of several a worker runs.
+        with threadpool_limits(limits=1, user_api="blas"):
+            result = compute_fad_results(
+                challenge,
+                model_id=job.params["model_id"],
+                progress=_reporter(progress, echo),
+                log=progress.log,
+                owner=job,
+                select=not league,
+            )
         if chain and not league:
             result["league_jobs"] = []
             for choice in league_choices(challenge):
