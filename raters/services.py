@@ -801,18 +801,13 @@ def save_rating(
         )
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
-        previous = (
-            Rating.objects.filter(trial__session=session)
-            .order_by("-created_at")
-            .values_list("created_at", flat=True)
-            .first()
-        )
+        turn_began = _last_answer_at(Rating.objects.filter(trial__session=session))
         rating = Rating.objects.create(
             trial=trial,
             quality=quality,
             fit=fit,
             idempotency_key=key,
-            **_record(verdict, previous or session.familiarized_at),
+            **_record(verdict, turn_began or session.familiarized_at),
         )
         if next_trial(session) is None:
             close_session(session)
@@ -847,6 +842,11 @@ def _check_open(challenge: Challenge) -> None:
             is_open = cursor.fetchone()[0]
     if not is_open:
         raise ListeningError(closed_message(challenge), 409)
+
+
+def _last_answer_at(answers):
+    """When the latest of these answers was stored (None if there is none)."""
+    return answers.order_by("-created_at").values_list("created_at", flat=True).first()
 
 
 def _record(verdict: listening.Listened, turn_began) -> dict:
@@ -966,17 +966,12 @@ def save_diversity_rating(
         verdict = listening.listened(trial, trial.item.audio.duration_s, test, what="file")
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
-        previous = (
-            DiversityRating.objects.filter(trial__rater=rater)
-            .order_by("-created_at")
-            .values_list("created_at", flat=True)
-            .first()
-        )
+        turn_began = _last_answer_at(DiversityRating.objects.filter(trial__rater=rater))
         rating = DiversityRating.objects.create(
             trial=trial,
             diversity=value,
             idempotency_key=key,
-            **_record(verdict, previous or rater.instructed_at),
+            **_record(verdict, turn_began or rater.instructed_at),
         )
     return rating, True
 

@@ -315,22 +315,21 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
         if task is None:
             raise ValidationError({"detail": f"No task is known for jobs of kind '{job.kind}'."})
         job = fail_if_stale(job)  # its worker was lost with no delivery of its task left
-        if job.kind in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
-            # The generation rules: the latest job of a system only, and not once the listening
-            # test has fixed the stimuli.
+        # A stage's own retry and its rules, as on its page: generation retries only a system's
+        # latest job; neither stage once the phase has fixed what it would change.
+        stage_retry = {
+            Job.Kind.GENERATE: generation.retry,
+            Job.Kind.VALIDATE_GENERATOR: generation.retry,
+            Job.Kind.EMBED: evaluation.retry,
+            Job.Kind.FAD: evaluation.retry,
+            Job.Kind.SELECT_MEDOIDS: evaluation.retry,
+        }.get(job.kind)
+        if stage_retry is not None:
             try:
-                job = generation.retry(job)
-            except generation.GenerationConflict as exc:
+                job = stage_retry(job)
+            except (generation.GenerationConflict, evaluation.EvaluationConflict) as exc:
                 raise Conflict(str(exc)) from None
-            except generation.GenerationError as exc:
-                raise ValidationError({"detail": str(exc)}) from None
-        elif job.kind in (Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS):
-            # The objective stage's rules, as on its page: not once the phase fixes its results.
-            try:
-                job = evaluation.retry(job)
-            except evaluation.EvaluationConflict as exc:
-                raise Conflict(str(exc)) from None
-            except evaluation.EvaluationError as exc:
+            except (generation.GenerationError, evaluation.EvaluationError) as exc:
                 raise ValidationError({"detail": str(exc)}) from None
         else:
             if job.state != Job.State.FAILED:

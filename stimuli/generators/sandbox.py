@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -217,7 +217,7 @@ class Sandbox:
             model = Path(model_path).resolve()
             for host, where in self.source.code:
                 if model.is_relative_to(host):
-                    model_path = f"{code_root}/{where}/{model.relative_to(host)}".replace("//", "/")
+                    model_path = str(PurePosixPath(code_root, where, model.relative_to(host)))
                     break
             else:
                 model_path = f"{SANDBOX_ROOT}/model/{model.name}"
