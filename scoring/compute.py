@@ -34,6 +34,7 @@ from raters.quality import (
     QualityRules,
     judge,
 )
+from stimuli.errors import Refused
 
 from .intervals import BOOTSTRAP_PERCENTILE, JACKKNIFE_T, Jackknife, rater_and_sound_strata
 from .intervals import METHODS as INTERVAL_METHODS
@@ -60,7 +61,7 @@ SCALES = ("quality", "fit", "diversity")
 SCALE_MAX = 10  # every slider runs from 0 to 10
 
 
-class ScoringInputError(ValueError):
+class ScoringInputError(Refused, ValueError):
     """Rows that cannot be scored; the message says which row or column and why."""
 
 

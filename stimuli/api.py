@@ -14,22 +14,19 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from . import selectors, services
-from .imports import ImportPhaseError, ImportRequestError
+from .errors import Conflict, Refused
 from .jobs import enqueue, fail_if_stale, reset_for_retry
 from .models import CLIP_SPEC_FIELDS, Category, Challenge, Clip, Job, System, Team, Track
 
-
-class Conflict(APIException):
-    """409: the request is well formed but the stored data does not allow it now."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state of the data."
-    default_code = "conflict"
+# What every refusal of the API looks like (foley_platform/api_errors.py writes it).
+REFUSAL = inline_serializer(
+    "Refusal", {"detail": serializers.CharField(), "errors": serializers.ListField()}
+)
 
 
 def _protected_detail(what: str, exc: ProtectedError | RestrictedError) -> str:
@@ -240,12 +237,10 @@ class TeamViewSet(ChallengeScopedMixin, viewsets.ModelViewSet):
         return Team.objects.filter(challenge=challenge)
 
     def perform_create(self, serializer):
-        try:
-            serializer.instance = services.create_team(
-                self.get_challenge(), **serializer.validated_data
-            )
-        except DjangoValidationError as exc:
-            raise ValidationError(exc.message_dict) from None
+        # The model's checks (Django's ValidationError) answer 400 through the API's handler.
+        serializer.instance = services.create_team(
+            self.get_challenge(), **serializer.validated_data
+        )
 
     def perform_update(self, serializer):
         try:
@@ -269,10 +264,7 @@ class SystemViewSet(ChallengeScopedMixin, viewsets.ModelViewSet):
         return selectors.systems_with_counts(challenge)
 
     def perform_create(self, serializer):
-        try:
-            serializer.instance = services.create_system(**serializer.validated_data)
-        except DjangoValidationError as exc:
-            raise ValidationError(exc.message_dict) from None
+        serializer.instance = services.create_system(**serializer.validated_data)
 
     def perform_update(self, serializer):
         try:
@@ -313,7 +305,7 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
         # Looked up first: a job reset to queued with no task to run it would wait forever.
         task = getattr(tasks, job.params.get("task", ""), None)
         if task is None:
-            raise ValidationError({"detail": f"No task is known for jobs of kind '{job.kind}'."})
+            raise Refused(f"No task is known for jobs of kind '{job.kind}'.")
         job = fail_if_stale(job)  # its worker was lost with no delivery of its task left
         # A stage's own retry and its rules, as on its page: generation retries only a system's
         # latest job; neither stage once the phase has fixed what it would change.
@@ -325,17 +317,10 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
             Job.Kind.SELECT_MEDOIDS: evaluation.retry,
         }.get(job.kind)
         if stage_retry is not None:
-            try:
-                job = stage_retry(job)
-            except (generation.GenerationConflict, evaluation.EvaluationConflict) as exc:
-                raise Conflict(str(exc)) from None
-            except (generation.GenerationError, evaluation.EvaluationError) as exc:
-                raise ValidationError({"detail": str(exc)}) from None
+            job = stage_retry(job)
         else:
             if job.state != Job.State.FAILED:
-                raise ValidationError(
-                    {"detail": f"Only a failed job can be retried; this one is {job.state}."}
-                )
+                raise Refused(f"Only a failed job can be retried; this one is {job.state}.")
             job = reset_for_retry(job)
             enqueue(job, task)
         job.refresh_from_db()
@@ -358,8 +343,8 @@ class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.Gene
         request=UploadSerializer,
         responses={
             202: JobSerializer,
-            400: inline_serializer("UploadErrors", {"errors": serializers.ListField()}),
-            409: inline_serializer("UploadConflict", {"errors": serializers.ListField()}),
+            400: REFUSAL,
+            409: REFUSAL,
         },
     )
     def create(self, request, challenge_slug=None):
@@ -371,23 +356,14 @@ class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.Gene
         if data.get("system"):
             system = System.objects.filter(challenge=challenge, name=data["system"]).first()
             if system is None:
-                return Response(
-                    {"errors": [f"no system named '{data['system']}' in this challenge"]},
-                    status=status.HTTP_400_BAD_REQUEST,
-                )
-        try:
-            job = services.start_import(
-                challenge,
-                data["file"],
-                role=data["role"],
-                system=system,
-                convert=data["convert"],
-                user=request.user,
-            )
-        except ImportPhaseError as exc:
-            return Response({"errors": [str(exc)]}, status=status.HTTP_409_CONFLICT)
-        except (services.UploadRejected, ImportRequestError) as exc:
-            problems = getattr(exc, "problems", [str(exc)])
-            return Response({"errors": problems}, status=status.HTTP_400_BAD_REQUEST)
+                raise Refused(f"no system named '{data['system']}' in this challenge")
+        job = services.start_import(
+            challenge,
+            data["file"],
+            role=data["role"],
+            system=system,
+            convert=data["convert"],
+            user=request.user,
+        )
         job.refresh_from_db()
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -31,6 +31,7 @@ from django.db.models import Q
 
 from . import selectors
 from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
+from .errors import Refused
 from .fad import (
     MAX_STATS_DIM,
     GaussianStats,
@@ -65,12 +66,14 @@ Progress = Callable[[int, int, str], None]
 PURPOSES = ("fad", "medoids")
 
 
-class EvaluationError(Exception):
+class EvaluationError(Refused):
     """An objective-stage request that cannot work; the message says why and what to do."""
 
 
 class EvaluationConflict(EvaluationError):
     """A request refused by the challenge's phase (the listening test open, results published)."""
+
+    status = 409
 
 
 # --- settings ---------------------------------------------------------------------------------

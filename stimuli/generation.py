@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from . import storage
 from .audio import ClipSpec, encode_wav, inspect_audio
+from .errors import Refused
 from .generators.contract import OutputSpec, check_output, derive_seed, to_float
 from .generators.errors import SandboxError
 from .generators.sandbox import Limits, Sandbox, cuda_visible, enforcement
@@ -57,12 +58,14 @@ DEFAULT_BATCH_SIZE = 10
 NAME_PATTERN = re.compile(r"^generated/(?P<category>[^/]+)/(?P<index>\d+)\.wav$")
 
 
-class GenerationError(Exception):
+class GenerationError(Refused):
     """A generation request that cannot work, or output that breaks the clip spec."""
 
 
 class GenerationConflict(GenerationError):
     """A request that is well formed but clashes with the state of the challenge or its jobs."""
+
+    status = 409
 
 
 def output_spec(challenge: Challenge) -> OutputSpec:

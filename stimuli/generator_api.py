@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import json
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from . import generation
-from .api import ChallengeScopedMixin, JobSerializer
+from .api import REFUSAL, ChallengeScopedMixin, JobSerializer
+from .errors import Refused
 from .models import Generator, Job, System
-
-ERRORS = inline_serializer("GeneratorErrors", {"errors": serializers.ListField()})
 
 
 class GeneratorSerializer(serializers.ModelSerializer):
@@ -76,7 +75,7 @@ class GeneratorViewSet(
 
     @extend_schema(
         request=GeneratorUploadSerializer,
-        responses={202: JobSerializer, 400: ERRORS},
+        responses={202: JobSerializer, 400: REFUSAL},
         description="Attach code to a system. The archive's layout is checked at once (400, "
         "nothing stored); loading and generating a few clips run as a validation job (202).",
     )
@@ -87,26 +86,23 @@ class GeneratorViewSet(
         data = serializer.validated_data
         system = System.objects.filter(challenge=challenge, name=data["system"]).first()
         if system is None:
-            return _errors(f"no system named '{data['system']}' in this challenge")
+            raise Refused(f"no system named '{data['system']}' in this challenge")
         config = None
         if data.get("config"):
             try:
                 config = json.loads(data["config"])
             except ValueError as exc:
-                return _errors(f"config is not JSON: {exc}")
+                raise Refused(f"config is not JSON: {exc}") from None
             if not isinstance(config, dict):
-                return _errors("config must be a JSON object")
-        try:
-            generator = generation.set_generator(
-                system,
-                module=data.get("module") or "",
-                archive=data.get("archive"),
-                config=config,
-                user=request.user,
-                trusted=data["trusted"],
-            )
-        except generation.GenerationError as exc:
-            return _errors(str(exc))
+                raise Refused("config must be a JSON object")
+        generator = generation.set_generator(
+            system,
+            module=data.get("module") or "",
+            archive=data.get("archive"),
+            config=config,
+            user=request.user,
+            trusted=data["trusted"],
+        )
         job = Job.objects.filter(
             kind=Job.Kind.VALIDATE_GENERATOR, params__system_id=system.pk
         ).first()
@@ -114,7 +110,7 @@ class GeneratorViewSet(
         body["generator"] = GeneratorSerializer(generator).data
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=TrustSerializer, responses={200: GeneratorSerializer, 400: ERRORS})
+    @extend_schema(request=TrustSerializer, responses={200: GeneratorSerializer, 400: REFUSAL})
     @action(detail=True, methods=["post"])
     def trust(self, request, challenge_slug=None, system_id=None):
         """Mark the system's code trusted, or not (cleared whenever the code is replaced)."""
@@ -124,7 +120,7 @@ class GeneratorViewSet(
         return Response(GeneratorSerializer(generator).data)
 
     @extend_schema(
-        request=GenerateSerializer, responses={202: JobSerializer, 400: ERRORS, 409: ERRORS}
+        request=GenerateSerializer, responses={202: JobSerializer, 400: REFUSAL, 409: REFUSAL}
     )
     @action(detail=True, methods=["post"])
     def generate(self, request, challenge_slug=None, system_id=None):
@@ -132,17 +128,8 @@ class GeneratorViewSet(
         generator = self.get_object()
         serializer = GenerateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            job = generation.start_generation(
-                generator.system, user=request.user, **serializer.validated_data
-            )
-        except generation.GenerationConflict as exc:  # e.g. the listening test is open
-            return _errors(str(exc), status.HTTP_409_CONFLICT)
-        except generation.GenerationError as exc:
-            return _errors(str(exc))
+        job = generation.start_generation(
+            generator.system, user=request.user, **serializer.validated_data
+        )
         job.refresh_from_db()
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
-
-
-def _errors(message: str, code: int = status.HTTP_400_BAD_REQUEST) -> Response:
-    return Response({"errors": [message]}, status=code)

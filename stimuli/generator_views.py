@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from . import generation
+from .errors import page_status
 from .jobs import is_stale
 from .models import Challenge, Generator, Job, System
 from .permissions import organizer_required
@@ -74,13 +75,6 @@ def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
 
 
-def _status(request: HttpRequest, exc: Exception | None = None) -> int:
-    # htmx swaps only 2xx answers by default; a plain form post gets the real status.
-    if request.htmx:
-        return 200
-    return 409 if isinstance(exc, generation.GenerationConflict) else 400
-
-
 @organizer_required
 @require_POST
 def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
@@ -100,10 +94,13 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
         )  # fmt: skip
     except ValueError as exc:
         return _panel(
-            request, challenge, {system.pk: f"settings are not JSON: {exc}"}, _status(request)
+            request,
+            challenge,
+            {system.pk: f"settings are not JSON: {exc}"},
+            page_status(request.htmx),
         )
     except generation.GenerationError as exc:
-        return _panel(request, challenge, {system.pk: str(exc)}, _status(request))
+        return _panel(request, challenge, {system.pk: str(exc)}, page_status(request.htmx, exc))
     return _panel(request, challenge)
 
 
@@ -134,10 +131,10 @@ def generate(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
             request,
             challenge,
             {system.pk: "clips, seed and batch size are whole numbers"},
-            _status(request),
+            page_status(request.htmx),
         )
     except generation.GenerationError as exc:
-        return _panel(request, challenge, {system.pk: str(exc)}, _status(request, exc))
+        return _panel(request, challenge, {system.pk: str(exc)}, page_status(request.htmx, exc))
     return _panel(request, challenge)
 
 
@@ -150,5 +147,5 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
         generation.retry(job)
     except generation.GenerationError as exc:
         errors = {job.params.get("system_id"): str(exc)}
-        return _panel(request, challenge, errors, _status(request, exc))
+        return _panel(request, challenge, errors, page_status(request.htmx, exc))
     return _panel(request, challenge)

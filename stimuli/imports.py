@@ -18,18 +18,21 @@ from django.db import IntegrityError, transaction
 from . import storage
 from .archives import ArchiveError, Listing, Source, UploadLimits, iter_members, normalise_folder
 from .audio import AudioCheck, ClipSpec, inspect_audio
+from .errors import Refused
 from .models import AudioFile, Category, Challenge, Clip, Job, System
 from .phases import phase_conflict
 
 Progress = Callable[[int, int, str], None]
 
 
-class ImportRequestError(ValueError):
+class ImportRequestError(Refused, ValueError):
     """The import was asked for with arguments that cannot work (wrong role, foreign system)."""
 
 
 class ImportPhaseError(ImportRequestError):
     """The challenge's phase forbids imports now: a conflict with its state (HTTP 409)."""
+
+    status = 409
 
 
 @dataclass

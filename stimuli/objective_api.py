@@ -4,16 +4,14 @@ ranking with finalists, the medoids). Failed jobs are retried with the jobs endp
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from . import evaluation, selectors
-from .api import ChallengeScopedMixin, Conflict, JobSerializer
+from .api import ChallengeScopedMixin, JobSerializer
 from .models import FadResult, Medoid, ObjectiveSettings
 
 
@@ -86,10 +84,7 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
         if request.method == "PATCH":
             serializer = ObjectiveSettingsSerializer(obj, data=request.data, partial=True)
             serializer.is_valid(raise_exception=True)
-            try:
-                evaluation.set_models(self.get_challenge(), **serializer.validated_data)
-            except (evaluation.EvaluationError, DjangoValidationError) as exc:
-                raise ValidationError({"detail": str(exc)}) from None
+            evaluation.set_models(self.get_challenge(), **serializer.validated_data)
             obj.refresh_from_db()
         return Response(ObjectiveSettingsSerializer(obj).data)
 
@@ -106,12 +101,7 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
         return self._start(evaluation.start_medoid_selection, request)
 
     def _start(self, start, request) -> Response:
-        try:
-            job = start(self.get_challenge(), user=request.user)
-        except evaluation.EvaluationConflict as exc:
-            raise Conflict(str(exc)) from None
-        except evaluation.EvaluationError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        job = start(self.get_challenge(), user=request.user)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=FadResultSerializer(many=True))
@@ -139,16 +129,13 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         files = {f.name.rsplit(".", 1)[0]: f for f in data["files"]}
-        try:
-            rows = evaluation.import_reference_stats(
-                self.get_challenge(),
-                files,
-                model=data["model"],
-                reference=data["reference"],
-                source=data["source"],
-            )
-        except evaluation.EvaluationError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        rows = evaluation.import_reference_stats(
+            self.get_challenge(),
+            files,
+            model=data["model"],
+            reference=data["reference"],
+            source=data["source"],
+        )
         return Response(
             {
                 "stored": [

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from . import evaluation, selectors
+from .errors import page_status
 from .generator_views import log_tail
 from .models import Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats
 from .permissions import organizer_required
@@ -48,10 +49,6 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
     return render(request, "stimuli/objective_panel.html", context, status=status)
 
 
-def _status(request: HttpRequest) -> int:
-    return 200 if request.htmx else 400  # htmx swaps only 2xx answers by default
-
-
 @organizer_required
 def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
@@ -81,7 +78,7 @@ def start(request: HttpRequest, slug: str, pipeline: str) -> HttpResponse:
     try:
         begin(challenge, user=request.user)
     except evaluation.EvaluationError as exc:
-        return _panel(request, challenge, str(exc), _status(request))
+        return _panel(request, challenge, str(exc), page_status(request.htmx, exc))
     return _panel(request, challenge)
 
 
@@ -93,7 +90,7 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     try:
         evaluation.retry(job)
     except evaluation.EvaluationError as exc:
-        return _panel(request, challenge, str(exc), _status(request))
+        return _panel(request, challenge, str(exc), page_status(request.htmx, exc))
     return _panel(request, challenge)
 
 
@@ -104,6 +101,6 @@ def save_settings(request: HttpRequest, slug: str) -> HttpResponse:
     form = ObjectiveSettingsForm(request.POST, instance=evaluation.objective_settings(challenge))
     if not form.is_valid():
         errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-        return _panel(request, challenge, errors, _status(request))
+        return _panel(request, challenge, errors, page_status(request.htmx))
     form.save()
     return _panel(request, challenge)

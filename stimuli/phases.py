@@ -13,10 +13,11 @@ job or a clip wait, and two such waits deadlock.
 
 from __future__ import annotations
 
+from .errors import Conflict
 from .models import Challenge
 
 
-class PhaseError(Exception):
+class PhaseError(Conflict):
     """The challenge's phase does not allow the change; the message says why."""
 
 

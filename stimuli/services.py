@@ -16,6 +16,7 @@ from django.core.files.base import File
 from django.core.files.storage import default_storage
 from django.db import transaction
 
+from .errors import Refused
 from .imports import ImportRequestError, check_request, check_structure, import_clips
 from .jobs import JobProgress, enqueue, run_job
 from .models import Category, Challenge, Job, System, Team, Track
@@ -80,12 +81,8 @@ def create_system(*, team: Team, track: Track, name: str, kind: str = System.Kin
     return system
 
 
-class UploadRejected(Exception):
-    """The upload failed the structural checks; nothing was stored."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("; ".join(problems))
+class UploadRejected(Refused):
+    """The upload failed the structural checks (one problem per file or rule); nothing was stored."""
 
 
 @contextmanager

@@ -198,7 +198,7 @@ def test_api_retry_is_refused_where_the_page_refuses_it(
     job.refresh_from_db()
     if page_refuses:
         assert response.status_code == 409, response.content
-        assert page.status_code == 400
+        assert page.status_code == 409  # the same refusal, the same status
         assert job.state == Job.State.FAILED and job.attempts == 1
     else:
         assert response.status_code == 200, response.content

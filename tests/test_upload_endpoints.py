@@ -164,7 +164,8 @@ def test_api_rejects_hostile_upload_with_400_and_stores_nothing(api_client, chal
         format="multipart",
     )
     assert response.status_code == 400
-    assert response.json() == {"errors": ["/abs/rain.wav: absolute path is not allowed"]}
+    message = "/abs/rain.wav: absolute path is not allowed"
+    assert response.json() == {"detail": message, "errors": [message]}
     assert Job.objects.count() == 0 and Clip.objects.count() == 0 and staged(media_root) == []
 
 
@@ -206,7 +207,7 @@ def test_api_rejects_a_crafted_zip_with_400_and_stores_nothing(
         format="multipart",
     )
     assert response.status_code == 400
-    assert response.json() == {"errors": [error]}
+    assert response.json() == {"detail": error, "errors": [error]}
     assert Job.objects.count() == 0 and Clip.objects.count() == 0 and staged(media_root) == []
 
 
@@ -246,7 +247,7 @@ def test_uploads_conflict_with_an_open_listening_test_or_published_results(
         format="multipart",
     )
     assert response.status_code == 409
-    assert response.json() == {"errors": [message]}
+    assert response.json() == {"detail": message, "errors": [message]}
     response = organizer_client.post(
         reverse("stimuli:upload", args=[challenge.slug]),
         {"role": "development", "file": upload_file(reference_set(["rain"], 1))},
@@ -262,11 +263,13 @@ def test_api_system_upload_checks_the_system(api_client, challenge):
     response = api_client.post(
         url, {"role": "system", "system": "Nope", "file": upload_file(files)}, format="multipart"
     )
-    assert response.json() == {"errors": ["no system named 'Nope' in this challenge"]}
+    message = "no system named 'Nope' in this challenge"
+    assert response.json() == {"detail": message, "errors": [message]}
     response = api_client.post(
         url, {"role": "system", "file": upload_file(files)}, format="multipart"
     )
-    assert response.json() == {"errors": ["system output needs a system"]}
+    message = "system output needs a system"
+    assert response.json() == {"detail": message, "errors": [message]}
     api_client.post(f"/api/challenges/{challenge.slug}/teams/", {"name": "Lab"})
     created = api_client.post(
         f"/api/challenges/{challenge.slug}/systems/", {"name": "Lab_1", "team": "Lab", "track": "A"}
