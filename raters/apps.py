@@ -6,3 +6,12 @@ class RatersConfig(AppConfig):
 
     name = "raters"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from stimuli.jobs import register
+
+        from .services import PREPARE_JOB
+
+        # Preparing is idempotent: a failed preparation may run again whenever the page allows
+        # preparing, which is always.
+        register(PREPARE_JOB, "Prepare the listening test", "raters.tasks.prepare_listening_test")

@@ -108,7 +108,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "crowd_url": crowd_url + "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
         "&SESSION_ID={{%SESSION_ID%}}",
         "invited": Rater.objects.filter(challenge=challenge, kind=Rater.Kind.INVITED),
-        "jobs": Job.objects.filter(challenge=challenge, kind=Job.Kind.PREPARE_LISTENING)[:3],
+        "jobs": Job.objects.filter(challenge=challenge, kind=services.PREPARE_JOB)[:3],
         "open_refused": services.open_refused(challenge),
         "crowd_warning": services.crowd_warning(challenge),
         "completion_code": services.completion_code(test),

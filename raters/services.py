@@ -44,6 +44,8 @@ from .models import (
 )
 
 # Anchor pool per category and type: sessions draw their anchors from it.
+# The job kind that prepares the listening test (registered in apps.py).
+PREPARE_JOB = "prepare_listening"
 ANCHOR_POOL = 8
 # A clip quieter than this (integrated loudness, LUFS) is no source for an anchor.
 MIN_SOURCE_LUFS = -70.0
@@ -293,15 +295,13 @@ def prepare(challenge: Challenge, *, progress=None) -> dict:
 
 def request_preparation(challenge: Challenge, user=None) -> Job:
     """Queue `prepare` as a job on a worker (run at once without a broker)."""
-    from .tasks import prepare_listening_test
-
     with transaction.atomic():
         job = Job.objects.create(
             challenge=challenge,
-            kind=Job.Kind.PREPARE_LISTENING,
+            kind=PREPARE_JOB,
             created_by=user if user is not None and user.is_authenticated else None,
         )
-        enqueue(job, prepare_listening_test)
+        enqueue(job)
     job.refresh_from_db()
     return job
 

@@ -18,6 +18,9 @@ from stimuli.permissions import is_organizer
 from .compute import Inputs, Rules, ScoringInputError, score
 from .models import ScoringSettings, Snapshot, SnapshotPlot
 
+# The job kind that scores and freezes the results (registered in apps.py).
+PUBLISH_JOB = "publish_results"
+
 
 def collect_inputs(challenge: Challenge) -> Inputs:
     """The four input tables of a challenge: ratings and diversity from the listening test, FAD
@@ -147,10 +150,8 @@ def request_publication(challenge: Challenge, user) -> Job:
     """
     if not is_organizer(user):
         raise PermissionDenied("Only organizers can publish results.")
-    from .tasks import publish_results  # tasks import services
-
-    job = Job.objects.create(challenge=challenge, kind=Job.Kind.PUBLISH_RESULTS, created_by=user)
-    enqueue(job, publish_results)
+    job = Job.objects.create(challenge=challenge, kind=PUBLISH_JOB, created_by=user)
+    enqueue(job)
     job.refresh_from_db()
     return job
 

@@ -18,9 +18,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from . import selectors, services
+from . import jobs, selectors, services
 from .errors import Conflict, Refused
-from .jobs import enqueue, fail_if_stale, reset_for_retry
 from .models import CLIP_SPEC_FIELDS, Category, Challenge, Clip, Job, System, Team, Track
 
 # What every refusal of the API looks like (foley_platform/api_errors.py writes it).
@@ -297,32 +296,7 @@ class JobViewSet(ChallengeScopedMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
     def retry(self, request, challenge_slug=None, pk=None):
-        from . import evaluation, generation, tasks
-
-        job = self.get_object()
-        if job.kind == Job.Kind.IMPORT:
-            raise ValidationError({"detail": "An upload cannot be retried; upload the file again."})
-        # Looked up first: a job reset to queued with no task to run it would wait forever.
-        task = getattr(tasks, job.params.get("task", ""), None)
-        if task is None:
-            raise Refused(f"No task is known for jobs of kind '{job.kind}'.")
-        job = fail_if_stale(job)  # its worker was lost with no delivery of its task left
-        # A stage's own retry and its rules, as on its page: generation retries only a system's
-        # latest job; neither stage once the phase has fixed what it would change.
-        stage_retry = {
-            Job.Kind.GENERATE: generation.retry,
-            Job.Kind.VALIDATE_GENERATOR: generation.retry,
-            Job.Kind.EMBED: evaluation.retry,
-            Job.Kind.FAD: evaluation.retry,
-            Job.Kind.SELECT_MEDOIDS: evaluation.retry,
-        }.get(job.kind)
-        if stage_retry is not None:
-            job = stage_retry(job)
-        else:
-            if job.state != Job.State.FAILED:
-                raise Refused(f"Only a failed job can be retried; this one is {job.state}.")
-            job = reset_for_retry(job)
-            enqueue(job, task)
+        job = jobs.retry(self.get_object())  # the pages' retry, with each stage's rules
         job.refresh_from_db()
         return Response(JobSerializer(job).data)
 

@@ -6,3 +6,28 @@ class StimuliConfig(AppConfig):
 
     name = "stimuli"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from .jobs import register
+        from .models import Job
+
+        kind = Job.Kind
+        register(
+            kind.IMPORT, kind.IMPORT.label, "stimuli.tasks.import_upload",
+            no_retry="An upload cannot be retried; upload the file again.",
+        )  # fmt: skip
+        for generation in (kind.GENERATE, kind.VALIDATE_GENERATOR):
+            task = "generate_clips" if generation == kind.GENERATE else "generate_validation"
+            register(
+                generation, generation.label, f"stimuli.tasks.{task}",
+                retry_guard="stimuli.generation.retry_guard",
+            )  # fmt: skip
+        for objective, task in (
+            (kind.EMBED, "embed_clips"),
+            (kind.FAD, "compute_fad"),
+            (kind.SELECT_MEDOIDS, "select_medoids"),
+        ):
+            register(
+                objective, objective.label, f"stimuli.tasks.{task}",
+                retry_guard="stimuli.evaluation.retry_guard",
+            )  # fmt: skip

@@ -44,8 +44,6 @@ from .jobs import (
     JobProgress,
     enqueue,
     ensure_still_mine,
-    fail_if_stale,
-    reset_for_retry,
     run_job,
 )
 from .models import (
@@ -282,8 +280,6 @@ def _start(
 ) -> Job:
     """The embed job of a pipeline; with `league`, of that league model's FAD (which leaves the
     finalists alone and may run beside the FAD model's pipeline)."""
-    from . import tasks
-
     _check_can_start(challenge, purpose)
     choice = league or model_choice(challenge, purpose)
     with transaction.atomic():
@@ -301,14 +297,13 @@ def _start(
                 "challenge_id": challenge.pk,
                 "purpose": purpose,
                 "model": choice.as_params(),
-                "task": "embed_clips",  # the jobs endpoint's retry finds the task by this name
                 **({"league": True} if league else {}),
             },
             message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
             created_by=user if user and user.is_authenticated else None,
         )
         if enqueue_task:
-            enqueue(job, tasks.embed_clips)
+            enqueue(job)
     return job
 
 
@@ -326,27 +321,14 @@ def start_medoid_selection(
     return _start(challenge, "medoids", user, enqueue_task)
 
 
-def retry(job: Job) -> Job:
-    """Queue a failed objective-stage job again; cached embeddings are not recomputed."""
-    from . import tasks
-
-    task = {
-        Job.Kind.EMBED: tasks.embed_clips,
-        Job.Kind.FAD: tasks.compute_fad,
-        Job.Kind.SELECT_MEDOIDS: tasks.select_medoids,
-    }.get(job.kind)
-    if task is None:
-        raise EvaluationError(f"a {job.kind} job is not an objective-stage job")
-    job = fail_if_stale(job)  # a job whose worker was lost can be retried too
-    if job.state != Job.State.FAILED:
-        raise EvaluationError(f"only a failed job can be retried; this one is {job.state}")
+def retry_guard(job: Job) -> None:
+    """The objective stage's rule for a retry (jobs.retry calls it with the challenge locked):
+    not once the phase has fixed what the job would change. Cached embeddings are reused."""
     medoids = job.kind == Job.Kind.SELECT_MEDOIDS or job.params.get("purpose") == "medoids"
     fixed = "medoids cannot change" if medoids else None
-    if conflict := phase_conflict(job.challenge, fixed_by_listening=fixed):
+    challenge = Challenge.objects.get(pk=job.challenge_id)
+    if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
         raise EvaluationConflict(conflict)
-    job = reset_for_retry(job)
-    enqueue(job, task)
-    return job
 
 
 # --- running jobs (the bodies of the Celery tasks) ----------------------------------------------
@@ -385,10 +367,7 @@ def embed_audio(model, audio: list[AudioFile], report: Progress) -> dict:
 
 def _next_job(embed_job: Job, model_id: str, *, queue: bool) -> Job:
     """The FAD or medoid job after an embed job: created once, however often this runs."""
-    from . import tasks
-
     purpose = embed_job.params["purpose"]
-    task = "compute_fad" if purpose == "fad" else "select_medoids"
     with transaction.atomic():
         Job.objects.select_for_update(no_key=True).get(pk=embed_job.pk)
         existing = Job.objects.filter(params__embed_job=embed_job.pk).first()
@@ -401,13 +380,12 @@ def _next_job(embed_job: Job, model_id: str, *, queue: bool) -> Job:
                 **embed_job.params,
                 "model_id": model_id,
                 "embed_job": embed_job.pk,
-                "task": task,
             },
             message="queued" if queue else "running in this process",
             created_by=embed_job.created_by,
         )
         if queue:
-            enqueue(nxt, getattr(tasks, task))
+            enqueue(nxt)
     return nxt
 
 

@@ -46,8 +46,6 @@ from .jobs import (
     JobProgress,
     enqueue,
     ensure_still_mine,
-    fail_if_stale,
-    reset_for_retry,
     run_job,
     stale_after_s,
 )
@@ -220,15 +218,13 @@ class prepared_source:
 
 
 def start_validation(generator: Generator, *, user: AbstractBaseUser | None = None) -> Job:
-    from .tasks import generate_validation
-
     job = Job.objects.create(
         challenge_id=generator.system.challenge_id,
         kind=Job.Kind.VALIDATE_GENERATOR,
-        params={"system_id": generator.system_id, "task": "generate_validation"},
+        params={"system_id": generator.system_id},
         created_by=user if user and user.is_authenticated else None,
     )
-    enqueue(job, generate_validation)
+    enqueue(job)
     return job
 
 
@@ -276,49 +272,34 @@ def _code(generator: Generator) -> tuple:
     return (generator.module, generator.archive, generator.archive_sha256, generator.config)
 
 
-def retry(job: Job) -> Job:
-    """Queue a failed generation or validation job again; a generation resumes where it stopped.
+def retry_guard(job: Job) -> None:
+    """Generation's rule for a retry (jobs.retry calls it with the challenge locked).
 
     A generation job is retried only while it is the system's latest: an older one, run again,
-    would replace the clips of the newer job when it succeeds.
+    would replace the clips of the newer job when it succeeds; and only while the phase lets
+    clips change. A generation resumes where it stopped.
     """
-    from . import tasks
-
-    if job.kind not in (Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR):
-        raise GenerationError(f"a {job.kind} job is not a generation job")
-    task = getattr(tasks, job.params.get("task", ""), None)
-    if task is None:  # checked before the job is touched, so it is never left queued for nothing
-        raise GenerationError(f"no task is known for job #{job.pk}")
-    fail_if_stale(job)  # its worker died and no delivery of its task is left
-    system_id = job.params["system_id"]
-    with transaction.atomic():
-        system = System.objects.filter(pk=system_id).first()
-        if system is None:
-            raise GenerationError(f"the system of job #{job.pk} no longer exists")
-        # The locks start_generation takes, in its order: no start slips in between.
-        challenge = Challenge.objects.select_for_update(no_key=True).get(pk=system.challenge_id)
-        Generator.objects.select_for_update(no_key=True).filter(system_id=system_id).first()
-        job = Job.objects.get(pk=job.pk)
-        if job.state != Job.State.FAILED:
-            raise GenerationError(f"only a failed job can be retried; this one is {job.state}")
-        if job.kind == Job.Kind.GENERATE:
-            _check_phase(challenge)
-            other = (
-                Job.objects.filter(kind=Job.Kind.GENERATE, params__system_id=system_id)
-                .exclude(pk=job.pk)
-                .filter(Q(pk__gt=job.pk) | Q(state__in=[Job.State.QUEUED, Job.State.RUNNING]))
-                .order_by("-pk")
-                .first()
-            )
-            if other is not None:
-                raise GenerationConflict(
-                    f"generation job #{other.pk} of '{system}' is newer or still under way "
-                    f"({other.state}); only the system's latest generation can be retried "
-                    "(this one would replace its clips)"
-                )
-        job = reset_for_retry(job)
-        enqueue(job, task)
-    return job
+    system = System.objects.filter(pk=job.params.get("system_id")).first()
+    if system is None:
+        raise GenerationError(f"the system of job #{job.pk} no longer exists")
+    # The lock start_generation takes after the challenge's: no start slips in between.
+    Generator.objects.select_for_update(no_key=True).filter(system=system).first()
+    if job.kind != Job.Kind.GENERATE:
+        return
+    _check_phase(system.challenge)
+    other = (
+        Job.objects.filter(kind=Job.Kind.GENERATE, params__system_id=system.pk)
+        .exclude(pk=job.pk)
+        .filter(Q(pk__gt=job.pk) | Q(state__in=[Job.State.QUEUED, Job.State.RUNNING]))
+        .order_by("-pk")
+        .first()
+    )
+    if other is not None:
+        raise GenerationConflict(
+            f"generation job #{other.pk} of '{system}' is newer or still under way "
+            f"({other.state}); only the system's latest generation can be retried "
+            "(this one would replace its clips)"
+        )
 
 
 def _check_phase(challenge: Challenge) -> None:
@@ -376,8 +357,6 @@ def start_generation(
         raise GenerationError("the batch size must lie in 1..1000")
     if not 0 <= seed < 2**31:
         raise GenerationError("the seed must lie in 0..2147483647")
-    from .tasks import generate_clips
-
     with transaction.atomic():
         # Locked, then checked again: the listening test cannot open between check and start.
         _check_phase(Challenge.objects.select_for_update(no_key=True).get(pk=system.challenge_id))
@@ -398,14 +377,13 @@ def start_generation(
                 "n_per_category": n_per_category,
                 "seed": seed,
                 "batch_size": batch_size,
-                "task": "generate_clips",  # the retry endpoint finds the task by this name
             },
             total=n_per_category * categories,
             message=f"queued: {n_per_category} clips of {categories} categories",
             created_by=user if user and user.is_authenticated else None,
         )
         if enqueue_task:
-            enqueue(job, generate_clips)
+            enqueue(job)
     return job
 
 

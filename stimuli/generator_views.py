@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from . import generation
-from .errors import page_status
+from . import generation, jobs
+from .errors import Refused, page_status
 from .jobs import is_stale
 from .models import Challenge, Generator, Job, System
 from .permissions import organizer_required
@@ -144,8 +144,8 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     job = get_object_or_404(Job, pk=job_id, challenge=challenge)
     try:
-        generation.retry(job)
-    except generation.GenerationError as exc:
+        jobs.retry(job)
+    except Refused as exc:
         errors = {job.params.get("system_id"): str(exc)}
         return _panel(request, challenge, errors, page_status(request.htmx, exc))
     return _panel(request, challenge)

@@ -14,6 +14,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +22,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
+from .errors import Refused
 from .models import Job
 
 logger = logging.getLogger(__name__)
@@ -195,16 +198,90 @@ def _log_lost(job: Job) -> None:
     )
 
 
-def enqueue(job: Job, task: Any) -> None:
+# --- the registry: each kind of job, the task that runs it and its stage's rule for a retry -----
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """What the platform knows of one kind of job; each app registers its own in its ready()."""
+
+    kind: str
+    label: str
+    # The Celery task's explicit name: messages already queued still find it after code moves,
+    # and CELERY_TASK_ROUTES routes it by this exact name.
+    task: str
+    # Dotted path of the stage's check before a retry, called with the challenge locked: it
+    # raises a Refused (a Conflict when the phase has fixed what the job would change).
+    retry_guard: str = ""
+    # Why a job of this kind is never retried, when it is not ("" when it may be).
+    no_retry: str = ""
+
+
+_KINDS: dict[str, JobKind] = {}
+
+
+def register(
+    kind: str, label: str, task: str, *, retry_guard: str = "", no_retry: str = ""
+) -> None:
+    """Make a kind of job known: its label, its task and its stage's retry rule."""
+    _KINDS[kind] = JobKind(kind, label, task, retry_guard, no_retry)
+
+
+def job_kind(kind: str) -> JobKind:
+    try:
+        return _KINDS[kind]
+    except KeyError:
+        raise Refused(f"No task is known for jobs of kind '{kind}'.") from None
+
+
+def kind_label(kind: str) -> str:
+    known = _KINDS.get(kind)
+    return known.label if known is not None else kind
+
+
+def registered_kinds() -> dict[str, JobKind]:
+    return dict(_KINDS)
+
+
+def enqueue(job: Job) -> None:
     """Send the job's task once the transaction that created the job has committed.
 
     In-process tasks (no broker) run at once instead: they share this connection and so see the
     job row already, and the caller gets the finished job back.
     """
+    # By name, so that no service imports a task module (the tasks import the services); a task's
+    # explicit name is also its place (tests/test_jobs.py holds every task to that).
+    task = import_string(job_kind(job.kind).task)
     if task.app.conf.task_always_eager:
         task.delay(job.pk)
     else:
         transaction.on_commit(lambda: task.delay(job.pk))
+
+
+def retry(job: Job) -> Job:
+    """Queue a failed job again: the one retry of the pages, the API and the command line.
+
+    The kind's own rule (a stage's phase guard, generation's "only the latest") runs with the
+    challenge locked, as every phase change takes that lock; a job whose worker was lost with no
+    delivery of its task left counts as failed.
+    """
+    from .models import Challenge
+
+    kind = job_kind(job.kind)  # first: a job reset with no task to run it would wait forever
+    if kind.no_retry:
+        raise Refused(kind.no_retry)
+    job = fail_if_stale(job)
+    with transaction.atomic():
+        if job.challenge_id is not None:
+            Challenge.objects.select_for_update(no_key=True).get(pk=job.challenge_id)
+        job = Job.objects.get(pk=job.pk)
+        if job.state != Job.State.FAILED:
+            raise Refused(f"only a failed job can be retried; this one is {job.state}")
+        if kind.retry_guard:
+            import_string(kind.retry_guard)(job)
+        job = reset_for_retry(job)
+        enqueue(job)
+    return job
 
 
 def reset_for_retry(job: Job) -> Job:

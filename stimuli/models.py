@@ -246,11 +246,11 @@ class Job(models.Model):
         FAILED = "failed", "Failed"
 
     class Kind(models.TextChoices):
+        """The kinds of this app; raters and scoring register theirs (stimuli/jobs.py)."""
+
         IMPORT = "import", "Audio import"
-        PUBLISH_RESULTS = "publish_results", "Publish results"
         GENERATE = "generate", "Clip generation"
         VALIDATE_GENERATOR = "validate_generator", "Generator validation"
-        PREPARE_LISTENING = "prepare_listening", "Prepare the listening test"
         EMBED = "embed", "Embeddings"
         FAD = "fad", "FAD and finalists"
         SELECT_MEDOIDS = "select_medoids", "Medoid selection"
@@ -292,6 +292,12 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in (self.State.SUCCEEDED, self.State.FAILED)
+
+    @property
+    def kind_label(self) -> str:
+        from .jobs import kind_label
+
+        return kind_label(self.kind)
 
     @property
     def percent(self) -> int:

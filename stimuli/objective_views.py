@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from . import evaluation, selectors
-from .errors import page_status
+from . import evaluation, jobs, selectors
+from .errors import Refused, page_status
 from .generator_views import log_tail
 from .models import Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats
 from .permissions import organizer_required
@@ -88,8 +88,8 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     job = get_object_or_404(Job, pk=job_id, challenge=challenge, kind__in=OBJECTIVE_KINDS)
     try:
-        evaluation.retry(job)
-    except evaluation.EvaluationError as exc:
+        jobs.retry(job)
+    except Refused as exc:
         return _panel(request, challenge, str(exc), page_status(request.htmx, exc))
     return _panel(request, challenge)
 

@@ -132,7 +132,6 @@ def start_import(
     if problems:
         default_storage.delete(staging_name)
         raise UploadRejected(problems)
-    from .tasks import import_upload
 
     with transaction.atomic():
         job = Job.objects.create(
@@ -147,7 +146,7 @@ def start_import(
             },
             created_by=user if user and user.is_authenticated else None,
         )
-        enqueue(job, import_upload)
+        enqueue(job)
     return job
 
 

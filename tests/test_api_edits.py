@@ -9,6 +9,8 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from raters.services import PREPARE_JOB
+from scoring.services import PUBLISH_JOB
 from stimuli.models import Challenge, Clip, Job, Team
 from stimuli.services import create_system, create_team
 from tests.factories import reference_set
@@ -96,12 +98,37 @@ def test_deleting_a_challenge_with_systems_is_a_409(api_client, challenge):
 
 def test_retrying_a_job_without_a_task_leaves_it_failed(api_client, challenge):
     job = Job.objects.create(
-        challenge=challenge, kind=Job.Kind.PUBLISH_RESULTS, state=Job.State.FAILED, params={}
+        challenge=challenge, kind="retired_kind", state=Job.State.FAILED, params={}
     )
     response = api_client.post(f"/api/challenges/{challenge.slug}/jobs/{job.pk}/retry/")
     assert response.status_code == 400 and "No task is known" in response.json()["detail"]
     job.refresh_from_db()
     assert job.state == Job.State.FAILED  # not stranded in the queue with nothing to run it
+
+
+@pytest.mark.parametrize("kind", [PUBLISH_JOB, PREPARE_JOB])
+def test_publish_and_prepare_jobs_are_retried_by_the_api_as_the_page_allows(
+    api_client, challenge, kind
+):
+    """They used to answer "No task is known": their tasks live in raters and scoring."""
+    job = Job.objects.create(
+        challenge=challenge, kind=kind, state=Job.State.FAILED, attempts=1, error="lost"
+    )
+    response = api_client.post(f"/api/challenges/{challenge.slug}/jobs/{job.pk}/retry/")
+    assert response.status_code == 200, response.content
+    job.refresh_from_db()
+    # Without a broker the task ran at once: the job was claimed again by its own task.
+    assert job.attempts == 2 and job.state in (Job.State.SUCCEEDED, Job.State.FAILED)
+    assert job.error != "lost"
+
+
+def test_a_running_job_is_not_retried(api_client, challenge):
+    job = Job.objects.create(challenge=challenge, kind=PUBLISH_JOB, state=Job.State.RUNNING)
+    response = api_client.post(f"/api/challenges/{challenge.slug}/jobs/{job.pk}/retry/")
+    assert response.status_code == 400
+    assert "only a failed job can be retried" in response.json()["detail"]
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING and job.attempts == 0
 
 
 def test_the_admin_cannot_move_the_phase_or_change_a_used_clip_spec(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from django.db import IntegrityError, transaction
 
-from stimuli import evaluation, selectors
+from stimuli import evaluation, jobs, selectors
 from stimuli.embeddings import load_embedding_model
 from stimuli.embeddings.base import model_id_matches
 from stimuli.fad import GaussianStats
@@ -414,7 +414,7 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
         state=Job.State.RUNNING, updated_at=timezone.now() - timedelta(hours=1)
     )
     job.refresh_from_db()
-    retried = evaluation.retry(job)
+    retried = jobs.retry(job)
     assert retried.state in (Job.State.QUEUED, Job.State.SUCCEEDED)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stimuli import generation
+from stimuli import generation, jobs
+from stimuli.errors import Refused
 from stimuli.generation import GenerationError, generate_now, run_generation, start_generation
 from stimuli.jobs import is_stale
 from stimuli.models import Challenge, Clip, Generator, Job, Medoid
@@ -176,12 +177,12 @@ def test_a_second_delivery_leaves_a_live_job_alone_and_a_stale_one_is_resumed(
     again = run_generation(job.pk)  # a redelivery while the first worker's heartbeat is fresh
     assert again.state == Job.State.RUNNING and again.attempts == 1
     assert system.clips.count() == 0
-    with pytest.raises(GenerationError, match="only a failed job"):
-        generation.retry(again)
+    with pytest.raises(Refused, match="only a failed job"):
+        jobs.retry(again)
 
     settings.FOLEY_JOB_STALE_S = 0  # now the heartbeat is older than the limit: worker lost
     assert is_stale(Job.objects.get(pk=job.pk))
-    job = generation.retry(Job.objects.get(pk=job.pk))  # organizers can restart it
+    job = jobs.retry(Job.objects.get(pk=job.pk))  # organizers can restart it
     job.refresh_from_db()
     assert job.state == Job.State.SUCCEEDED and system.clips.count() == 8
 
@@ -211,7 +212,7 @@ def test_a_failed_regeneration_keeps_the_clips_of_the_last_good_one(db):
 
     # Fixed, the same job resumes; its success replaces the earlier clips in one step.
     Generator.objects.filter(system=system).update(module="stimuli.generators.baseline")
-    job = generation.retry(failed)
+    job = jobs.retry(failed)
     job.refresh_from_db()
     assert job.state == Job.State.SUCCEEDED, job.error
     assert job.result["replaced"] == 4
@@ -248,7 +249,7 @@ def test_an_older_failed_job_cannot_be_retried_over_a_newer_one(small_challenge)
     new = generate_now(system, 2, seed=5)
     assert new.state == Job.State.SUCCEEDED
     with pytest.raises(generation.GenerationConflict, match=f"job #{new.pk} .* newer"):
-        generation.retry(old)
+        jobs.retry(old)
     assert Job.objects.get(pk=old.pk).state == Job.State.FAILED
     assert set(system.clips.values_list("source_job", flat=True)) == {new.pk}
 
@@ -274,7 +275,7 @@ def test_generation_is_refused_once_the_stimuli_are_fixed(small_challenge, phase
         params={**done.params, "n_per_category": 2},
     )
     with pytest.raises(generation.GenerationConflict, match=phase.value[:7]):
-        generation.retry(failed)
+        jobs.retry(failed)
     assert Job.objects.get(pk=failed.pk).state == Job.State.FAILED
     assert system.clips.count() == 4 and Medoid.objects.filter(clip=clip).exists()
 

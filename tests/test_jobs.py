@@ -128,3 +128,44 @@ def test_every_task_is_routed_by_its_exact_name():
         "stimuli.tasks.generate_validation",
         "stimuli.tasks.embed_clips",
     }
+
+
+def test_every_kind_of_job_names_a_registered_task_and_every_task_a_kind():
+    """The registry (each app's ready()) is how jobs find their tasks: enqueue and retry."""
+    from django.utils.module_loading import import_string
+
+    from foley_platform.celery import app
+    from stimuli.jobs import registered_kinds
+
+    for module in ("stimuli.tasks", "raters.tasks", "scoring.tasks"):
+        import_string(f"{module}.__name__")  # import every task module
+    kinds = registered_kinds()
+    assert {k for k in Job.Kind.values} <= set(kinds)
+    assert {"publish_results", "prepare_listening"} <= set(kinds)
+    for kind in kinds.values():
+        assert import_string(kind.task).name == kind.task, kind
+        assert kind.label and kind.label != kind.kind
+    ours = {n for n in app.tasks if n.split(".")[0] in ("stimuli", "raters", "scoring")}
+    assert ours == {kind.task for kind in kinds.values()}
+
+
+def test_no_service_imports_a_task_module():
+    """Services enqueue by kind; only the task modules (and the worker) import tasks."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for package in ("stimuli", "raters", "scoring"):
+        for path in (root / package).rglob("*.py"):
+            if path.name == "tasks.py" or "migrations" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""] + [a.name for a in node.names]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                if any(n == "tasks" or n.endswith(".tasks") for n in names):
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []

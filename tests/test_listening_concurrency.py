@@ -11,6 +11,7 @@ from django.db import connection
 
 from raters import services
 from raters.models import Rating
+from raters.services import PREPARE_JOB
 from stimuli.models import Job
 from tests.conftest import wait_for_job
 from tests.listening_setup import build_listening_challenge
@@ -84,7 +85,7 @@ def test_a_worker_prepares_the_listening_test(celery_worker, organizer):
     challenge.anchors.all().delete()
     challenge.diversity_items.all().delete()
     job = wait_for_job(services.request_preparation(challenge, organizer).pk)
-    assert job.kind == Job.Kind.PREPARE_LISTENING
+    assert job.kind == PREPARE_JOB
     assert job.state == Job.State.SUCCEEDED, (job.error, celery_worker.log())
     assert job.result["stimuli"] == 12
     # Per category: 3 own clips (9 less 6 examples), and the other two categories' 3 clips each

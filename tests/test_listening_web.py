@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from raters import services
 from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulus, Trial
+from raters.services import PREPARE_JOB
 from stimuli.audio import integrated_loudness
 from stimuli.models import Clip, Job
 from tests.listening_setup import answer_session, build_listening_challenge
@@ -389,7 +390,7 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
     # Prepare runs as a job (in-process here, without a broker) and changes nothing twice.
     anchors = listening.anchors.count()
     organizer_client.post(f"{url}prepare/")
-    job = Job.objects.get(challenge=listening, kind=Job.Kind.PREPARE_LISTENING)
+    job = Job.objects.get(challenge=listening, kind=PREPARE_JOB)
     assert job.state == Job.State.SUCCEEDED, job.error
     assert job.result["anchors_added"] == 0 and listening.anchors.count() == anchors
     assert f"Preparation #{job.pk}" in organizer_client.get(url).content.decode()

@@ -11,6 +11,7 @@ from django.db import connection
 
 from scoring import services
 from scoring.models import Snapshot
+from scoring.services import PUBLISH_JOB
 from scoring.simulate import simulate
 from stimuli.models import Job
 from stimuli.services import create_challenge
@@ -23,7 +24,7 @@ def test_a_worker_runs_the_publish_job(celery_worker, organizer):
     challenge = create_challenge(name="Publish", slug="publish")
     job = services.request_publication(challenge, organizer)
     job = wait_for_job(job.pk)
-    assert job.kind == Job.Kind.PUBLISH_RESULTS
+    assert job.kind == PUBLISH_JOB
     if importlib.util.find_spec("raters.selectors") is None:
         assert job.state == Job.State.FAILED, celery_worker.log()
         assert "raters.selectors is missing" in job.error

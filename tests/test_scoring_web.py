@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from scoring import selectors, services
 from scoring.compute import Rules
 from scoring.models import ScoringSettings, Snapshot
+from scoring.services import PUBLISH_JOB
 from scoring.simulate import simulate
 
 pytestmark = pytest.mark.django_db
@@ -222,9 +223,7 @@ def test_scoring_settings_constraints(challenge):
 def test_a_redelivered_publish_job_does_not_publish_twice(challenge, organizer, sim, fast_settings):
     from stimuli.models import Job
 
-    job = Job.objects.create(
-        challenge=challenge, kind=Job.Kind.PUBLISH_RESULTS, created_by=organizer
-    )
+    job = Job.objects.create(challenge=challenge, kind=PUBLISH_JOB, created_by=organizer)
     # The worker froze the snapshot and died before it marked the job finished.
     services.publish(challenge, organizer, sim.inputs, job=job)
     job = services.run_publish_job(job.pk)
