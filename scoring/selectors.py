@@ -224,9 +224,9 @@ def tables(result: dict) -> list[Table]:
                     Column("kendall", "Kendall"),
                     Column("loso_min", "Leave one out: min"),
                     Column("loso_max", "max"),
-                    Column("quality", "vs quality"),
-                    Column("fit", "vs fit"),
-                    Column("diversity", "vs diversity"),
+                    Column("quality", "vs quality", ci=True),
+                    Column("fit", "vs fit", ci=True),
+                    Column("diversity", "vs diversity", ci=True),
                 ],
                 [
                     {"scope": scope, "model": model, **entry}
