@@ -109,7 +109,7 @@ def _entry(
     confidence: float,
     seed: int,
 ) -> dict:
-    n_s, n_c = matrix.shape
+    n_c = matrix.shape[1]
     fad = _mean_rows(matrix, np.ones(n_c))
     final = scores["final"]
     ranked = np.isfinite(fad) & np.isfinite(final)
