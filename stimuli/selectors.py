@@ -177,6 +177,31 @@ def fad_ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, 
     return tracks
 
 
+def clip_fad(system: System, category: Category, model_id: str | None = None) -> dict:
+    """A system's clips of one category ordered by their own FAD (fadtk's per-clip FAD), the
+    worst first: against the evaluation set where there is one, else the development set. Clips
+    without one (fewer than 2 frames) come last."""
+    model_id = model_id or latest_fad_model(system.challenge)
+    per_reference = {
+        result.reference: dict((result.details or {}).get("clip_fad", []))
+        for result in FadResult.objects.filter(system=system, category=category, model_id=model_id)
+    }
+    evaluation = FadResult.Reference.EVALUATION
+    order = evaluation if evaluation in per_reference else FadResult.Reference.DEVELOPMENT
+    clips = Clip.objects.filter(system=system, category=category, role=Clip.Role.SYSTEM)
+    rows = [
+        {
+            "clip": clip,
+            "fad_eval": per_reference.get(evaluation, {}).get(clip.audio_id),
+            "fad_dev": per_reference.get(FadResult.Reference.DEVELOPMENT, {}).get(clip.audio_id),
+        }
+        for clip in clips.select_related("audio").order_by("original_name", "pk")
+    ]
+    key = "fad_eval" if order == evaluation else "fad_dev"
+    rows.sort(key=lambda row: (row[key] is None, -(row[key] or 0.0)))
+    return {"model_id": model_id, "reference": order, "rows": rows}
+
+
 def _mean(values: dict[int, float], categories: list[int]) -> float | None:
     if not categories or any(c not in values for c in categories):
         return None
@@ -195,6 +220,7 @@ def fad_ranking_table(challenge: Challenge, model_id: str | None = None) -> dict
                     "rank": row["rank"],
                     "system": row["system"].name,
                     "public_id": row["system"].public_id,
+                    "system_id": row["system"].pk,
                     "team": row["system"].team.name,
                     "fad_eval": row["fad_eval"],
                     "fad_dev": row["fad_dev"],
