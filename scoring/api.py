@@ -52,6 +52,13 @@ class LeaderboardRowSerializer(serializers.Serializer):
     fad_eval = serializers.FloatField(allow_null=True, help_text="Mean over categories.")
     fad_eval_min = serializers.FloatField(allow_null=True)
     fad_eval_max = serializers.FloatField(allow_null=True)
+    # Present only where the objective settings computed FAD-inf (null: a set too small).
+    fad_dev_inf = serializers.FloatField(
+        required=False, help_text="FAD-inf, mean over categories; only with FAD-inf enabled."
+    )
+    fad_eval_inf = serializers.FloatField(
+        required=False, help_text="FAD-inf, mean over categories; only with FAD-inf enabled."
+    )
     quality = serializers.FloatField(allow_null=True)
     quality_ci = IntervalField(allow_null=True)
     fit = serializers.FloatField(allow_null=True)

@@ -7,7 +7,9 @@ Inputs (lists of dicts, the listening test's export format and the FAD and teams
 
 - ratings: `rater, rater_team, session, category, system, track, stimulus, role, quality, fit`
 - diversity: `rater, rater_team, category, system, track, diversity`
-- fad: `system, track, category, fad_dev, fad_eval`
+- fad: `system, track, category, fad_dev, fad_eval`; optional `fad_dev_low`, `fad_dev_high`,
+  `fad_eval_low`, `fad_eval_high` (intervals), `fad_dev_inf`, `fad_eval_inf` (FAD-inf: with
+  these columns the leaderboard shows FAD-inf, absent otherwise) and `model`
 - teams: `system, team, track`
 """
 
@@ -54,6 +56,8 @@ RATING_COLUMNS = (
 )
 DIVERSITY_COLUMNS = ("rater", "rater_team", "category", "system", "track", "diversity")
 FAD_COLUMNS = ("system", "track", "category", "fad_dev", "fad_eval")
+# Optional FAD-inf columns: present when the objective settings compute FAD-inf.
+FAD_INF_COLUMNS = ("fad_dev_inf", "fad_eval_inf")
 TEAM_COLUMNS = ("system", "team", "track")
 
 TRIAL = "trial"
@@ -164,6 +168,8 @@ class Inputs:
     def hashes(self) -> dict[str, str]:
         """sha256 of each input table in a canonical form (row order does not matter)."""
         fad_columns = (*FAD_COLUMNS, "model") if fad_models(self.fad) else FAD_COLUMNS
+        if has_fad_infinity(self.fad):
+            fad_columns = (*fad_columns, *FAD_INF_COLUMNS)
         return {
             name: table_hash(rows, columns)
             for name, rows, columns in (
@@ -175,7 +181,13 @@ class Inputs:
         }
 
 
-NUMERIC_COLUMNS = {"quality", "fit", "diversity", "fad_dev", "fad_eval"}
+NUMERIC_COLUMNS = {"quality", "fit", "diversity", "fad_dev", "fad_eval", *FAD_INF_COLUMNS}
+
+
+def has_fad_infinity(fad_rows: Iterable[Mapping]) -> bool:
+    """Whether the FAD rows carry FAD-inf columns (values may still be empty where a set was
+    too small for one)."""
+    return any(name in row for row in fad_rows for name in FAD_INF_COLUMNS)
 
 
 def _canonical(value, numeric: bool) -> str:
@@ -604,6 +616,8 @@ def score(
     # FAD per system and category.
     fad: dict[tuple[str, str], tuple[float, float]] = {}
     fad_ci: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
+    fad_inf: dict[tuple[str, str], dict[str, float]] = {}
+    with_inf = has_fad_infinity(inputs.fad)
     try:
         fad_model = designated_model(inputs.fad, inputs.fad_model)
     except ValueError as exc:
@@ -618,6 +632,11 @@ def score(
             _number(row["fad_eval"], "fad", line, optional=True),
         )
         fad_ci[(system, _text(row["category"]))] = _fad_intervals(row, line)
+        fad_inf[(system, _text(row["category"]))] = {
+            name: value
+            for name in FAD_INF_COLUMNS
+            if math.isfinite(value := _number(row.get(name), "fad", line, optional=True))
+        }
 
     def fad_summary(system: str) -> dict:
         values = [fad[(system, c)] for c in categories if (system, c) in fad]
@@ -634,6 +653,16 @@ def score(
                 [(fad[(system, c)], fad_ci[(system, c)].get(name)) for c in categories
                  if (system, c) in fad], 0 if name == "fad_dev" else 1
             )  # fmt: skip
+            if with_inf:
+                # Over the categories the FAD mean covers, and only when each has its FAD-inf:
+                # a mean over fewer categories would be another quantity.
+                index = 0 if name == "fad_dev" else 1
+                inf = [
+                    fad_inf[(system, c)].get(f"{name}_inf")
+                    for c in categories
+                    if (system, c) in fad and math.isfinite(fad[(system, c)][index])
+                ]
+                out[f"{name}_inf"] = _r(sum(inf) / len(inf)) if inf and None not in inf else None
         return out
 
     missing = _missing_cells(point, rated_systems, categories, rules)
@@ -707,6 +736,11 @@ def score(
                     "fad_dev_ci": _ci(fad_ci.get((system, category), {}).get("fad_dev")),
                     "fad_eval": _r(fd[1]),
                     "fad_eval_ci": _ci(fad_ci.get((system, category), {}).get("fad_eval")),
+                    **(
+                        {n: _r(fad_inf.get((system, category), {}).get(n)) for n in FAD_INF_COLUMNS}
+                        if with_inf
+                        else {}
+                    ),
                     "ci_withheld": _withheld(jack, (i, c), ("cq", "cf", "cd", "cfinal")),
                 }
             rows.append(row)
@@ -766,6 +800,7 @@ def score(
         "unrated_systems": unrated,
         "incomplete_systems": incomplete,
         "categories": categories,
+        "fad_infinity": with_inf,
         "analyses": analyses,
         "counts": {
             "ratings": len(inputs.ratings),

@@ -11,7 +11,8 @@ track and pooled over tracks:
   (a category drawn twice weighs twice in each system's mean FAD);
 - `loso_min`, `loso_max`: the lowest and highest rho with one system left out (how much one
   system carries the agreement);
-- `quality`, `fit`, `diversity`: rho against each scale alone.
+- `quality`, `fit`, `diversity`: rho against each scale alone, with `quality_ci`, `fit_ci`,
+  `diversity_ci` from the same bootstrap draws as `spearman_ci`.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _entry(
     confidence: float,
     seed: int,
 ) -> dict:
-    n_s, n_c = matrix.shape
+    n_c = matrix.shape[1]
     fad = _mean_rows(matrix, np.ones(n_c))
     final = scores["final"]
     ranked = np.isfinite(fad) & np.isfinite(final)
@@ -119,28 +120,53 @@ def _entry(
         "n_systems": int(ranked.sum()),
         "loso_min": None,
         "loso_max": None,
-        **{scale: _round(_rho(fad, scores[scale])) for scale in LEAGUE_SCALES},
     }
+    for scale in LEAGUE_SCALES:
+        entry[scale] = _round(_rho(fad, scores[scale]))
+        entry[f"{scale}_ci"] = None
+    if replicates:
+        entry.update(_bootstrap(matrix, scores, replicates, confidence, seed))
     if entry["spearman"] is None:
         return entry
     left_out = [_rho(np.delete(fad, i), np.delete(final, i)) for i in np.flatnonzero(ranked)]
     left_out = [v for v in left_out if v is not None]
     if left_out:
         entry["loso_min"], entry["loso_max"] = _round(min(left_out)), _round(max(left_out))
-    if replicates:
-        rng = np.random.default_rng(seed)
-        draws = []
-        for _ in range(replicates):
-            systems = rng.integers(0, n_s, n_s)
-            weights = np.bincount(rng.integers(0, n_c, n_c), minlength=n_c).astype(float)
-            value = _rho(_mean_rows(matrix[systems], weights), final[systems])
-            if value is not None:
-                draws.append(value)
-        if draws:
-            alpha = (1 - confidence) / 2
-            low, high = np.quantile(draws, [alpha, 1 - alpha])
-            entry["spearman_ci"] = [_round(low), _round(high)]
     return entry
+
+
+# The interval each rho gets, keyed as the entry's: the final score's and each scale's.
+_CI_KEYS = {"final": "spearman_ci", **{scale: f"{scale}_ci" for scale in LEAGUE_SCALES}}
+
+
+def _bootstrap(
+    matrix: np.ndarray,
+    scores: Mapping[str, np.ndarray],
+    replicates: int,
+    confidence: float,
+    seed: int,
+) -> dict:
+    """Percentile intervals of every rho, each replicate drawing systems and categories once
+    for all of them (so the intervals of the final score and each scale are comparable)."""
+    n_s, n_c = matrix.shape
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {key: [] for key in _CI_KEYS}
+    for _ in range(replicates):
+        systems = rng.integers(0, n_s, n_s)
+        weights = np.bincount(rng.integers(0, n_c, n_c), minlength=n_c).astype(float)
+        fad = _mean_rows(matrix[systems], weights)
+        for key, values in draws.items():
+            value = _rho(fad, scores[key][systems])
+            if value is not None:
+                values.append(value)
+    alpha = (1 - confidence) / 2
+    out = {}
+    for key, values in draws.items():
+        # No interval where the point value is undefined (fewer than 3 systems, a constant).
+        if values and _rho(_mean_rows(matrix, np.ones(n_c)), scores[key]) is not None:
+            low, high = np.quantile(values, [alpha, 1 - alpha])
+            out[_CI_KEYS[key]] = [_round(low), _round(high)]
+    return out
 
 
 def _round(value: float | None) -> float | None:

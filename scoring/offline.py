@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         type=Path,
         help="CSV: system, track, category, fad_dev, fad_eval, and optionally model (one row "
-        "per model, system and category: the JSON then holds metric_league).",
+        "per model, system and category: the JSON then holds metric_league), fad_dev_inf and "
+        "fad_eval_inf (FAD-inf, then on the leaderboard).",
     )
     parser.add_argument(
         "--fad-model",

@@ -97,9 +97,14 @@ SCALE_COLUMNS = [
 ]
 
 
+# FAD-inf beside FAD where the objective settings computed it (the result says so).
+FAD_INF_COLUMNS = [Column("fad_dev_inf", "FAD∞-Dev"), Column("fad_eval_inf", "FAD∞-Eval")]
+
+
 def tables(result: dict) -> list[Table]:
     """Every table of a result, in page order; each can be downloaded as CSV and JSON."""
     out: list[Table] = []
+    inf = FAD_INF_COLUMNS if result.get("fad_infinity") else []
     for track, rows in result["tracks"].items():
         out.append(
             Table(
@@ -111,6 +116,7 @@ def tables(result: dict) -> list[Table]:
                     Column("team", "Team"),
                     Column("fad_dev", "FAD-Dev", ci=True),
                     Column("fad_eval", "FAD-Eval", ci=True),
+                    *inf,
                     *SCALE_COLUMNS,
                     Column("p_above_next", "P(above next)"),
                 ],
@@ -127,6 +133,7 @@ def tables(result: dict) -> list[Table]:
                     Column("category", "Category"),
                     Column("fad_dev", "FAD-Dev", ci=True),
                     Column("fad_eval", "FAD-Eval", ci=True),
+                    *inf,
                     *SCALE_COLUMNS,
                 ],
                 [
@@ -147,6 +154,7 @@ def tables(result: dict) -> list[Table]:
                     Column("team", "Team"),
                     Column("fad_dev", "FAD-Dev"),
                     Column("fad_eval", "FAD-Eval"),
+                    *inf,
                 ],
                 result.get("unrated_systems", {}).get(track, []),
                 track,
@@ -162,6 +170,7 @@ def tables(result: dict) -> list[Table]:
                     Column("missing", "Missing"),
                     Column("fad_dev", "FAD-Dev"),
                     Column("fad_eval", "FAD-Eval"),
+                    *inf,
                 ],
                 result.get("incomplete_systems", {}).get(track, []),
                 track,
@@ -224,9 +233,9 @@ def tables(result: dict) -> list[Table]:
                     Column("kendall", "Kendall"),
                     Column("loso_min", "Leave one out: min"),
                     Column("loso_max", "max"),
-                    Column("quality", "vs quality"),
-                    Column("fit", "vs fit"),
-                    Column("diversity", "vs diversity"),
+                    Column("quality", "vs quality", ci=True),
+                    Column("fit", "vs fit", ci=True),
+                    Column("diversity", "vs diversity", ci=True),
                 ],
                 [
                     {"scope": scope, "model": model, **entry}

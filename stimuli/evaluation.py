@@ -503,9 +503,8 @@ def _stats_of(model_id: str, audio_ids: list[int]) -> GaussianStats:
     return GaussianStats.from_embeddings(_clips_of(model_id, audio_ids))
 
 
-# Clips listed per system and category with their own FAD (fadtk's per-song FAD): the worst
-# first, for organizers to open.
-WORST_CLIPS = 5
+# Each clip's own FAD (fadtk's per-song FAD: its frames against the reference) is kept for every
+# clip of a system and category, the worst first, for organizers to open and listen to.
 
 
 def _fad_extras(
@@ -528,7 +527,7 @@ def _fad_extras(
                 [audio_id, frechet_distance(GaussianStats.from_embeddings(frames), reference)]
             )
     per_clip.sort(key=lambda pair: -pair[1])
-    out["worst_clips"] = per_clip[:WORST_CLIPS]
+    out["clip_fad"] = per_clip
     return out
 
 

@@ -7,7 +7,8 @@ eigenvectors of S_a, then the eigenvalues of the symmetric positive semi-definit
 square roots sum to the trace. Unlike `scipy.linalg.sqrtm(S_a @ S_b)` (the reference FAD's formula)
 this never produces complex parts and stays exact when a covariance is singular (fewer clips than
 dimensions). The reference's covariance is factored once (`ReferenceFactor`), so each further set
-costs one product and one `eigvalsh`. Statistics follow the reference implementation: mean and
+costs one product and one `eigvalsh`: of a d x d matrix, or of an n x n one where the set has
+fewer embeddings n than dimensions d (its covariance then has rank below n). Statistics follow the reference implementation: mean and
 unbiased covariance (as `numpy.cov`) over all frame embeddings of a set's clips.
 
 Pure numpy and scipy, so the web process, workers and the command line share it.
@@ -19,7 +20,7 @@ import os
 import zipfile
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO
 
 import numpy as np
@@ -31,11 +32,16 @@ MAX_STATS_DIM = 8192
 
 @dataclass(frozen=True)
 class GaussianStats:
-    """Mean and covariance of a set of embeddings, with how many embeddings they came from."""
+    """Mean and covariance of a set of embeddings, with how many embeddings they came from.
+
+    `centred` keeps the centred embeddings X (sigma = X^T X / (count - 1)) where there are fewer
+    of them than dimensions: the trace term then comes from an n x n solve instead of d x d.
+    """
 
     mu: np.ndarray
     sigma: np.ndarray
     count: int
+    centred: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def dim(self) -> int:
@@ -50,7 +56,8 @@ class GaussianStats:
         mu = x.mean(axis=0)
         centred = x - mu
         sigma = centred.T @ centred / (x.shape[0] - 1)
-        return cls(mu=mu, sigma=sigma, count=int(x.shape[0]))
+        n, d = x.shape
+        return cls(mu=mu, sigma=sigma, count=int(n), centred=centred if n < d else None)
 
     @classmethod
     def from_npz(
@@ -243,10 +250,30 @@ class ReferenceFactor:
         right = dtrmm(1.0, self.factor, sigma, side=1, lower=1)  # sigma F
         return dtrmm(1.0, self.factor, right, side=0, lower=1, trans_a=1)  # F^T sigma F
 
-    def trace_sqrt_product(self, sigma: np.ndarray) -> float:
-        """tr((sigma S_ref)^1/2) for a positive semi-definite sigma."""
-        values = np.clip(np.linalg.eigvalsh(self.whitened(sigma)), 0.0, None)
-        return float(np.sqrt(values).sum())
+    def trace_sqrt_product(self, sigma: np.ndarray, centred: np.ndarray | None = None) -> float:
+        """tr((sigma S_ref)^1/2) for a positive semi-definite sigma.
+
+        With `centred` (X, n x d, sigma = X^T X / (n - 1)) and n below the factor's width, the
+        nonzero eigenvalues of F^T sigma F = (X F)^T (X F) / (n - 1) are those of the n x n
+        (X F)(X F)^T / (n - 1): the same trace from a smaller solve (a system of 100 clips'
+        embeddings against a 512-d reference: 100 x 100 instead of 512 x 512).
+        """
+        if centred is not None and 1 < centred.shape[0] < self.factor.shape[1]:
+            values = np.linalg.eigvalsh(self.gram(centred))
+        else:
+            values = np.linalg.eigvalsh(self.whitened(sigma))
+        return float(np.sqrt(np.clip(values, 0.0, None)).sum())
+
+    def gram(self, centred: np.ndarray) -> np.ndarray:
+        """(X F)(X F)^T / (n - 1) for centred embeddings X, whose lower triangle `eigvalsh` reads."""
+        centred = np.asarray(centred, dtype=np.float64)
+        if self.triangular:
+            from scipy.linalg.blas import dtrmm
+
+            projected = dtrmm(1.0, self.factor, centred, side=1, lower=1)  # X F
+        else:
+            projected = centred @ self.factor
+        return projected @ projected.T / (centred.shape[0] - 1)
 
 
 def trace_sqrt_product(sigma_a: np.ndarray, sigma_b: np.ndarray) -> float:
@@ -268,7 +295,7 @@ def frechet_distance(a: GaussianStats, b: GaussianStats | ReferenceFactor) -> fl
         float(diff @ diff)
         + float(np.trace(a.sigma))
         + reference.trace
-        - 2.0 * reference.trace_sqrt_product(a.sigma)
+        - 2.0 * reference.trace_sqrt_product(a.sigma, a.centred)
     )
     # Rounding can leave -1e-12 where the sets are the same.
     return max(value, 0.0)

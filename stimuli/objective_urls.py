@@ -9,4 +9,9 @@ urlpatterns = [
     path("<slug:slug>/start/<str:pipeline>/", objective_views.start, name="start"),
     path("<slug:slug>/jobs/<int:job_id>/", objective_views.job, name="job"),
     path("<slug:slug>/jobs/<int:job_id>/retry/", objective_views.retry, name="retry"),
+    path(
+        "<slug:slug>/clip-fad/<int:system_id>/<slug:category>/",
+        objective_views.clip_fad,
+        name="clip_fad",
+    ),
 ]

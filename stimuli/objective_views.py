@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from . import evaluation, jobs, selectors
 from .errors import Refused, page_status
 from .generator_views import log_tail
-from .models import Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats
+from .models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
 from .permissions import organizer_required
 
 OBJECTIVE_KINDS = [Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS]
@@ -41,6 +41,7 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
         "settings": obj,
         "settings_form": ObjectiveSettingsForm(instance=obj),
         "ranking": selectors.fad_ranking_table(challenge),
+        "categories": list(Category.objects.filter(challenge=challenge)),
         "jobs": jobs,
         "medoid_count": Medoid.objects.filter(challenge=challenge).count(),
         "reference_stats": ReferenceStats.objects.filter(challenge=challenge).count(),
@@ -52,6 +53,22 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
 @organizer_required
 def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
+
+
+@organizer_required
+def clip_fad(request: HttpRequest, slug: str, system_id: int, category: str) -> HttpResponse:
+    """A system's clips of one category by their own FAD, the worst first, to listen to."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    system = get_object_or_404(System, pk=system_id, challenge=challenge)
+    category = get_object_or_404(Category, challenge=challenge, slug=category)
+    context = {
+        "challenge": challenge,
+        "system": system,
+        "category": category,
+        "categories": list(Category.objects.filter(challenge=challenge)),
+        **selectors.clip_fad(system, category, request.GET.get("model") or None),
+    }
+    return render(request, "stimuli/objective_clip_fad.html", context)
 
 
 @organizer_required

@@ -6,7 +6,7 @@ import statistics
 
 from django.db.models import Count, QuerySet
 
-from .models import Category, Challenge, Clip, FadResult, Job, Medoid, System
+from .models import Category, Challenge, Clip, FadResult, Job, Medoid, ObjectiveSettings, System
 
 
 def clip_counts(challenge: Challenge) -> list[dict]:
@@ -67,13 +67,17 @@ def clips(
 def fad_rows(
     challenge: Challenge, model_id: str | None = None, *, every_model: bool = False
 ) -> list[dict]:
-    """`system, track, category, fad_dev, fad_eval` per system and category (the FAD CSV format).
+    """`system, track, category, fad_dev, fad_eval` per system and category (the FAD CSV format),
+    with intervals where computed and `fad_dev_inf`, `fad_eval_inf` where FAD-inf is enabled.
 
     With several embedding models on record, `model_id` picks one; by default the model most
     recently computed for this challenge. `every_model`: the rows of every model, each with a
     `model` column (the embedding league's input).
     """
     results = FadResult.objects.filter(challenge=challenge)
+    # FAD-inf columns only where the objective settings ask for FAD-inf: the leaderboard shows
+    # the column then (empty where a set was too small), and not at all otherwise.
+    infinity = ObjectiveSettings.objects.filter(challenge=challenge, fad_infinity=True).exists()
     if not every_model:
         model_id = model_id or latest_fad_model(challenge)
         if model_id is None:
@@ -91,10 +95,13 @@ def fad_rows(
                 "fad_dev": None,
                 "fad_eval": None,
                 **({"model": result.model_id} if every_model else {}),
+                **({"fad_dev_inf": None, "fad_eval_inf": None} if infinity else {}),
             },
         )
         key = "fad_eval" if result.reference == FadResult.Reference.EVALUATION else "fad_dev"
         row[key] = result.value
+        if infinity:
+            row[f"{key}_inf"] = (result.details or {}).get("fad_inf")
         if ci := (result.details or {}).get("ci95"):
             row[f"{key}_low"], row[f"{key}_high"] = ci
     return sorted(
@@ -170,6 +177,31 @@ def fad_ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, 
     return tracks
 
 
+def clip_fad(system: System, category: Category, model_id: str | None = None) -> dict:
+    """A system's clips of one category ordered by their own FAD (fadtk's per-clip FAD), the
+    worst first: against the evaluation set where there is one, else the development set. Clips
+    without one (fewer than 2 frames) come last."""
+    model_id = model_id or latest_fad_model(system.challenge)
+    per_reference = {
+        result.reference: dict((result.details or {}).get("clip_fad", []))
+        for result in FadResult.objects.filter(system=system, category=category, model_id=model_id)
+    }
+    evaluation = FadResult.Reference.EVALUATION
+    order = evaluation if evaluation in per_reference else FadResult.Reference.DEVELOPMENT
+    clips = Clip.objects.filter(system=system, category=category, role=Clip.Role.SYSTEM)
+    rows = [
+        {
+            "clip": clip,
+            "fad_eval": per_reference.get(evaluation, {}).get(clip.audio_id),
+            "fad_dev": per_reference.get(FadResult.Reference.DEVELOPMENT, {}).get(clip.audio_id),
+        }
+        for clip in clips.select_related("audio").order_by("original_name", "pk")
+    ]
+    key = "fad_eval" if order == evaluation else "fad_dev"
+    rows.sort(key=lambda row: (row[key] is None, -(row[key] or 0.0)))
+    return {"model_id": model_id, "reference": order, "rows": rows}
+
+
 def _mean(values: dict[int, float], categories: list[int]) -> float | None:
     if not categories or any(c not in values for c in categories):
         return None
@@ -188,6 +220,7 @@ def fad_ranking_table(challenge: Challenge, model_id: str | None = None) -> dict
                     "rank": row["rank"],
                     "system": row["system"].name,
                     "public_id": row["system"].public_id,
+                    "system_id": row["system"].pk,
                     "team": row["system"].team.name,
                     "fad_eval": row["fad_eval"],
                     "fad_dev": row["fad_dev"],

@@ -25,7 +25,7 @@ SYSTEMS = [("Close", "A", 0.0), ("Far", "A", 1.5), ("Middle", "B", 0.7), ("Farth
 def small_challenge(
     tmp_path: Path,
     *,
-    slug: str = "objective",
+    slug: str = "small",
     system_clips: int = 12,
     reference_clips: int = 8,
     systems=SYSTEMS,

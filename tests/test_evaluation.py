@@ -500,8 +500,8 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
     assert low <= row.value <= high and low < high
     # 12 clips of logmel frames are fewer than 2 x d embeddings: no FAD-inf, and the reason.
     assert "fad_inf" in row.details or "FAD-inf needs" in row.details["fad_inf_error"]
-    worst = row.details["worst_clips"]
-    assert len(worst) == evaluation.WORST_CLIPS and worst[0][1] >= worst[-1][1]
+    worst = row.details["clip_fad"]  # every clip, the worst first
+    assert len(worst) == 12 and [v for _, v in worst] == sorted((v for _, v in worst), reverse=True)
     # The leaderboard's FAD carries an interval of its mean over categories.
     inputs = collect_inputs(objective)
     assert {"fad_eval_low", "fad_eval_high"} <= set(inputs.fad[0])
@@ -509,3 +509,13 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
     (close,) = [r for r in result["unrated_systems"]["A"] if r["system"] == "Close"]
     low, high = close["fad_eval_ci"]
     assert low < close["fad_eval"] < high
+    # FAD-inf is enabled: its columns are in the FAD rows (empty here, the sets too small) and
+    # the result says the leaderboard shows them; disabled, they are gone.
+    assert {"fad_eval_inf", "fad_dev_inf"} <= set(inputs.fad[0])
+    assert all(r["fad_eval_inf"] == row.details.get("fad_inf") for r in inputs.fad
+               if (r["system"], r["category"]) == ("Close", "rain"))  # fmt: skip
+    assert result["fad_infinity"] is True
+    evaluation.set_models(objective, fad_infinity=False)
+    inputs = collect_inputs(objective)
+    assert not {"fad_eval_inf", "fad_dev_inf"} & set(inputs.fad[0])
+    assert score(inputs, Rules(bootstrap=0))["fad_infinity"] is False

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
 from stimuli import evaluation
-from stimuli.models import FadResult, Job, Medoid, ReferenceStats
+from stimuli.models import Clip, FadResult, Job, Medoid, ReferenceStats
 from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge
 
 
@@ -213,7 +215,6 @@ def test_starting_against_the_phase_is_a_409(api_client, objective):
 
 
 def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path):
-    # Not the slug "objective": /organize/objective/ is the objective stage's own prefix.
     objective = small_challenge(tmp_path, slug="browse")
     url = reverse("stimuli:clips", args=[objective.slug])
     first = organizer_client.get(url).content.decode()
@@ -228,3 +229,37 @@ def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path
     assert page.index("medoid 1<") < page.index("medoid 5<")
     panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
     assert f"{url}?medoids=1" in panel
+
+
+def test_a_systems_clips_by_their_own_fad_for_organizers_only(
+    organizer_client, rater_user, objective
+):
+    assert evaluation.run_evaluation(objective).state == Job.State.SUCCEEDED
+    system = objective.systems.get(name="Far")
+    panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
+    url = reverse("objective:clip_fad", args=[objective.slug, system.pk, "rain"])
+    assert url in panel  # linked from the ranking, per system and category
+    page = organizer_client.get(url).content.decode()
+    result = FadResult.objects.get(system=system, category__slug="rain", reference="evaluation")
+    worst_first = [audio_id for audio_id, _ in result.details["clip_fad"]]
+    # Every clip, in the order of its own FAD, each playable.
+    assert page.count("<audio") == 12
+    shown = re.findall(r"/organize/audio/([0-9a-f]{64})\.wav", page)
+    sha = dict(Clip.objects.filter(system=system).values_list("audio_id", "audio__sha256"))
+    assert shown == [sha[audio_id] for audio_id in worst_first]
+    values = [float(v) for v in re.findall(r'<td class="num">([0-9.]+)</td>', page)[::2]]
+    assert values == sorted(values, reverse=True) and len(values) == 12
+    # Not for anyone else: the page and its audio send them to log in.
+    for who in (Client(), rater_client(rater_user)):
+        assert who.get(url).status_code == 302
+        assert who.get(f"/organize/audio/{shown[0]}.wav").status_code == 302
+    # Another challenge's system or an unknown category is no page.
+    assert organizer_client.get(url.replace("/rain/", "/nothing/")).status_code == 404
+    other = reverse("objective:clip_fad", args=[objective.slug, 10**6, "rain"])
+    assert organizer_client.get(other).status_code == 404
+
+
+def rater_client(user) -> Client:
+    rater = Client()
+    rater.force_login(user)
+    return rater

@@ -234,3 +234,39 @@ def test_factored_dcase_statistics_agree_with_the_exact_path(dcase_stats_dir):
     for other in stats[1:]:
         ours = frechet_distance(other, factored)
         assert ours == pytest.approx(frechet_distance_eigh(other, stats[0]), rel=1e-10)
+
+
+def test_a_system_with_fewer_embeddings_than_dimensions_takes_the_small_solve():
+    # 100 clips, one embedding each, in 512 dimensions (a DCASE system's category under OpenL3):
+    # the trace term from a 100 x 100 solve, against a full-rank and a singular reference.
+    rng = np.random.default_rng(13)
+    system = _stats(rng, 100, 512)
+    assert system.centred is not None and system.centred.shape == (100, 512)
+    for reference in (_stats(rng, 2000, 512), _stats(rng, 300, 512)):
+        factored = ReferenceFactor.of(reference)
+        ours = frechet_distance(system, factored)
+        # The exact trace term: the singular values of X F, whose squares are the eigenvalues.
+        singular = np.linalg.svd(system.centred @ factored.factor, compute_uv=False)
+        exact = float(
+            (system.mu - reference.mu) @ (system.mu - reference.mu)
+            + np.trace(system.sigma)
+            + np.trace(reference.sigma)
+            - 2.0 * singular.sum() / np.sqrt(system.count - 1)
+        )
+        assert ours == pytest.approx(exact, rel=1e-10)
+        assert ours == pytest.approx(frechet_distance_eigh(system, reference), rel=1e-8)
+        assert ours == pytest.approx(frechet_distance_sqrtm(system, reference), rel=1e-6)
+        # The d x d solve of the same statistics (no embeddings kept) agrees too.
+        plain = GaussianStats(system.mu, system.sigma, system.count)
+        assert plain.centred is None
+        assert ours == pytest.approx(frechet_distance(plain, factored), rel=1e-8)
+
+
+def test_more_embeddings_than_dimensions_keep_the_full_solve():
+    rng = np.random.default_rng(14)
+    assert _stats(rng, 600, 512).centred is None  # d x d is the smaller solve
+    system, reference = _stats(rng, 600, 64), _stats(rng, 1000, 64)
+    assert system.centred is None
+    assert frechet_distance(system, reference) == pytest.approx(
+        frechet_distance_sqrtm(system, reference), rel=1e-8
+    )

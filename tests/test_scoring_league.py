@@ -52,6 +52,13 @@ def check_league(league: dict, tracks: list[str]) -> None:
         low, high = reverses["spearman_ci"]
         assert low <= -1.0 <= high and low == -1.0
         assert agrees["loso_min"] == agrees["loso_max"] == 1.0
+        for scale in ("quality", "fit", "diversity"):
+            # Each scale's rho has its interval from the same draws; the reversed model's FAD
+            # ranks every draw's systems exactly the other way, so its interval is the mirror.
+            low, high = agrees[f"{scale}_ci"]
+            assert -1.0 <= low < high <= 1.0
+            assert reverses[scale] == -agrees[scale]
+            assert reverses[f"{scale}_ci"] == [-high, -low]
     assert league["tracks"]["A"][AGREES]["n_systems"] == 5
     assert league["pooled"][AGREES]["n_systems"] == 10
 
@@ -82,6 +89,7 @@ def test_score_offline_reports_the_league_from_a_model_column(tmp_path):
     check_league(result["metric_league"], ["A", "B"])
     for entry in result["metric_league"]["tracks"]["A"].values():
         assert {"spearman", "spearman_ci", "kendall", "n_systems"} <= set(entry)
+        assert {"quality_ci", "fit_ci", "diversity_ci"} <= set(entry)
     # Naming a model the file lacks is a clear error.
     with pytest.raises(Exception, match="is not in the FAD table"):
         call_command("score_offline", *[f"--{k}={v}" for k, v in paths.items()],
@@ -103,6 +111,10 @@ def test_the_league_is_published_with_its_table_and_downloads(client, challenge,
     check_league(snap.result["metric_league"], ["A", "B"])
     page = client.get(f"/results/{challenge.slug}/1/").content.decode()
     assert "Embedding league" in page and AGREES in page and REVERSES in page
+    section = page[page.index('id="table-metric-league"') :]
+    section = section[: section.index("</section>")]
+    # Every row shows four rhos with intervals: the final score, quality, fit, diversity.
+    assert section.count('<small class="ci">') == 4 * 2 * 3
     table = selectors.table(snap.result, "metric-league")
     assert len(table.rows) == 2 * 3  # two models, tracks A and B and all tracks
     got = client.get(f"/results/{challenge.slug}/1/download/metric-league.csv")
@@ -112,5 +124,9 @@ def test_the_league_is_published_with_its_table_and_downloads(client, challenge,
         ("A", REVERSES, "-1.0"),
         ("all tracks", REVERSES, "-1.0"),
     }
+    for row in rows:  # every rho with its interval
+        for key in ("spearman", "quality", "fit", "diversity"):
+            assert float(row[f"{key}_low"]) <= float(row[f"{key}_high"])
     as_json = client.get(f"/results/{challenge.slug}/1/download/metric-league.json").json()
-    assert as_json["rows"][0]["spearman_low"] is not None
+    for key in ("spearman", "quality", "fit", "diversity"):
+        assert as_json["rows"][0][f"{key}_low"] is not None

@@ -278,3 +278,52 @@ def test_the_page_says_where_too_few_raters_leave_no_honest_interval(
     page = client.get(f"/results/{challenge.slug}/1/track/A/").content.decode()
     assert "no interval: too few raters" in page
     assert row["quality_ci"] is not None
+
+
+def test_fad_inf_is_on_the_leaderboard_only_when_the_fad_rows_carry_it(
+    client, challenge, organizer, sim, fast_settings
+):
+    with_inf = copy.deepcopy(sim.inputs)
+    for row in with_inf.fad:
+        row["fad_eval_inf"] = row["fad_eval"] - 0.5
+        row["fad_dev_inf"] = row["fad_dev"] - 0.25
+    # One category too small for FAD-inf: that system's mean is withheld, not taken over fewer.
+    gap = next(row for row in with_inf.fad if row["track"] == "B")
+    gap["fad_eval_inf"] = ""
+    snap = services.publish(challenge, organizer, with_inf)
+    assert snap.result["fad_infinity"] is True
+    top = snap.result["tracks"]["A"][0]
+    expected = [r["fad_eval"] - 0.5 for r in sim.inputs.fad if r["system"] == top["system"]]
+    assert top["fad_eval_inf"] == pytest.approx(sum(expected) / len(expected), abs=1e-6)
+    withheld = next(
+        r for rows in snap.result["tracks"].values() for r in rows if r["system"] == gap["system"]
+    )
+    assert withheld["fad_eval_inf"] is None and withheld["fad_dev_inf"] is not None
+    assert withheld["categories"][gap["category"]]["fad_eval_inf"] is None
+
+    page = client.get(f"/results/{challenge.slug}/1/").content.decode()
+    assert "FAD∞-Eval" in page and "FAD∞-Dev" in page
+    board = list(
+        csv.DictReader(
+            io.StringIO(
+                client.get(
+                    f"/results/{challenge.slug}/1/download/leaderboard-A.csv"
+                ).content.decode()
+            )
+        )
+    )
+    assert float(board[0]["fad_eval_inf"]) == top["fad_eval_inf"]
+    assert "fad_dev_inf" in board[0]
+    api = APIClient().get(f"/api/results/{challenge.slug}/snapshots/1/leaderboards/A/").json()
+    assert api["rows"][0]["fad_eval_inf"] == top["fad_eval_inf"]
+    assert "fad_dev_inf" in api["rows"][0]
+
+    # Without FAD-inf in the rows: no column on the page, in the CSV or in the API.
+    second = services.publish(challenge, organizer, sim.inputs)
+    assert second.result["fad_infinity"] is False
+    page = client.get(f"/results/{challenge.slug}/2/").content.decode()
+    assert "FAD∞" not in page
+    header = client.get(f"/results/{challenge.slug}/2/download/leaderboard-A.csv").content
+    assert b"fad_eval_inf" not in header and b"fad_dev_inf" not in header
+    api = APIClient().get(f"/api/results/{challenge.slug}/snapshots/2/leaderboards/A/").json()
+    assert "fad_eval_inf" not in api["rows"][0] and "fad_dev_inf" not in api["rows"][0]

@@ -371,3 +371,65 @@ def test_cli_import_refuses_a_published_challenge(challenge, tmp_path):
     with pytest.raises(CommandError, match="results of this challenge are published"):
         call_command("import_clips", challenge.slug, str(path), "--role", "development")
     assert Clip.objects.count() == 0
+
+
+# --- challenge slugs that would collide with the organizer's stage pages ------------------------
+
+
+def _organize_stage_prefixes() -> set[str]:
+    """The literal first segments under /organize/ that lead to pages of their own."""
+    from django.urls import get_resolver
+    from django.urls.resolvers import URLResolver
+
+    prefixes = set()
+    for entry in get_resolver().url_patterns:
+        route = str(entry.pattern)
+        if (
+            isinstance(entry, URLResolver)
+            and route.startswith("organize/")
+            and route != "organize/"
+        ):
+            prefixes.add(route.removeprefix("organize/").strip("/"))
+    return prefixes
+
+
+def test_every_stage_prefix_under_organize_is_a_reserved_slug():
+    from stimuli.models import RESERVED_SLUGS
+
+    assert _organize_stage_prefixes() == {"generators", "listening", "objective"}
+    assert _organize_stage_prefixes() <= set(RESERVED_SLUGS)
+
+
+@pytest.mark.parametrize("slug", ["objective", "generators", "listening"])
+def test_a_reserved_slug_is_refused_with_a_clear_error_and_nothing_stored(
+    slug, api_client, organizer_client
+):
+    from django.core.exceptions import ValidationError
+    from django.db import IntegrityError, transaction
+
+    from stimuli.models import Challenge
+    from stimuli.services import create_challenge
+
+    response = api_client.post("/api/challenges/", {"name": "Stage", "slug": slug})
+    assert response.status_code == 400
+    assert "is reserved" in response.json()["slug"][0]
+    with pytest.raises(ValidationError, match="is reserved"):
+        create_challenge(name="Stage", slug=slug)
+    page = organizer_client.post(
+        "/organize/",
+        {"name": "Stage", "slug": slug, "clip_duration_s": 4, "sample_rate": 22050,
+         "channels": 1, "bit_depth": 16},
+    )  # fmt: skip
+    assert page.status_code == 200 and "is reserved" in page.content.decode()
+    # The database refuses it too, whatever path writes it.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Challenge.objects.create(name="Stage", slug=slug)
+    assert not Challenge.objects.filter(slug=slug).exists()
+
+
+def test_a_challenge_named_like_a_stage_prefix_in_part_keeps_its_pages(organizer_client):
+    # "objective-2" is no stage: its clips page is its own.
+    from stimuli.services import create_challenge
+
+    challenge = create_challenge(name="Two", slug="objective-2")
+    assert organizer_client.get(f"/organize/{challenge.slug}/clips/").status_code == 200
