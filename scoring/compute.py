@@ -20,7 +20,7 @@ import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -34,11 +34,12 @@ from raters.quality import (
     DEFAULT_MISRATING,
     QualityRuleError,
     QualityRules,
+    Verdict,
     judge,
 )
 from stimuli.errors import Refused
 
-from .intervals import BOOTSTRAP_PERCENTILE, JACKKNIFE_T, Jackknife, rater_and_sound_strata
+from .intervals import JACKKNIFE_T, Jackknife, rater_and_sound_strata
 from .intervals import METHODS as INTERVAL_METHODS
 from .league import designated_model, fad_models, is_designated, metric_league
 
@@ -393,19 +394,285 @@ def _row_nanmean(matrix):
         return np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
 
 
-def score(
-    inputs: Inputs,
-    rules: Rules | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
-) -> dict:
-    """Score a challenge; returns a JSON-ready dict (see `score_offline` and the README)."""
-    rules = rules or Rules()
+# ---------------------------------------------------------------------------------------------
+# The stages of the scoring, in the order `score` runs them: each takes what the one before
+# handed on and hands on one frozen record.
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    """The rows that can count: systems with their teams and tracks, trials and anchors apart,
+    diversity, with self-ratings removed (and counted per rater and system)."""
+
+    team_of: Mapping[str, str]
+    track_of: Mapping[str, str]
+    trials: list[tuple]  # (rater, session, category, system, stimulus, quality, fit)
+    anchors: list[tuple]  # (rater, session, category, role, quality, fit)
+    diversity: list[tuple]  # (rater, category, system, diversity)
+    self_removed: Mapping[tuple[str, str], int]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The rater-quality verdicts of the sessions checked, and the rows of the sessions kept."""
+
+    sessions: Mapping[tuple[str, str, str], Verdict]  # by (rater, category, session)
+    excluded_sessions: list[dict]
+    flagged_sessions: list[dict]
+    trials: list[tuple]
+    anchors: list[tuple]
+    diversity: list[tuple]
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate:
+    """The index spaces of the kept rows, their arrays, and the point estimate.
+
+    `estimate` gives the cell and system means for weights on raters and sounds: all ones for
+    the point estimate, a replicate's weights for the bootstrap and the jackknife."""
+
+    rules: Rules
+    systems: list[str]  # the rated systems
+    categories: list[str]
+    raters: list[str]
+    sys_index: Mapping[str, int]
+    cat_index: Mapping[str, int]
+    n_units: int
+    t_rater: np.ndarray
+    t_cell: np.ndarray
+    t_q: np.ndarray
+    t_f: np.ndarray
+    t_unit: np.ndarray
+    unit_cell: np.ndarray
+    cell_size: np.ndarray
+    cell_start: np.ndarray
+    d_rater: np.ndarray
+    d_cell: np.ndarray
+    d_v: np.ndarray
+    point: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.systems) * len(self.categories)
+
+    def estimate(self, w_rater, w_unit, reference=None) -> dict[str, np.ndarray]:
+        n_s, n_c, n_cells = len(self.systems), len(self.categories), self.n_cells
+        w_t = w_rater[self.t_rater] * w_unit[self.t_unit] if len(self.t_cell) else np.zeros(0)
+        w_d = w_rater[self.d_rater] if len(self.d_cell) else np.zeros(0)
+        cq = _cell_means(self.t_cell, w_t, self.t_q, n_cells).reshape(n_s, n_c)
+        cf = _cell_means(self.t_cell, w_t, self.t_f, n_cells).reshape(n_s, n_c)
+        cd = _cell_means(self.d_cell, w_d, self.d_v, n_cells).reshape(n_s, n_c)
+        sq, sf, sd = _row_nanmean(cq), _row_nanmean(cf), _row_nanmean(cd)
+        out = {
+            "cq": cq,
+            "cf": cf,
+            "cd": cd,
+            "cfinal": _combine(cq, cf, cd, self.rules),
+            "q": sq,
+            "f": sf,
+            "d": sd,
+            "final": _combine(sq, sf, sd, self.rules),
+        }
+        if reference is not None:
+            # A replicate that drew none of a cell's raters estimates another quantity (a mean
+            # over fewer categories or scales): it is left out, not re-weighted.
+            lost = {k: np.isfinite(reference[k]) & ~np.isfinite(out[k]) for k in ("cq", "cf", "cd")}
+            cell_lost = lost["cq"] | lost["cf"] | lost["cd"]
+            out["cfinal"] = np.where(cell_lost, np.nan, out["cfinal"])
+            for scale, cells in (("q", "cq"), ("f", "cf"), ("d", "cd")):
+                out[scale] = np.where(lost[cells].any(axis=1), np.nan, out[scale])
+            out["final"] = np.where(cell_lost.any(axis=1), np.nan, out["final"])
+        return out
+
+    def counts(self, i: int) -> tuple[int, int]:
+        """How many trial and diversity ratings system `i` has kept."""
+        n_c = max(len(self.categories), 1)
+        n_ratings = int(np.sum(self.t_cell // n_c == i)) if len(self.t_cell) else 0
+        n_diversity = int(np.sum(self.d_cell // n_c == i)) if len(self.d_cell) else 0
+        return n_ratings, n_diversity
+
+
+@dataclass(frozen=True, eq=False)
+class Uncertainty:
+    """The intervals of the estimates, by the jackknife-t or the percentile bootstrap (or
+    none), behind one interface."""
+
+    confidence: float
+    jack: Jackknife | None = None
+    boot: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def interval(self, key: str, index: tuple) -> list | None:
+        if self.jack is not None:
+            found = self.jack.interval(key, index, self.confidence)
+            return [_r(v) for v in found] if found else None
+        if not self.boot:
+            return None
+        sample = self.boot[key][(slice(None), *index)]
+        sample = sample[np.isfinite(sample)]
+        if sample.size == 0:
+            return None
+        alpha = (1 - self.confidence) / 2
+        lo, hi = np.quantile(sample, [alpha, 1 - alpha])
+        return [_r(lo), _r(hi)]
+
+    def p_above(self, upper: int, lower: int) -> float | None:
+        """The probability that system `upper`'s final score is above system `lower`'s."""
+        if self.jack is not None:
+            return _r(self.jack.p_above("final", upper, lower), 4)
+        if self.boot:
+            a, b = self.boot["final"][:, upper], self.boot["final"][:, lower]
+            ok = np.isfinite(a) & np.isfinite(b)
+            if ok.any():
+                return _r(np.mean((a[ok] > b[ok]) + 0.5 * (a[ok] == b[ok])), 4)
+        return None
+
+    def withheld(self, index: tuple, keys: Sequence[str]) -> dict[str, str]:
+        """Per scale, why its interval at `index` is withheld (too few raters), where it is."""
+        if self.jack is None:
+            return {}
+        names = zip(("quality", "fit", "diversity", "final"), keys, strict=True)
+        return {name: why for name, key in names if (why := self.jack.withheld(key, index))}
+
+
+@dataclass(frozen=True)
+class FadTable:
+    """The designated model's FAD per system and category, with its intervals and FAD-inf."""
+
+    categories: list[str]
+    model: str
+    with_inf: bool
+    values: Mapping[tuple[str, str], tuple[float, float]]  # (system, category) -> (dev, eval)
+    intervals: Mapping[tuple[str, str], dict[str, tuple[float, float]]]
+    infinity: Mapping[tuple[str, str], dict[str, float]]
+    track_of: Mapping[str, str]  # the track of each system in the FAD rows
+
+    def cell(self, system: str, category: str) -> dict:
+        """The FAD entries of one system's category in the leaderboard."""
+        fd = self.values.get((system, category), (math.nan, math.nan))
+        return {
+            "fad_dev": _r(fd[0]),
+            "fad_dev_ci": _ci(self.intervals.get((system, category), {}).get("fad_dev")),
+            "fad_eval": _r(fd[1]),
+            "fad_eval_ci": _ci(self.intervals.get((system, category), {}).get("fad_eval")),
+            **(
+                {n: _r(self.infinity.get((system, category), {}).get(n)) for n in FAD_INF_COLUMNS}
+                if self.with_inf
+                else {}
+            ),
+        }
+
+    def summary(self, system: str) -> dict:
+        """A system's FAD over categories: mean, min, max, sd and interval of the mean."""
+        fad, categories = self.values, self.categories
+        values = [fad[(system, c)] for c in categories if (system, c) in fad]
+        dev = np.array([v[0] for v in values], float)
+        ev = np.array([v[1] for v in values], float)
+        out = {}
+        for name, arr in (("fad_dev", dev), ("fad_eval", ev)):
+            arr = arr[np.isfinite(arr)]
+            out[name] = _r(arr.mean()) if arr.size else None
+            out[f"{name}_min"] = _r(arr.min()) if arr.size else None
+            out[f"{name}_max"] = _r(arr.max()) if arr.size else None
+            out[f"{name}_sd"] = _r(arr.std()) if arr.size else None
+            out[f"{name}_ci"] = _mean_interval(
+                [(fad[(system, c)], self.intervals[(system, c)].get(name)) for c in categories
+                 if (system, c) in fad], 0 if name == "fad_dev" else 1
+            )  # fmt: skip
+            if self.with_inf:
+                # Over the categories the FAD mean covers, and only when each has its FAD-inf:
+                # a mean over fewer categories would be another quantity.
+                index = 0 if name == "fad_dev" else 1
+                inf = [
+                    self.infinity[(system, c)].get(f"{name}_inf")
+                    for c in categories
+                    if (system, c) in fad and math.isfinite(fad[(system, c)][index])
+                ]
+                out[f"{name}_inf"] = _r(sum(inf) / len(inf)) if inf and None not in inf else None
+        return out
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Per track: the leaderboard, the probability of each neighbouring pair's order, and the
+    systems shown apart (not rated, or rated in fewer categories or scales than the others)."""
+
+    tracks: dict[str, list[dict]]
+    pairs: dict[str, list[dict]]
+    unrated: dict[str, list[dict]]
+    incomplete: dict[str, list[dict]]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The analyses of the ratings, and the metric league when the FAD rows name models."""
+
+    analyses: dict
+    metric_league: dict | None
+
+
+@dataclass(frozen=True)
+class Counts:
+    ratings: int
+    self_ratings_removed: int
+    trial_ratings_used: int
+    trial_ratings_excluded: int
+    diversity_ratings_used: int
+    diversity_ratings_excluded: int
+    anchor_checks: int
+    sessions_checked: int
+    sessions_excluded: int
+    raters: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the scoring concludes; `to_dict()` is the JSON-ready dict `score` returns."""
+
+    tracks: dict[str, list[dict]]
+    metric_league: dict | None
+    excluded_sessions: list[dict]
+    flagged_sessions: list[dict]
+    pairs: dict[str, list[dict]]
+    unrated_systems: dict[str, list[dict]]
+    incomplete_systems: dict[str, list[dict]]
+    categories: list[str]
+    fad_infinity: bool
+    analyses: dict
+    counts: Counts
+    self_ratings_removed: list[dict]
+    settings: dict
+    inputs: dict[str, str]
+    code_version: str
+
+    def to_dict(self) -> dict:
+        league = {} if self.metric_league is None else {"metric_league": self.metric_league}
+        return {
+            "tracks": self.tracks,
+            **league,
+            "excluded_sessions": self.excluded_sessions,
+            "flagged_sessions": self.flagged_sessions,
+            "pairs": self.pairs,
+            "unrated_systems": self.unrated_systems,
+            "incomplete_systems": self.incomplete_systems,
+            "categories": self.categories,
+            "fad_infinity": self.fad_infinity,
+            "analyses": self.analyses,
+            "counts": asdict(self.counts),
+            "self_ratings_removed": self.self_ratings_removed,
+            "settings": self.settings,
+            "inputs": self.inputs,
+            "code_version": self.code_version,
+        }
+
+
+def clean(inputs: Inputs, rules: Rules) -> Cleaned:
+    """Check the columns, read the systems' teams and tracks, split trials from anchors and
+    drop self-ratings."""
     _check_columns(inputs.ratings, RATING_COLUMNS, "ratings")
     _check_columns(inputs.diversity, DIVERSITY_COLUMNS, "diversity")
     _check_columns(inputs.fad, FAD_COLUMNS, "fad")
     _check_columns(inputs.teams, TEAM_COLUMNS, "teams")
 
-    # Systems, their teams and tracks.
     team_of: dict[str, str] = {}
     track_of: dict[str, str] = {}
     for line, row in enumerate(inputs.teams, start=1):
@@ -417,7 +684,6 @@ def score(
         team_of[system] = _text(row["team"])
         track_of[system] = _text(row["track"])
 
-    # Ratings: split trials and anchors; drop self-ratings.
     trials: list[tuple] = []
     anchors: list[tuple] = []
     self_removed: dict[tuple[str, str], int] = defaultdict(int)
@@ -459,12 +725,16 @@ def score(
             self_removed[(rater, system)] += 1
             continue
         diversity.append((rater, category, system, value))
+    return Cleaned(team_of, track_of, trials, anchors, diversity, self_removed)
 
-    # Every session judged by the rater-quality rules (raters.quality), on all its answers.
+
+def check(cleaned: Cleaned, inputs: Inputs, rules: Rules) -> Checked:
+    """Judge every session by the rater-quality rules (raters.quality), on all its answers,
+    and keep the rows of the sessions not excluded."""
     verdicts = judge(inputs.ratings, rules.quality_rules())
     # A session counts as checked when it holds checks or trials that count (not only its
     # team's own systems).
-    with_trials = {(t[0], t[2], t[1]) for t in trials}
+    with_trials = {(t[0], t[2], t[1]) for t in cleaned.trials}
     sessions = {key: v for key, v in verdicts.items() if v.checks or key in with_trials}
     excluded_sessions = [
         {
@@ -492,13 +762,19 @@ def score(
     excluded_keys = {(e["rater"], e["category"], e["session"]) for e in excluded_sessions}
     # Diversity is asked once per category, so it goes with the rater's category session(s).
     excluded_pairs = {(e["rater"], e["category"]) for e in excluded_sessions}
-    n_trials_before = len(trials)
-    trials = [t for t in trials if (t[0], t[2], t[1]) not in excluded_keys]
-    anchors_kept = [a for a in anchors if (a[0], a[2], a[1]) not in excluded_keys]
-    n_div_before = len(diversity)
-    diversity = [d for d in diversity if (d[0], d[1]) not in excluded_pairs]
+    return Checked(
+        sessions=sessions,
+        excluded_sessions=excluded_sessions,
+        flagged_sessions=flagged_sessions,
+        trials=[t for t in cleaned.trials if (t[0], t[2], t[1]) not in excluded_keys],
+        anchors=[a for a in cleaned.anchors if (a[0], a[2], a[1]) not in excluded_keys],
+        diversity=[d for d in cleaned.diversity if (d[0], d[1]) not in excluded_pairs],
+    )
 
-    # Index spaces.
+
+def aggregate(checked: Checked, inputs: Inputs, rules: Rules) -> Aggregate:
+    """Index the kept rows by system, category, rater and sound, and take the point estimate."""
+    trials, diversity = checked.trials, checked.diversity
     rated_systems = sorted({t[3] for t in trials} | {d[2] for d in diversity})
     # Every category the test covered, even one whose ratings were all excluded.
     categories = sorted(
@@ -508,180 +784,190 @@ def score(
     )
     sys_index = {s: i for i, s in enumerate(rated_systems)}
     cat_index = {c: i for i, c in enumerate(categories)}
-    n_s, n_c = len(rated_systems), len(categories)
-    n_cells = n_s * n_c
+    n_c = len(categories)
+    n_cells = len(rated_systems) * n_c
     raters = sorted({t[0] for t in trials} | {d[0] for d in diversity})
     rater_index = {r: i for i, r in enumerate(raters)}
 
-    t_rater = np.array([rater_index[t[0]] for t in trials], dtype=np.int64)
     t_cell = np.array([sys_index[t[3]] * n_c + cat_index[t[2]] for t in trials], dtype=np.int64)
-    t_q = np.array([t[5] for t in trials], dtype=float)
-    t_f = np.array([t[6] for t in trials], dtype=float)
     # Sounds are units within their cell: resampling sounds keeps every cell's size.
     unit_keys = [(int(c), t[4]) for c, t in zip(t_cell, trials, strict=True)]
     unit_list = sorted(set(unit_keys))
     unit_index = {u: i for i, u in enumerate(unit_list)}
-    t_unit = np.array([unit_index[u] for u in unit_keys], dtype=np.int64)
     unit_cell = np.array([u[0] for u in unit_list], dtype=np.int64)
     cell_size = np.bincount(unit_cell, minlength=n_cells) if unit_list else np.zeros(n_cells, int)
-    cell_start = np.concatenate([[0], np.cumsum(cell_size)[:-1]]).astype(np.int64)
-    d_rater = np.array([rater_index[d[0]] for d in diversity], dtype=np.int64)
-    d_cell = np.array([sys_index[d[2]] * n_c + cat_index[d[1]] for d in diversity], dtype=np.int64)
-    d_v = np.array([d[3] for d in diversity], dtype=float)
+    found = Aggregate(
+        rules=rules,
+        systems=rated_systems,
+        categories=categories,
+        raters=raters,
+        sys_index=sys_index,
+        cat_index=cat_index,
+        n_units=len(unit_list),
+        t_rater=np.array([rater_index[t[0]] for t in trials], dtype=np.int64),
+        t_cell=t_cell,
+        t_q=np.array([t[5] for t in trials], dtype=float),
+        t_f=np.array([t[6] for t in trials], dtype=float),
+        t_unit=np.array([unit_index[u] for u in unit_keys], dtype=np.int64),
+        unit_cell=unit_cell,
+        cell_size=cell_size,
+        cell_start=np.concatenate([[0], np.cumsum(cell_size)[:-1]]).astype(np.int64),
+        d_rater=np.array([rater_index[d[0]] for d in diversity], dtype=np.int64),
+        d_cell=np.array(
+            [sys_index[d[2]] * n_c + cat_index[d[1]] for d in diversity], dtype=np.int64
+        ),
+        d_v=np.array([d[3] for d in diversity], dtype=float),
+    )
+    return replace(found, point=found.estimate(np.ones(len(raters)), np.ones(len(unit_list))))
 
-    def estimate(w_rater, w_unit, reference=None):
-        w_t = w_rater[t_rater] * w_unit[t_unit] if len(trials) else np.zeros(0)
-        w_d = w_rater[d_rater] if len(diversity) else np.zeros(0)
-        cq = _cell_means(t_cell, w_t, t_q, n_cells).reshape(n_s, n_c)
-        cf = _cell_means(t_cell, w_t, t_f, n_cells).reshape(n_s, n_c)
-        cd = _cell_means(d_cell, w_d, d_v, n_cells).reshape(n_s, n_c)
-        sq, sf, sd = _row_nanmean(cq), _row_nanmean(cf), _row_nanmean(cd)
-        out = {
-            "cq": cq,
-            "cf": cf,
-            "cd": cd,
-            "cfinal": _combine(cq, cf, cd, rules),
-            "q": sq,
-            "f": sf,
-            "d": sd,
-            "final": _combine(sq, sf, sd, rules),
-        }
-        if reference is not None:
-            # A replicate that drew none of a cell's raters estimates another quantity (a mean
-            # over fewer categories or scales): it is left out, not re-weighted.
-            lost = {k: np.isfinite(reference[k]) & ~np.isfinite(out[k]) for k in ("cq", "cf", "cd")}
-            cell_lost = lost["cq"] | lost["cf"] | lost["cd"]
-            out["cfinal"] = np.where(cell_lost, np.nan, out["cfinal"])
-            for scale, cells in (("q", "cq"), ("f", "cf"), ("d", "cd")):
-                out[scale] = np.where(lost[cells].any(axis=1), np.nan, out[scale])
-            out["final"] = np.where(cell_lost.any(axis=1), np.nan, out["final"])
-        return out
 
-    point = estimate(np.ones(len(raters)), np.ones(len(unit_list)))
+def bootstrap(
+    agg: Aggregate, rules: Rules, progress: Callable[[int, int, str], None] | None = None
+) -> Uncertainty:
+    """The intervals' replicates: the jackknife-t (delete one rater or sound) or the
+    percentile bootstrap over raters and sounds; none with `rules.bootstrap` 0."""
+    n_raters, n_units = len(agg.raters), agg.n_units
+    if not (rules.bootstrap and agg.systems):
+        return Uncertainty(rules.confidence)
+    if rules.intervals == JACKKNIFE_T:
+        strata = rater_and_sound_strata(n_raters, agg.t_rater, agg.unit_cell)
+        jack = Jackknife(agg.estimate, agg.point, strata, n_raters, n_units)
+        return Uncertainty(rules.confidence, jack=jack)
+    # The percentile bootstrap (the other method Rules allows): a rating counts as often as its
+    # rater and its sound were drawn. Raters of trials and raters of diversity alone (in DCASE,
+    # a few organizers) are drawn apart, each group its own size, so every replicate holds both.
+    rng = np.random.default_rng(rules.seed)
+    draws = {k: [] for k in agg.point}
+    rates_trials = np.zeros(n_raters, bool)
+    rates_trials[agg.t_rater] = True
+    strata = [np.flatnonzero(rates_trials), np.flatnonzero(~rates_trials)]
+    for replicate in range(rules.bootstrap):
+        if progress and replicate % 50 == 0:
+            progress(replicate, rules.bootstrap, "Bootstrap")
+        w_rater = np.zeros(n_raters)
+        for stratum in strata:
+            if stratum.size:
+                drawn = stratum[rng.integers(0, stratum.size, stratum.size)]
+                w_rater += np.bincount(drawn, minlength=n_raters)
+        if n_units:
+            size = agg.cell_size[agg.unit_cell]
+            picks = agg.cell_start[agg.unit_cell] + np.floor(rng.random(n_units) * size).astype(
+                np.int64
+            )
+            w_unit = np.bincount(picks, minlength=n_units).astype(float)
+        else:
+            w_unit = np.zeros(0)
+        for key, value in agg.estimate(w_rater, w_unit, agg.point).items():
+            draws[key].append(value)
+    return Uncertainty(rules.confidence, boot={k: np.stack(v) for k, v in draws.items()})
 
-    # Bootstrap over raters and sounds: a rating counts as often as its rater and its sound
-    # were drawn. Raters of trials and raters of diversity alone (in DCASE, a few organizers)
-    # are drawn apart, each group its own size, so every replicate holds both kinds.
-    boot: dict[str, np.ndarray] = {}
-    jack = None
-    if rules.bootstrap and n_s and rules.intervals == JACKKNIFE_T:
-        jack = Jackknife(
-            estimate,
-            point,
-            rater_and_sound_strata(len(raters), t_rater, unit_cell),
-            len(raters),
-            len(unit_list),
-        )
-    if rules.bootstrap and n_s and rules.intervals == BOOTSTRAP_PERCENTILE:
-        rng = np.random.default_rng(rules.seed)
-        draws = {k: [] for k in point}
-        n_units = len(unit_list)
-        rates_trials = np.zeros(len(raters), bool)
-        rates_trials[t_rater] = True
-        strata = [np.flatnonzero(rates_trials), np.flatnonzero(~rates_trials)]
-        for replicate in range(rules.bootstrap):
-            if progress and replicate % 50 == 0:
-                progress(replicate, rules.bootstrap, "Bootstrap")
-            w_rater = np.zeros(len(raters))
-            for stratum in strata:
-                if stratum.size:
-                    drawn = stratum[rng.integers(0, stratum.size, stratum.size)]
-                    w_rater += np.bincount(drawn, minlength=len(raters))
-            if n_units:
-                size = cell_size[unit_cell]
-                picks = cell_start[unit_cell] + np.floor(rng.random(n_units) * size).astype(
-                    np.int64
-                )
-                w_unit = np.bincount(picks, minlength=n_units).astype(float)
-            else:
-                w_unit = np.zeros(0)
-            for key, value in estimate(w_rater, w_unit, point).items():
-                draws[key].append(value)
-        boot = {k: np.stack(v) for k, v in draws.items()}
-    alpha = (1 - rules.confidence) / 2
 
-    def interval(key: str, index) -> list | None:
-        if jack is not None:
-            found = jack.interval(key, index, rules.confidence)
-            return [_r(v) for v in found] if found else None
-        if not boot:
-            return None
-        sample = boot[key][(slice(None), *index)]
-        sample = sample[np.isfinite(sample)]
-        if sample.size == 0:
-            return None
-        lo, hi = np.quantile(sample, [alpha, 1 - alpha])
-        return [_r(lo), _r(hi)]
-
-    # FAD per system and category.
-    fad: dict[tuple[str, str], tuple[float, float]] = {}
-    fad_ci: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
-    fad_inf: dict[tuple[str, str], dict[str, float]] = {}
-    with_inf = has_fad_infinity(inputs.fad)
+def fad_table(inputs: Inputs, categories: list[str]) -> FadTable:
+    """The designated model's FAD rows per system and category."""
+    values: dict[tuple[str, str], tuple[float, float]] = {}
+    intervals: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
+    infinity: dict[tuple[str, str], dict[str, float]] = {}
+    track_of: dict[str, str] = {}
     try:
-        fad_model = designated_model(inputs.fad, inputs.fad_model)
+        model = designated_model(inputs.fad, inputs.fad_model)
     except ValueError as exc:
         raise ScoringInputError(str(exc)) from None
     for line, row in enumerate(inputs.fad, start=1):
-        if not is_designated(row, fad_model):
+        if not is_designated(row, model):
             continue
-        system = _text(row["system"])
+        system, category = _text(row["system"]), _text(row["category"])
         track_of.setdefault(system, _text(row["track"]))
-        fad[(system, _text(row["category"]))] = (
+        values[(system, category)] = (
             _number(row["fad_dev"], "fad", line, optional=True),
             _number(row["fad_eval"], "fad", line, optional=True),
         )
-        fad_ci[(system, _text(row["category"]))] = _fad_intervals(row, line)
-        fad_inf[(system, _text(row["category"]))] = {
+        intervals[(system, category)] = _fad_intervals(row, line)
+        infinity[(system, category)] = {
             name: value
             for name in FAD_INF_COLUMNS
             if math.isfinite(value := _number(row.get(name), "fad", line, optional=True))
         }
+    return FadTable(
+        categories, model, has_fad_infinity(inputs.fad), values, intervals, infinity, track_of
+    )
 
-    def fad_summary(system: str) -> dict:
-        values = [fad[(system, c)] for c in categories if (system, c) in fad]
-        dev = np.array([v[0] for v in values], float)
-        ev = np.array([v[1] for v in values], float)
-        out = {}
-        for name, arr in (("fad_dev", dev), ("fad_eval", ev)):
-            arr = arr[np.isfinite(arr)]
-            out[name] = _r(arr.mean()) if arr.size else None
-            out[f"{name}_min"] = _r(arr.min()) if arr.size else None
-            out[f"{name}_max"] = _r(arr.max()) if arr.size else None
-            out[f"{name}_sd"] = _r(arr.std()) if arr.size else None
-            out[f"{name}_ci"] = _mean_interval(
-                [(fad[(system, c)], fad_ci[(system, c)].get(name)) for c in categories
-                 if (system, c) in fad], 0 if name == "fad_dev" else 1
-            )  # fmt: skip
-            if with_inf:
-                # Over the categories the FAD mean covers, and only when each has its FAD-inf:
-                # a mean over fewer categories would be another quantity.
-                index = 0 if name == "fad_dev" else 1
-                inf = [
-                    fad_inf[(system, c)].get(f"{name}_inf")
-                    for c in categories
-                    if (system, c) in fad and math.isfinite(fad[(system, c)][index])
-                ]
-                out[f"{name}_inf"] = _r(sum(inf) / len(inf)) if inf and None not in inf else None
-        return out
 
-    missing = _missing_cells(point, rated_systems, categories, rules)
+def _order(row: Mapping) -> tuple:
+    """A leaderboard's order: higher final, then higher mean of quality and fit, then lower
+    FAD-Eval."""
 
-    # Leaderboards per track.
+    def neg(v):
+        return -v if v is not None else math.inf
+
+    fad_eval = row["fad_eval"] if row["fad_eval"] is not None else math.inf
+    return (neg(row["final"]), neg(row["quality_fit"]), fad_eval)
+
+
+def _leaderboard_row(
+    system: str, track: str, team: str, agg: Aggregate, unc: Uncertainty, fad: FadTable
+) -> dict:
+    i = agg.sys_index[system]
+    point = agg.point
+    q, f, d, final = (point[k][i] for k in ("q", "f", "d", "final"))
+    n_ratings, n_diversity = agg.counts(i)
+    row = {
+        "system": system,
+        "team": team,
+        "track": track,
+        "quality": _r(q),
+        "quality_ci": unc.interval("q", (i,)),
+        "fit": _r(f),
+        "fit_ci": unc.interval("f", (i,)),
+        "diversity": _r(d),
+        "diversity_ci": unc.interval("d", (i,)),
+        "final": _r(final),
+        "final_ci": unc.interval("final", (i,)),
+        "quality_fit": _r((q + f) / 2),
+        "ci_withheld": unc.withheld((i,), ("q", "f", "d", "final")),
+        **fad.summary(system),
+        "n_ratings": n_ratings,
+        "n_diversity": n_diversity,
+        "categories": {},
+    }
+    for c, category in enumerate(agg.categories):
+        row["categories"][category] = {
+            "quality": _r(point["cq"][i, c]),
+            "quality_ci": unc.interval("cq", (i, c)),
+            "fit": _r(point["cf"][i, c]),
+            "fit_ci": unc.interval("cf", (i, c)),
+            "diversity": _r(point["cd"][i, c]),
+            "diversity_ci": unc.interval("cd", (i, c)),
+            "final": _r(point["cfinal"][i, c]),
+            "final_ci": unc.interval("cfinal", (i, c)),
+            **fad.cell(system, category),
+            "ci_withheld": unc.withheld((i, c), ("cq", "cf", "cd", "cfinal")),
+        }
+    return row
+
+
+def rank(
+    cleaned: Cleaned, agg: Aggregate, unc: Uncertainty, fad: FadTable, rules: Rules
+) -> Ranking:
+    """Leaderboards per track with ties and the probability of each neighbouring order; the
+    systems not rated, or lacking what others have, apart."""
+    team_of = cleaned.team_of
+    # A system's track from the teams table, else its first rating, else its first FAD row.
+    track_of = {**fad.track_of, **cleaned.track_of}
+    missing = _missing_cells(agg.point, agg.systems, agg.categories, rules)
     tracks: dict[str, list[dict]] = {}
     pairs: dict[str, list[dict]] = {}
     unrated: dict[str, list[dict]] = {}
     incomplete: dict[str, list[dict]] = {}
-    all_systems = sorted(set(track_of) | set(rated_systems))
+    all_systems = sorted(set(track_of) | set(agg.systems))
     for track in sorted({track_of.get(s, "") for s in all_systems}):
-        members = [s for s in rated_systems if track_of.get(s, "") == track]
+        members = [s for s in agg.systems if track_of.get(s, "") == track]
         unrated_here = [
-            s for s in all_systems if track_of.get(s, "") == track and s not in sys_index
+            s for s in all_systems if track_of.get(s, "") == track and s not in agg.sys_index
         ]
         if unrated_here:
             # Not in the listening test (e.g. not a finalist): shown with their FAD only.
             unrated[track] = [
-                {"system": s, "team": team_of.get(s, ""), **fad_summary(s)} for s in unrated_here
+                {"system": s, "team": team_of.get(s, ""), **fad.summary(s)} for s in unrated_here
             ]
         if lacking := [s for s in members if s in missing]:
             incomplete[track] = [
@@ -689,90 +975,26 @@ def score(
                     "system": s,
                     "team": team_of.get(s, ""),
                     "missing": "; ".join(missing[s]),
-                    "quality": _r(point["q"][sys_index[s]]),
-                    "fit": _r(point["f"][sys_index[s]]),
-                    "diversity": _r(point["d"][sys_index[s]]),
-                    **fad_summary(s),
+                    "quality": _r(agg.point["q"][agg.sys_index[s]]),
+                    "fit": _r(agg.point["f"][agg.sys_index[s]]),
+                    "diversity": _r(agg.point["d"][agg.sys_index[s]]),
+                    **fad.summary(s),
                 }
                 for s in lacking
             ]
             members = [s for s in members if s not in missing]
-        rows = []
-        for system in members:
-            i = sys_index[system]
-            q, f, d, final = (point[k][i] for k in ("q", "f", "d", "final"))
-            fs = fad_summary(system)
-            row = {
-                "system": system,
-                "team": team_of.get(system, ""),
-                "track": track,
-                "quality": _r(q),
-                "quality_ci": interval("q", (i,)),
-                "fit": _r(f),
-                "fit_ci": interval("f", (i,)),
-                "diversity": _r(d),
-                "diversity_ci": interval("d", (i,)),
-                "final": _r(final),
-                "final_ci": interval("final", (i,)),
-                "quality_fit": _r((q + f) / 2),
-                "ci_withheld": _withheld(jack, (i,), ("q", "f", "d", "final")),
-                **fs,
-                "n_ratings": int(np.sum(t_cell // max(n_c, 1) == i)) if len(trials) else 0,
-                "n_diversity": int(np.sum(d_cell // max(n_c, 1) == i)) if len(diversity) else 0,
-                "categories": {},
-            }
-            for c, category in enumerate(categories):
-                fd = fad.get((system, category), (math.nan, math.nan))
-                row["categories"][category] = {
-                    "quality": _r(point["cq"][i, c]),
-                    "quality_ci": interval("cq", (i, c)),
-                    "fit": _r(point["cf"][i, c]),
-                    "fit_ci": interval("cf", (i, c)),
-                    "diversity": _r(point["cd"][i, c]),
-                    "diversity_ci": interval("cd", (i, c)),
-                    "final": _r(point["cfinal"][i, c]),
-                    "final_ci": interval("cfinal", (i, c)),
-                    "fad_dev": _r(fd[0]),
-                    "fad_dev_ci": _ci(fad_ci.get((system, category), {}).get("fad_dev")),
-                    "fad_eval": _r(fd[1]),
-                    "fad_eval_ci": _ci(fad_ci.get((system, category), {}).get("fad_eval")),
-                    **(
-                        {n: _r(fad_inf.get((system, category), {}).get(n)) for n in FAD_INF_COLUMNS}
-                        if with_inf
-                        else {}
-                    ),
-                    "ci_withheld": _withheld(jack, (i, c), ("cq", "cf", "cd", "cfinal")),
-                }
-            rows.append(row)
-
-        def sort_key(row):
-            # Higher final, then higher mean of quality and fit, then lower FAD-Eval.
-            def neg(v):
-                return -v if v is not None else math.inf
-
-            fad_eval = row["fad_eval"] if row["fad_eval"] is not None else math.inf
-            return (neg(row["final"]), neg(row["quality_fit"]), fad_eval)
-
-        rows.sort(key=lambda r: (sort_key(r), r["system"]))
+        rows = [_leaderboard_row(s, track, team_of.get(s, ""), agg, unc, fad) for s in members]
+        rows.sort(key=lambda r: (_order(r), r["system"]))
         for position, row in enumerate(rows, start=1):
-            if position > 1 and sort_key(rows[position - 2]) == sort_key(row):
+            if position > 1 and _order(rows[position - 2]) == _order(row):
                 row["rank"] = rows[position - 2]["rank"]  # a full tie shares the rank
             else:
                 row["rank"] = position
         track_pairs = []
         for upper, lower in pairwise(rows):
-            probability = None
-            if jack is not None:
-                found = jack.p_above(
-                    "final", sys_index[upper["system"]], sys_index[lower["system"]]
-                )
-                probability = _r(found, 4)
-            elif boot:
-                a = boot["final"][:, sys_index[upper["system"]]]
-                b = boot["final"][:, sys_index[lower["system"]]]
-                ok = np.isfinite(a) & np.isfinite(b)
-                if ok.any():
-                    probability = _r(np.mean((a[ok] > b[ok]) + 0.5 * (a[ok] == b[ok])), 4)
+            probability = unc.p_above(
+                agg.sys_index[upper["system"]], agg.sys_index[lower["system"]]
+            )
             upper["p_above_next"] = probability
             track_pairs.append(
                 {"upper": upper["system"], "lower": lower["system"], "probability": probability}
@@ -781,47 +1003,77 @@ def score(
             rows[-1]["p_above_next"] = None
         tracks[track] = rows
         pairs[track] = track_pairs
+    return Ranking(tracks, pairs, unrated, incomplete)
 
-    analyses = _analyses(
-        tracks, categories, trials, diversity, anchors_kept, point, sys_index, cat_index
-    )
-    league = {}
+
+def analyse(
+    ranking: Ranking, checked: Checked, agg: Aggregate, fad: FadTable, inputs: Inputs, rules: Rules
+) -> Analysis:
+    """The analyses of the ratings and, with models in the FAD rows, the metric league."""
+    analyses = _analyses(ranking.tracks, checked, agg)
+    league = None
     if fad_models(inputs.fad):
-        league["metric_league"] = metric_league(
-            inputs.fad, tracks, categories, fad_model, replicates=rules.bootstrap,
+        league = metric_league(
+            inputs.fad, ranking.tracks, agg.categories, fad.model, replicates=rules.bootstrap,
             confidence=rules.confidence, seed=rules.seed,
         )  # fmt: skip
-    return {
-        "tracks": tracks,
-        **league,
-        "excluded_sessions": excluded_sessions,
-        "flagged_sessions": flagged_sessions,
-        "pairs": pairs,
-        "unrated_systems": unrated,
-        "incomplete_systems": incomplete,
-        "categories": categories,
-        "fad_infinity": with_inf,
-        "analyses": analyses,
-        "counts": {
-            "ratings": len(inputs.ratings),
-            "self_ratings_removed": sum(self_removed.values()),
-            "trial_ratings_used": len(trials),
-            "trial_ratings_excluded": n_trials_before - len(trials),
-            "diversity_ratings_used": len(diversity),
-            "diversity_ratings_excluded": n_div_before - len(diversity),
-            "anchor_checks": len(anchors),
-            "sessions_checked": len(sessions),
-            "sessions_excluded": len(excluded_sessions),
-            "raters": len(raters),
-        },
-        "self_ratings_removed": [
+    return Analysis(analyses, league)
+
+
+def score_result(
+    inputs: Inputs,
+    rules: Rules | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Result:
+    """Score a challenge through its stages; the typed form of `score`'s result."""
+    rules = rules or Rules()
+    cleaned = clean(inputs, rules)
+    checked = check(cleaned, inputs, rules)
+    agg = aggregate(checked, inputs, rules)
+    unc = bootstrap(agg, rules, progress)
+    fad = fad_table(inputs, agg.categories)
+    ranking = rank(cleaned, agg, unc, fad, rules)
+    analysis = analyse(ranking, checked, agg, fad, inputs, rules)
+    return Result(
+        tracks=ranking.tracks,
+        metric_league=analysis.metric_league,
+        excluded_sessions=checked.excluded_sessions,
+        flagged_sessions=checked.flagged_sessions,
+        pairs=ranking.pairs,
+        unrated_systems=ranking.unrated,
+        incomplete_systems=ranking.incomplete,
+        categories=agg.categories,
+        fad_infinity=fad.with_inf,
+        analyses=analysis.analyses,
+        counts=Counts(
+            ratings=len(inputs.ratings),
+            self_ratings_removed=sum(cleaned.self_removed.values()),
+            trial_ratings_used=len(checked.trials),
+            trial_ratings_excluded=len(cleaned.trials) - len(checked.trials),
+            diversity_ratings_used=len(checked.diversity),
+            diversity_ratings_excluded=len(cleaned.diversity) - len(checked.diversity),
+            anchor_checks=len(cleaned.anchors),
+            sessions_checked=len(checked.sessions),
+            sessions_excluded=len(checked.excluded_sessions),
+            raters=len(agg.raters),
+        ),
+        self_ratings_removed=[
             {"rater": rater, "system": system, "ratings": n}
-            for (rater, system), n in sorted(self_removed.items())
+            for (rater, system), n in sorted(cleaned.self_removed.items())
         ],
-        "settings": rules.to_dict(),
-        "inputs": inputs.hashes(),
-        "code_version": code_version(),
-    }
+        settings=rules.to_dict(),
+        inputs=inputs.hashes(),
+        code_version=code_version(),
+    )
+
+
+def score(
+    inputs: Inputs,
+    rules: Rules | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict:
+    """Score a challenge; returns a JSON-ready dict (see `score_offline` and the README)."""
+    return score_result(inputs, rules, progress).to_dict()
 
 
 def _fad_intervals(row: Mapping, line: int) -> dict[str, tuple[float, float]]:
@@ -854,14 +1106,6 @@ def _mean_interval(cells: Sequence[tuple], index: int) -> list | None:
     return [_r(mean - below), _r(mean + above)]
 
 
-def _withheld(jack: Jackknife | None, index: tuple, keys: Sequence[str]) -> dict[str, str]:
-    """Per scale, why its interval at `index` is withheld (too few raters), where it is."""
-    if jack is None:
-        return {}
-    names = zip(("quality", "fit", "diversity", "final"), keys, strict=True)
-    return {name: why for name, key in names if (why := jack.withheld(key, index))}
-
-
 def _missing_cells(
     point: Mapping[str, np.ndarray], systems: Sequence[str], categories: Sequence[str], rules: Rules
 ) -> dict[str, list[str]]:
@@ -884,7 +1128,9 @@ def _missing_cells(
     return out
 
 
-def _analyses(tracks, categories, trials, diversity, anchors_kept, point, sys_index, cat_index):
+def _analyses(tracks: Mapping[str, list[dict]], checked: Checked, agg: Aggregate) -> dict:
+    categories, cat_index, point = agg.categories, agg.cat_index, agg.point
+    trials, diversity, anchors_kept = checked.trials, checked.diversity, checked.anchors
     fad_spearman = {}
     for track, rows in tracks.items():
         final_rank = [r["rank"] for r in rows]
