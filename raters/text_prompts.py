@@ -259,7 +259,7 @@ class Step:
     waiting: bool = False
 
 
-def _answerable(judge: TextJudge, test: str):
+def answerable(judge: TextJudge, test: str):
     """The test's trials a judge answers: those whose sound could be made."""
     return (
         TextTrial.objects.filter(judge=judge, test=test)
@@ -270,17 +270,17 @@ def _answerable(judge: TextJudge, test: str):
 
 def next_step(judge: TextJudge) -> Step:
     collect(judge)
-    trial = _answerable(judge, INTERPRETABILITY).filter(description__isnull=True).first()
+    trial = answerable(judge, INTERPRETABILITY).filter(description__isnull=True).first()
     if trial is not None:
         return Step(INTERPRETABILITY, trial, waiting=trial.audio_id is None)
-    if _answerable(judge, INTERPRETABILITY).filter(mark__isnull=True).exists():
+    if answerable(judge, INTERPRETABILITY).filter(mark__isnull=True).exists():
         if judge.revealed_at is None:
             TextJudge.objects.filter(pk=judge.pk, revealed_at__isnull=True).update(
                 revealed_at=timezone.now()
             )
             judge.refresh_from_db()
         return Step("reveal")
-    trial = _answerable(judge, REALISM).filter(realism__isnull=True).first()
+    trial = answerable(judge, REALISM).filter(realism__isnull=True).first()
     if trial is not None:
         return Step(REALISM, trial, waiting=trial.audio_id is None)
     unanswered = (
@@ -396,10 +396,10 @@ def save_description(
 
 def reveal_rows(judge: TextJudge) -> list[TextTrial]:
     """The judge's interpretability clips with their answers, for the reveal step only."""
-    if _answerable(judge, INTERPRETABILITY).filter(description__isnull=True).exists():
+    if answerable(judge, INTERPRETABILITY).filter(description__isnull=True).exists():
         raise ListeningError("The true texts show once every sound is described.", 409)
     return list(
-        _answerable(judge, INTERPRETABILITY).select_related("description").prefetch_related("mark")
+        answerable(judge, INTERPRETABILITY).select_related("description").prefetch_related("mark")
     )
 
 
@@ -471,7 +471,7 @@ def submit_prompt(judge: TextJudge, prompt: str, *, key: str) -> tuple[PromptSet
         _check_open(judge)
         if (
             judge.started_at is None
-            or _answerable(judge, REALISM).filter(realism__isnull=True).exists()
+            or answerable(judge, REALISM).filter(realism__isnull=True).exists()
         ):
             raise ListeningError("The prompt test comes after the first two tests.", 409)
         if prompts_counted(judge) >= judge.study.prompts:
