@@ -238,3 +238,20 @@ def test_prompts_are_generated_on_the_gpu_queue_worker(celery_worker, tmp_path):
     text_prompts.collect(judge)
     assert not TextTrial.objects.filter(judge=judge, audio__isnull=True).exists()
     assert PromptSet.objects.count() == PromptAnswer.objects.count() == 0
+
+
+def test_the_demo_study_runs_on_the_baselines_text_variant():
+    from raters.demo import open_text_study
+    from raters.models import Rater
+    from stimuli.demo import seed_text_demo
+
+    challenge, created = seed_text_demo(per_category=2)
+    assert created and challenge.described_clips.count() == 14
+    path = open_text_study(challenge)
+    assert open_text_study(challenge) == path  # the same judge until they begin
+    rater = Rater.objects.get(access_key=path.rstrip("/").rsplit("/", 1)[1])
+    judge = rater.text_judge
+    text_prompts.start(judge)
+    assert not TextGeneration.objects.filter(trials__judge=judge).exclude(state="done").exists()
+    assert text_prompts.next_step(judge).test == "interpretability"
+    assert open_text_study(challenge) != path  # a started judge's link is not handed out again
