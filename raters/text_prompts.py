@@ -565,3 +565,13 @@ def _failure(judge: TextJudge, test: str, made: TextGeneration) -> dict:
         "prompt": made.prompt,
         "error": made.error,
     }
+
+
+def answer_counts(judge: TextJudge) -> dict[str, int]:
+    """How far a judge is, for organizers."""
+    return {
+        "described": DescriptionAnswer.objects.filter(trial__judge=judge).count(),
+        "marked": DescriptionMark.objects.filter(trial__judge=judge).count(),
+        "realism": RealismAnswer.objects.filter(trial__judge=judge).count(),
+        "prompts": PromptAnswer.objects.filter(prompt_set__judge=judge).count(),
+    }
