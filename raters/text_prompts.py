@@ -282,7 +282,10 @@ def next_step(judge: TextJudge) -> Step:
         return Step("reveal")
     trial = answerable(judge, REALISM).filter(realism__isnull=True).first()
     if trial is not None:
-        return Step(REALISM, trial, waiting=trial.audio_id is None)
+        # Only generated clips are ever waited for: the realism test waits until all of its
+        # clips are there, so that waiting says nothing of the clip that comes next.
+        waiting = answerable(judge, REALISM).filter(audio__isnull=True).exists()
+        return Step(REALISM, trial, waiting=waiting)
     unanswered = (
         PromptSet.objects.filter(judge=judge, answer__isnull=True)
         .exclude(generation__state=TextGeneration.State.FAILED)
@@ -409,7 +412,7 @@ def save_mark(judge: TextJudge, token: str, *, correct, key: str) -> tuple[Descr
     value = str(correct) in ("yes", "True", "1")
     key = services._check_key(key)
     with transaction.atomic():
-        _locked_judge(judge)
+        locked = _locked_judge(judge)
         trial = _trial(judge, token, INTERPRETABILITY)
         previous = _previous(DescriptionMark, key, "trial", trial.pk)
         if previous is not None:
@@ -417,7 +420,7 @@ def save_mark(judge: TextJudge, token: str, *, correct, key: str) -> tuple[Descr
         if DescriptionMark.objects.filter(trial=trial).exists():
             raise ListeningError("This answer is already marked.", 409)
         _check_open(judge)
-        if not DescriptionAnswer.objects.filter(trial=trial).exists() or judge.revealed_at is None:
+        if not DescriptionAnswer.objects.filter(trial=trial).exists() or locked.revealed_at is None:
             raise ListeningError("The true texts show once every sound is described.", 409)
         return DescriptionMark.objects.create(trial=trial, correct=value, idempotency_key=key), True
 

@@ -32,7 +32,7 @@ from .generators.contract import check_output, to_float
 from .generators.errors import SandboxError
 from .generators.sandbox import Limits, Sandbox, cuda_visible
 from .imports import _audio_row, _category_lookup, _listing_problems, spec_for
-from .jobs import JobProgress, enqueue, ensure_still_mine, run_job
+from .jobs import JobLost, JobProgress, enqueue, ensure_still_mine, run_job
 from .models import (
     AudioFile,
     Challenge,
@@ -304,8 +304,12 @@ def serve_pending(job: Job, progress, log) -> dict:
                             raise TextPromptError("; ".join(message for _, message in problems))
                         _store_generation(job, generation, array, audio_spec)
                         served += 1
-                    except (SandboxError, TextPromptError) as exc:
-                        message = exc.message
+                    except JobLost:
+                        raise
+                    except Exception as exc:
+                        # Whatever went wrong is this prompt's failure, told to its judge and the
+                        # organizers; the other prompts go on.
+                        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
                         if isinstance(exc, SandboxError):
                             message = f"[{exc.code}] {exc.message}"
                             if sandbox is not None and not _alive(sandbox):

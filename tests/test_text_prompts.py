@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import IntegrityError, transaction
 
-from raters import text_prompts
+from raters import services, text_prompts
 from raters.errors import ListeningError
 from raters.models import (
     DescriptionAnswer,
@@ -255,3 +255,25 @@ def test_the_demo_study_runs_on_the_baselines_text_variant():
     assert not TextGeneration.objects.filter(trials__judge=judge).exclude(state="done").exists()
     assert text_prompts.next_step(judge).test == "interpretability"
     assert open_text_study(challenge) != path  # a started judge's link is not handed out again
+
+
+def test_realism_waits_for_all_its_clips_so_waiting_tells_nothing(tmp_path):
+    _, study, _ = build_text_study(tmp_path)
+    judge = text_prompts.invite_judge(study)
+    text_prompts.start(judge)
+    while (step := text_prompts.next_step(judge)).test == "interpretability":
+        text_prompts.save_description(judge, step.trial.token, text="a noise", key=key())
+    for trial in text_prompts.reveal_rows(judge):
+        text_prompts.save_mark(judge, trial.token, correct="no", key=key())
+    # The last generated realism clip is still being made (as on a busy worker).
+    late = TextTrial.objects.filter(judge=judge, test="realism", is_real=False).last()
+    TextTrial.objects.filter(pk=late.pk).update(audio=None)
+    TextGeneration.objects.filter(pk=late.generation_id).update(state="pending", finished_at=None)
+    TextClip.objects.filter(generation_id=late.generation_id).delete()
+    step = text_prompts.next_step(judge)
+    assert step.test == "realism" and step.waiting
+    with pytest.raises(ListeningError, match="No such audio"):
+        services.serve_audio(judge.rater, late.token)
+    generation.generate_now([judge.system_id])
+    step = text_prompts.next_step(judge)
+    assert step.test == "realism" and not step.waiting
