@@ -45,6 +45,8 @@ from .models import (
 )
 
 MAX_PROMPT_CHARS = 300
+# Prompts in one generator call: the call's time limit (FOLEY_SANDBOX_CALL_TIMEOUT_S) covers all.
+MAX_BATCH_PROMPTS = 16
 
 
 class TextPromptError(Exception):
@@ -250,12 +252,15 @@ def _fail(generation: TextGeneration, job: Job | None, message: str) -> None:
 
 
 def serve_pending(job: Job, progress, log) -> dict:
-    """Generate every pending request of the job's system, one generator load for all."""
+    """Generate every pending request of the job's system: one generator load for all, and the
+    prompts of all judges asking for the same number of clips in one call (up to
+    `MAX_BATCH_PROMPTS`). A call that fails is tried again prompt by prompt, so that only the
+    prompt at fault is marked failed."""
     system = System.objects.select_related("challenge").get(pk=job.params["system_id"])
     generator = Generator.objects.get(system=system)
     spec = output_spec(system.challenge)
     audio_spec = clip_spec(system.challenge)
-    served = failed = 0
+    counts = {"served": 0, "failed": 0, "calls": 0}
     started = time.perf_counter()
 
     def pending() -> list[TextGeneration]:
@@ -269,7 +274,7 @@ def serve_pending(job: Job, progress, log) -> dict:
     if refusal:
         for generation in pending():
             _fail(generation, job, refusal)
-        return {"served": 0, "failed": len(pending()), "_failed": True, "_error": refusal}
+        return {"served": 0, "_failed": True, "_error": refusal}
     use_gpu = cuda_visible()
     with ExitStack() as stack:
         try:
@@ -280,53 +285,77 @@ def serve_pending(job: Job, progress, log) -> dict:
                 _fail(generation, job, message)
             return {"served": 0, "_failed": True, "_error": message}
         sandbox: Sandbox | None = None
+
+        def serve(group: list[TextGeneration]) -> None:
+            nonlocal sandbox
+            n = group[0].n
+            try:
+                if sandbox is None:
+                    sandbox = Sandbox(
+                        source,
+                        spec,
+                        Limits.from_settings(),
+                        use_gpu=use_gpu,
+                        trusted=generator.trusted,
+                        on_wait=Heartbeat(job),
+                    )
+                    info = sandbox.start()
+                    log(f"loaded {source.module} in {info['seconds']:.1f} s")
+                counts["calls"] += 1
+                array = sandbox.generate_from_texts(
+                    [g.prompt for g in group], n, [g.seed for g in group]
+                )
+                problems = check_output(array, n * len(group), spec)
+                if problems:
+                    raise TextPromptError("; ".join(message for _, message in problems))
+                for k, generation in enumerate(group):
+                    _store_generation(job, generation, array[k * n : (k + 1) * n], audio_spec)
+                    counts["served"] += 1
+            except JobLost:
+                raise
+            except Exception as exc:
+                message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, SandboxError):
+                    message = f"[{exc.code}] {exc.message}"
+                if sandbox is not None and not _alive(sandbox):
+                    # Killed at a limit, or crashed: the next call gets a new one.
+                    log(sandbox.log_tail(1000))
+                    sandbox.close()
+                    sandbox = None
+                if len(group) > 1:
+                    log(f"a call of {len(group)} prompts failed ({message}); one by one now")
+                    left = TextGeneration.objects.filter(
+                        pk__in=[g.pk for g in group], state=TextGeneration.State.PENDING
+                    )
+                    for generation in [g for g in group if g.pk in {x.pk for x in left}]:
+                        serve([generation])
+                    return
+                # This prompt's failure, told to its judge and the organizers; the others go on.
+                log(f"prompt {group[0].pk} failed: {message}")
+                _fail(group[0], job, message)
+                counts["failed"] += 1
+
         try:
             while batch := pending():
-                progress(served + failed, served + failed + len(batch), "generating")
+                done = counts["served"] + counts["failed"]
+                progress(done, done + len(batch), "generating")
+                by_n: dict[int, list[TextGeneration]] = {}
                 for generation in batch:
-                    try:
-                        if sandbox is None:
-                            sandbox = Sandbox(
-                                source,
-                                spec,
-                                Limits.from_settings(),
-                                use_gpu=use_gpu,
-                                trusted=generator.trusted,
-                                on_wait=Heartbeat(job),
-                            )
-                            info = sandbox.start()
-                            log(f"loaded {source.module} in {info['seconds']:.1f} s")
-                        array = sandbox.generate_from_text(
-                            generation.prompt, generation.n, generation.seed
-                        )
-                        problems = check_output(array, generation.n, spec)
-                        if problems:
-                            raise TextPromptError("; ".join(message for _, message in problems))
-                        _store_generation(job, generation, array, audio_spec)
-                        served += 1
-                    except JobLost:
-                        raise
-                    except Exception as exc:
-                        # Whatever went wrong is this prompt's failure, told to its judge and the
-                        # organizers; the other prompts go on.
-                        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-                        if isinstance(exc, SandboxError):
-                            message = f"[{exc.code}] {exc.message}"
-                            if sandbox is not None and not _alive(sandbox):
-                                # Killed at a limit, or crashed: the next prompt gets a new one.
-                                log(sandbox.log_tail(1000))
-                                sandbox.close()
-                                sandbox = None
-                        log(f"prompt {generation.pk} failed: {message}")
-                        _fail(generation, job, message)
-                        failed += 1
+                    by_n.setdefault(generation.n, []).append(generation)
+                for group in by_n.values():
+                    for first in range(0, len(group), MAX_BATCH_PROMPTS):
+                        serve(group[first : first + MAX_BATCH_PROMPTS])
         finally:
             if sandbox is not None:
                 sandbox.close()
     seconds = time.perf_counter() - started
-    log(f"served {served} prompts ({failed} failed) in {seconds:.1f} s")
-    progress(served + failed, served + failed, f"{served} generated, {failed} failed")
-    return {"served": served, "failed": failed, "seconds": round(seconds, 3)}
+    log(
+        f"served {counts['served']} prompts ({counts['failed']} failed) in {counts['calls']} "
+        f"calls, {seconds:.1f} s"
+    )
+    done = counts["served"] + counts["failed"]
+    progress(done, done, f"{counts['served']} generated, {counts['failed']} failed")
+    return {**counts, "seconds": round(seconds, 3)}
 
 
 def _alive(sandbox: Sandbox) -> bool:

@@ -203,13 +203,18 @@ def test_a_failed_prompt_is_reported_and_loses_no_other_answer(tmp_path):
     assert RealismAnswer.objects.filter(trial__judge=judge).count() == 4
 
 
-def test_pending_prompts_of_all_judges_are_served_by_one_job(tmp_path):
+@pytest.mark.parametrize("module", ["baseline", "text_fails"])
+def test_pending_prompts_of_all_judges_are_served_in_one_call(tmp_path, module):
     from foley_platform.celery import app
 
-    _, _, system = build_text_study(tmp_path)
-    requests = [
-        generation.new_generation(system, f"judge {n}: a dog barks", 5, n) for n in range(3)
-    ]
+    path = (
+        "stimuli.generators.baseline"
+        if module == "baseline"
+        else f"tests.generator_fixtures.{module}"
+    )
+    _, _, system = build_text_study(tmp_path, module=path)
+    prompts = ["a dog barks", "rain on a roof", "let it explode", "a car passes"]
+    requests = [generation.new_generation(system, p, 5, n) for n, p in enumerate(prompts)]
     # With a broker the task is sent when the transaction commits, which a test never does: the
     # job stays queued, as it does while the worker is busy.
     app.conf.task_always_eager = False
@@ -218,10 +223,25 @@ def test_pending_prompts_of_all_judges_are_served_by_one_job(tmp_path):
     finally:
         app.conf.task_always_eager = True
     assert len(jobs) == 1 and jobs[0].state == Job.State.QUEUED
-    generation.run_text_job(jobs[0].pk)
-    served = TextGeneration.objects.filter(pk__in=[r.pk for r in requests])
-    assert set(served.values_list("state", "job")) == {("done", jobs[0].pk)}
-    assert TextClip.objects.filter(generation__in=served).count() == 15
+    job = generation.run_text_job(jobs[0].pk)
+    served = TextGeneration.objects.filter(pk__in=[r.pk for r in requests]).order_by("pk")
+    if module == "baseline":
+        # One generator call for the prompts of every judge.
+        assert job.result["calls"] == 1 and job.result["served"] == 4
+        assert set(served.values_list("state", "job")) == {("done", job.pk)}
+        # Each prompt's clips are the ones it gets alone (the same sounds, stored once).
+        alone = generation.new_generation(system, "rain on a roof", 5, 1)
+        generation.generate_now([system.pk])
+        assert list(alone.clips.values_list("audio", flat=True)) == list(
+            requests[1].clips.values_list("audio", flat=True)
+        )
+    else:
+        # The failed call is tried prompt by prompt: only the prompt at fault fails.
+        assert job.result["calls"] == 1 + 4 and job.result["failed"] == 1
+        assert list(served.values_list("state", flat=True)) == ["done", "done", "failed", "done"]
+    assert TextClip.objects.filter(generation__in=served).count() == (
+        20 if module == "baseline" else 15
+    )
 
 
 @pytest.mark.integration
