@@ -58,3 +58,4 @@ def test_validator_accepts_the_text_variant():
     )
     assert report.ok, report.problems
     assert report.has_text and "generate_from_text" in report.checks
+    assert "prompts asked for together give their own clips" in report.checks
