@@ -182,3 +182,26 @@ def test_pages_refuse_other_raters_and_other_judges_items(study):
     rater = services.invite(study.challenge)
     plain.get(f"/listen/{slug}/join/{rater.access_key}/")
     assert plain.get(f"/listen/{slug}/text/").status_code == 403
+
+
+def test_a_waiting_page_polls_and_reloads_once_its_sound_is_ready(study):
+    from stimuli import text_prompts as generation
+    from stimuli.models import TextClip, TextGeneration
+
+    client, judge = _join(study)
+    slug = study.challenge.slug
+    client.post(f"/listen/{slug}/text/begin/")
+    # The first generated clip to describe is still being made (as on a busy worker).
+    late = TextTrial.objects.filter(judge=judge, test="interpretability", is_real=False).first()
+    TextTrial.objects.filter(pk=late.pk).update(audio=None)
+    TextGeneration.objects.filter(pk=late.generation_id).update(state="pending", finished_at=None)
+    TextClip.objects.filter(generation_id=late.generation_id).delete()
+    for trial in TextTrial.objects.filter(judge=judge, test="interpretability", is_real=True):
+        text_prompts.save_description(judge, trial.token, text="x", key=f"key-{trial.pk:06d}")
+    page = client.get(f"/listen/{slug}/text/").content.decode()
+    assert "being prepared" in page and late.token not in re.sub(r"shown=[^\"]+", "", page)
+    poll = re.search(r'hx-get="([^"]+)"', page).group(1).replace("&amp;", "&")
+    assert "HX-Refresh" not in client.get(poll).headers  # still waiting: the page stays
+    generation.generate_now([judge.system_id])
+    assert client.get(poll).headers["HX-Refresh"] == "true"  # ready: the page reloads itself
+    assert 'name="text"' in client.get(f"/listen/{slug}/text/").content.decode()
