@@ -113,6 +113,18 @@ def reference_needed(study: TextPromptStudy) -> int:
 
 
 def set_open(study: TextPromptStudy, is_open: bool) -> TextPromptStudy:
+    if (
+        is_open
+        and Challenge.objects.filter(
+            pk=study.challenge_id, phase=Challenge.Phase.PUBLISHED
+        ).exists()
+    ):
+        # As the listening test: every publication of a challenge is of the same answers.
+        raise ListeningError(
+            "Results are published, so the text-prompt study stays closed: every publication "
+            "must be of the same answers. Run another study in a new challenge.",
+            409,
+        )
     if is_open:
         have = DescribedClip.objects.filter(challenge=study.challenge).count()
         if have < reference_needed(study):

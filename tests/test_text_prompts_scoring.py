@@ -9,6 +9,7 @@ import io
 import pytest
 
 from raters import text_prompts
+from raters.errors import ListeningError
 from scoring import services
 from scoring.text_prompts import judge_bootstrap, proportion, score_text_prompts
 from tests.text_prompt_setup import build_text_study
@@ -105,6 +106,8 @@ def test_results_are_published_in_the_snapshot_with_downloads(tmp_path, organize
     snapshot = services.publish(challenge, organizer)
     study.refresh_from_db()
     assert not study.is_open  # publishing closes the study: every publication has the same answers
+    with pytest.raises(ListeningError, match="Results are published"):
+        text_prompts.set_open(study, True)
     [row] = snapshot.result["text_prompt"]["systems"]
     assert row["system"] == system.name
     assert row["recognised_real"]["rate"] == 1.0 and row["recognised_generated"]["rate"] == 0.0
