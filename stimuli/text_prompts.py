@@ -97,6 +97,11 @@ def import_described_clips(
     for line, name, text in rows:
         if not text:
             problems.append(f"descriptions line {line}: {name} has no text")
+        elif len(" ".join(text.split())) > MAX_PROMPT_CHARS:
+            # Descriptions are the prompts of the generated clips judges hear.
+            problems.append(
+                f"descriptions line {line}: {name} has more than {MAX_PROMPT_CHARS} characters"
+            )
         elif _key(name) in texts:
             problems.append(f"descriptions line {line}: {name} is described twice")
         else:

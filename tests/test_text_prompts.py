@@ -58,6 +58,9 @@ def test_a_csv_naming_a_missing_file_stores_nothing(tmp_path):
     with pytest.raises(generation.TextPromptError, match=r"rain/999\.wav is not in the upload"):
         generation.import_described_clips(challenge, folder, csv_text)
     assert not DescribedClip.objects.exists()
+    long = csv_text.replace("(3)", "x" * 300)
+    with pytest.raises(generation.TextPromptError, match="more than 300 characters"):
+        generation.import_described_clips(challenge, folder, long)
     # A file without a description is refused the same way.
     lines = csv_text.splitlines()[:-2]
     with pytest.raises(generation.TextPromptError, match="no description in the CSV"):
