@@ -302,10 +302,13 @@ def next_step(judge: TextJudge) -> Step:
         PromptSet.objects.filter(judge=judge, answer__isnull=True)
         .exclude(generation__state=TextGeneration.State.FAILED)
         .order_by("position")
-        .first()
     )
-    if unanswered is not None:
-        return Step("prompt", prompt_set=unanswered, waiting=not unanswered.clips.exists())
+    # The first set whose clips are made; a set still being made does not hold up a later one.
+    ready = unanswered.filter(generation__state=TextGeneration.State.DONE).first()
+    if ready is not None:
+        return Step("prompt", prompt_set=ready)
+    if (first := unanswered.first()) is not None:
+        return Step("prompt", prompt_set=first, waiting=True)
     if prompts_counted(judge) < judge.study.prompts:
         return Step("prompt")
     return Step("done")

@@ -300,3 +300,24 @@ def test_realism_waits_for_all_its_clips_so_waiting_tells_nothing(tmp_path):
     generation.generate_now([judge.system_id])
     step = text_prompts.next_step(judge)
     assert step.test == "realism" and not step.waiting
+
+
+def test_a_set_still_being_made_does_not_hold_up_a_later_one(tmp_path):
+    _, study, _ = build_text_study(tmp_path)
+    judge = text_prompts.invite_judge(study)
+    text_prompts.start(judge)
+    _take_first_two_tests(judge)
+    slow, _ = text_prompts.submit_prompt(judge, "a slow one", key=key())
+    quick, _ = text_prompts.submit_prompt(judge, "a quick one", key=key())
+    text_prompts.next_step(judge)
+    # The first prompt's clips are still being made (as on a busy worker).
+    slow.clips.all().delete()
+    TextClip.objects.filter(generation_id=slow.generation_id).delete()
+    TextGeneration.objects.filter(pk=slow.generation_id).update(state="pending", finished_at=None)
+    step = text_prompts.next_step(judge)
+    assert step.prompt_set == quick and not step.waiting
+    text_prompts.save_prompt_answer(
+        judge, quick.token, match="no", quality="2", diversity="2", key=key()
+    )
+    step = text_prompts.next_step(judge)
+    assert step.prompt_set == slow and step.waiting
