@@ -13,6 +13,7 @@ urlpatterns = [
     path("organize/generators/", include("stimuli.generator_urls")),
     path("organize/objective/", include("stimuli.objective_urls")),
     path("organize/listening/", include("raters.organize_urls")),
+    path("organize/text-prompts/", include("raters.text_organize_urls")),
     path("organize/", include("stimuli.urls")),
     path("listen/", include("raters.urls")),
     path("api/results/", include("scoring.api_urls")),

@@ -7,9 +7,12 @@ from .models import (
     CategorySession,
     DiversityItem,
     ListeningTest,
+    PromptSet,
     Rater,
     Rating,
     Stimulus,
+    TextJudge,
+    TextPromptStudy,
 )
 
 
@@ -70,3 +73,24 @@ class RatingAdmin(admin.ModelAdmin):
 @admin.register(DiversityItem)
 class DiversityItemAdmin(admin.ModelAdmin):
     list_display = ["challenge", "system", "category", "n_sounds"]
+
+
+@admin.register(TextPromptStudy)
+class TextPromptStudyAdmin(admin.ModelAdmin):
+    list_display = ["challenge", "is_open", "judges", "interpretability_clips", "realism_clips"]
+    filter_horizontal = ["systems"]
+    readonly_fields = ["seed"]
+
+
+@admin.register(TextJudge)
+class TextJudgeAdmin(admin.ModelAdmin):
+    list_display = ["rater", "study", "system", "started_at", "revealed_at"]
+    readonly_fields = ["rater", "study", "system", "seed", "started_at", "revealed_at"]
+
+
+@admin.register(PromptSet)
+class PromptSetAdmin(admin.ModelAdmin):
+    """Judges' prompts; what they answered is read-only, as ratings are."""
+
+    list_display = ["judge", "position", "prompt", "created_at"]
+    readonly_fields = ["judge", "position", "prompt", "generation", "token", "idempotency_key"]

@@ -146,3 +146,27 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
     counts["anchors"] = Anchor.objects.filter(challenge=challenge).count()
     counts["raters_total"] = Rater.objects.filter(challenge=challenge).count()
     return counts
+
+
+def open_text_study(challenge: Challenge) -> str:
+    """The demo's text-prompt study (small counts) on its text-conditioned systems, opened, and
+    a judge's invitation path (the first judge that has not finished)."""
+    from stimuli.models import System
+
+    from . import text_prompts
+
+    study = text_prompts.study_of(challenge)
+    if study is None:
+        study = text_prompts.create_study(
+            challenge,
+            list(System.objects.filter(challenge=challenge, generator__isnull=False)),
+            judges=5,
+            interpretability_clips=5,
+            realism_clips=6,
+            prompts=3,
+        )
+        text_prompts.set_open(study, True)
+    judge = study.judge_set.filter(started_at__isnull=True).first()
+    if judge is None:
+        judge = text_prompts.invite_judge(study, label="Demo judge")
+    return f"/listen/{challenge.slug}/join/{judge.rater.access_key}/"

@@ -303,3 +303,55 @@ def rater_progress(challenge: Challenge) -> list[dict]:
             }
         )
     return rows
+
+
+def text_prompt_rows(challenge: Challenge) -> dict[str, list[dict]]:
+    """The text-prompt study's answers in the form scoring reads: interpretability marks,
+    realism answers and prompt-set answers, one row each, with the judge's code and the system.
+
+    Only interpretability clips the judge described and then marked count, and only prompt sets
+    the judge answered; items the system failed on have neither.
+    """
+    from .models import DescriptionMark, PromptAnswer, RealismAnswer
+
+    study = Q(trial__judge__study__challenge=challenge)
+    marks = DescriptionMark.objects.filter(study).select_related(
+        "trial__judge__rater", "trial__judge__system"
+    )
+    realism = RealismAnswer.objects.filter(study).select_related(
+        "trial__judge__rater", "trial__judge__system"
+    )
+    prompts = PromptAnswer.objects.filter(
+        prompt_set__judge__study__challenge=challenge
+    ).select_related("prompt_set__judge__rater", "prompt_set__judge__system")
+    return {
+        "interpretability": [
+            {
+                "judge": m.trial.judge.rater.code,
+                "system": m.trial.judge.system.name,
+                "is_real": m.trial.is_real,
+                "correct": m.correct,
+            }
+            for m in marks.order_by("trial__judge__rater__index", "trial__position")
+        ],
+        "realism": [
+            {
+                "judge": a.trial.judge.rater.code,
+                "system": a.trial.judge.system.name,
+                "is_real": a.trial.is_real,
+                "says_real": a.says_real,
+            }
+            for a in realism.order_by("trial__judge__rater__index", "trial__position")
+        ],
+        "prompts": [
+            {
+                "judge": a.prompt_set.judge.rater.code,
+                "system": a.prompt_set.judge.system.name,
+                "prompt": a.prompt_set.prompt,
+                "match": a.match,
+                "quality": a.quality,
+                "diversity": a.diversity,
+            }
+            for a in prompts.order_by("prompt_set__judge__rater__index", "prompt_set__position")
+        ],
+    }

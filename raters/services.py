@@ -37,9 +37,11 @@ from .models import (
     FamiliarizationClip,
     Heard,
     ListeningTest,
+    PromptClip,
     Rater,
     Rating,
     Stimulus,
+    TextTrial,
     Trial,
 )
 
@@ -989,6 +991,9 @@ def _owners(rater: Rater) -> tuple[tuple[type, Q], ...]:
         (Trial, Q(session__rater=rater)),
         (FamiliarizationClip, Q(session__rater=rater)),
         (DiversityTrial, Q(rater=rater)),
+        # The text-prompt protocol's sounds: a generated clip once it is made.
+        (TextTrial, Q(judge__rater=rater, audio__isnull=False)),
+        (PromptClip, Q(prompt_set__judge__rater=rater)),
     )
 
 
@@ -1026,7 +1031,7 @@ def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> l
                 if (other, pk) != (model, row.pk):
                     listening.stop(other, pk)
     row = listening.record_event(model, row.pk, kind, t, audio.duration_s, seek_from=seek_from)
-    what = {Trial: "sound", FamiliarizationClip: "example", DiversityTrial: "file"}[model]
+    what = {FamiliarizationClip: "example", DiversityTrial: "file"}.get(model, "sound")
     return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)
 
 

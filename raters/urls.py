@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from . import text_views, views
 
 app_name = "raters"
 urlpatterns = [
@@ -19,4 +19,13 @@ urlpatterns = [
     path("<slug:slug>/player/", views.player_event, name="player"),
     path("<slug:slug>/diversity/", views.diversity, name="diversity"),
     path("<slug:slug>/diversity/rate/", views.rate_diversity, name="rate_diversity"),
+    # The text-prompt protocol's judges.
+    path("<slug:slug>/text/", text_views.home, name="text_home"),
+    path("<slug:slug>/text/progress/", text_views.progress, name="text_progress"),
+    path("<slug:slug>/text/begin/", text_views.begin, name="text_begin"),
+    path("<slug:slug>/text/describe/", text_views.describe, name="text_describe"),
+    path("<slug:slug>/text/mark/", text_views.mark, name="text_mark"),
+    path("<slug:slug>/text/realism/", text_views.realism, name="text_realism"),
+    path("<slug:slug>/text/prompt/", text_views.prompt, name="text_prompt"),
+    path("<slug:slug>/text/answer/", text_views.answer_prompt, name="text_answer"),
 ]

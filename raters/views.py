@@ -20,7 +20,7 @@ from stimuli.models import Challenge
 from stimuli.permissions import is_organizer
 
 from . import services
-from .models import CategorySession, Rater
+from .models import CategorySession, Rater, TextJudge
 
 SESSION_KEY = "listening-rater-{}"
 
@@ -122,6 +122,8 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
 @rater_view
 def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     """Where a rater always comes back to: the next thing to do, resumed where it was left."""
+    if TextJudge.objects.filter(rater=rater).exists():  # a judge of the text-prompt protocol
+        return redirect("raters:text_home", slug=challenge.slug)
     if rater.consented_at is None:
         return redirect("raters:consent", slug=challenge.slug)
     if rater.instructed_at is None:

@@ -19,7 +19,7 @@ from raters import demo as raters_demo
 from raters import services as raters_services
 from raters.models import Rater
 from stimuli import evaluation, generation
-from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo
+from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
 from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
 
 from . import services
@@ -37,6 +37,8 @@ class DemoRun:
     password: str
     listen_path: str
     published: bool
+    text_challenge: Challenge | None = None
+    text_judge_path: str = ""
 
 
 def run_demo(
@@ -98,12 +100,16 @@ def run_demo(
         services.publish(challenge, ensure_organizer())
         published = True
     challenge.refresh_from_db()
+    text_challenge, created = seed_text_demo()
+    say(f"{'Created' if created else 'Found'} the text-prompt study '{text_challenge.name}'.")
     return DemoRun(
         challenge=challenge,
         username=DEMO_USER,
         password=DEMO_PASSWORD,
         listen_path=f"/listen/{challenge.slug}/join/{listener.access_key}/",
         published=published,
+        text_challenge=text_challenge,
+        text_judge_path=raters_demo.open_text_study(text_challenge),
     )
 
 

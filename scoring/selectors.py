@@ -299,7 +299,48 @@ def tables(result: dict) -> list[Table]:
             ],
         )
     )
-    return out
+    return out + text_prompt_tables(result)
+
+
+TEXT_PROMPT_COLUMNS = [
+    Column("recognised_generated", "Generated clips recognised", ci=True),
+    Column("recognised_real", "Real clips recognised", ci=True),
+    Column("realism_accuracy", "Real vs generated accuracy", ci=True),
+    Column("realism_p", "p (vs 50 %)"),
+    Column("realism_n", "Realism answers"),
+    Column("match_yes", "Match: yes"),
+    Column("match_maybe", "Match: maybe"),
+    Column("match_no", "Match: no"),
+    Column("prompts", "Prompts"),
+    Column("quality", "Quality (1-5)", ci=True),
+    Column("diversity", "Diversity (1-5)", ci=True),
+]
+
+
+def text_prompt_tables(result: dict) -> list[Table]:
+    """The text-prompt study's tables: per system, and per judge of each system."""
+    from .text_prompts import flat_row
+
+    study = result.get("text_prompt")
+    if not study:
+        return []
+    systems = Table(
+        "text-prompt-systems",
+        "Text-prompt study: per system",
+        [Column("system", "System"), Column("judges", "Judges"), *TEXT_PROMPT_COLUMNS],
+        [{"system": s["system"], "judges": s["judges"], **flat_row(s)} for s in study["systems"]],
+    )
+    judges = Table(
+        "text-prompt-judges",
+        "Text-prompt study: per judge",
+        [Column("system", "System"), Column("judge", "Judge"), *TEXT_PROMPT_COLUMNS],
+        [
+            {"system": s["system"], "judge": j["judge"], **flat_row(j)}
+            for s in study["systems"]
+            for j in s["per_judge"]
+        ],
+    )
+    return [systems, judges]
 
 
 def table(result: dict, name: str) -> Table | None:

@@ -8,15 +8,39 @@ from django.db.models import Max
 from django.utils import timezone
 
 from raters import services as raters_services
+from raters import text_prompts as text_study
 from raters.quality import QualityRules
-from raters.selectors import diversity_rows, rating_rows
+from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
 
-from .compute import Inputs, Rules, ScoringInputError, score
+from .compute import Inputs, Rules, ScoringInputError, score, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
+from .text_prompts import score_text_prompts
+
+TEXT_PROMPT_COLUMNS = {
+    "interpretability": ("judge", "system", "is_real", "correct"),
+    "realism": ("judge", "system", "is_real", "says_real"),
+    "prompts": ("judge", "system", "prompt", "match", "quality", "diversity"),
+}
+
+
+def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
+    """The text-prompt study's results beside the DCASE ones (when the challenge has a study),
+    with the hashes of its answer tables among the snapshot's inputs."""
+    if text_study.study_of(challenge) is None:
+        return result
+    rows = text_prompt_rows(challenge)
+    result["text_prompt"] = score_text_prompts(rows)
+    result.setdefault("inputs", {}).update(
+        {
+            f"text_prompt_{name}": table_hash(rows[name], cols)
+            for name, cols in TEXT_PROMPT_COLUMNS.items()
+        }
+    )
+    return result
 
 # The job kind that scores and freezes the results (registered in apps.py).
 PUBLISH_JOB = "publish_results"
@@ -74,7 +98,7 @@ def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:
         raise PermissionDenied("Only organizers can preview results.")
     if inputs is None:
         inputs = collect_inputs(challenge)
-    return score(inputs, rules_for(challenge))
+    return add_text_prompt_results(challenge, score(inputs, rules_for(challenge)))
 
 
 def publish(
@@ -97,12 +121,17 @@ def publish(
     was_open = test.is_open
     if was_open:
         raters_services.set_open(challenge, False)
+    # The text-prompt study closes too, for the same reason.
+    study = text_study.study_of(challenge)
+    study_was_open = study is not None and study.is_open
+    if study_was_open:
+        text_study.set_open(study, False)
     try:
         if inputs is None:
             inputs = collect_inputs(challenge)
         rules = rules_for(challenge)
         # Scored outside the transaction: it takes seconds and needs no lock.
-        result = score(inputs, rules, progress)
+        result = add_text_prompt_results(challenge, score(inputs, rules, progress))
         if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
             # Results of the objective stage alone may be published; a listening test whose
             # every rating was set aside would publish an empty leaderboard as if it were a
@@ -117,6 +146,8 @@ def publish(
     except Exception:
         if was_open:  # nothing was published: the test goes on
             raters_services.set_open(challenge, True)
+        if study_was_open:
+            text_study.set_open(study, True)
         raise
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.

@@ -6,12 +6,14 @@ from .models import (
     Category,
     Challenge,
     Clip,
+    DescribedClip,
     FadResult,
     Generator,
     Job,
     Medoid,
     System,
     Team,
+    TextGeneration,
     Track,
 )
 
@@ -127,3 +129,20 @@ class GeneratorAdmin(admin.ModelAdmin):
     list_display = ["system", "module", "archive_name", "state", "validated_at"]
     list_filter = ["state", "system__challenge"]
     readonly_fields = ["archive", "archive_sha256", "report", "validated_at", "created_at"]
+
+
+@admin.register(DescribedClip)
+class DescribedClipAdmin(admin.ModelAdmin):
+    list_display = ["name", "challenge", "text"]
+    list_filter = ["challenge"]
+    search_fields = ["name", "text"]
+    raw_id_fields = ["audio"]
+
+
+@admin.register(TextGeneration)
+class TextGenerationAdmin(admin.ModelAdmin):
+    """Clips asked of text-conditioned systems; a failed request keeps its reason."""
+
+    list_display = ["id", "system", "prompt", "n", "state", "created_at", "finished_at"]
+    list_filter = ["state", "system__challenge"]
+    readonly_fields = ["system", "prompt", "n", "seed", "state", "error", "job", "finished_at"]

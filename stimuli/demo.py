@@ -123,3 +123,55 @@ def seed_demo(*, per_category: int = 12, system_clips: int = 12) -> DemoSummary:
             report = import_clips(challenge, root, role="system", system=system)
             assert report.accepted, report.to_dict()
     return DemoSummary(challenge, user.username, DEMO_PASSWORD, created=True)
+
+
+# --- The text-prompt demo: a described reference set and the baseline's text variant ----------
+
+TEXT_DEMO_SLUG = "text-prompt-demo"
+TEXT_DEMO_SYSTEM = "Procedural baseline (text)"
+# How the demo's reference clips are described, per category (as a text-audio data set would).
+TEXT_DESCRIPTIONS = {
+    "dog_bark": ("a dog barks", "a small dog barking twice", "a big dog barking in the distance"),
+    "footstep": ("footsteps on a hard floor", "someone walking slowly", "fast steps running"),
+    "gunshot": ("a single gunshot", "a rifle fires three shots", "a distant gun shot"),
+    "keyboard": ("typing on a keyboard", "fast typing with clicks", "a few keys pressed"),
+    "moving_motor_vehicle": ("a car passes by", "a truck engine driving past", "traffic noise"),
+    "rain": ("rain falling on a roof", "light drizzle", "a heavy rain storm"),
+    "sneeze_cough": ("a person coughs", "a loud sneeze", "someone clearing their throat"),
+}
+
+
+@transaction.atomic
+def seed_text_demo(per_category: int = 3) -> tuple[Challenge, bool]:
+    """A challenge with a described reference set (uploaded with its CSV, as an organizer
+    would) and the procedural baseline's text variant as a system; once."""
+    from .generation import BASELINE_MODULE, set_generator
+    from .models import System
+    from .text_prompts import import_described_clips
+
+    existing = Challenge.objects.filter(slug=TEXT_DEMO_SLUG).first()
+    if existing:
+        return existing, False
+    challenge = create_challenge(
+        name="Text-prompt study (demo)",
+        slug=TEXT_DEMO_SLUG,
+        description="Text-conditioned sound effects judged by a panel: the text-prompt protocol.",
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        root = write_set(Path(scratch) / "reference", challenge, per_category, seed=3, tilt=0.0)
+        lines = ["file,text"]
+        for category in challenge.categories.all():
+            texts = TEXT_DESCRIPTIONS[category.slug]
+            for n in range(per_category):
+                lines.append(f"{category.slug}/{category.slug}_{n:03d}.wav,{texts[n % len(texts)]}")
+        import_described_clips(challenge, root, "\n".join(lines) + "\n")
+    team = create_team(challenge, name="Organizers")
+    system = create_system(
+        team=team,
+        track=challenge.tracks.get(code="B"),
+        name=TEXT_DEMO_SYSTEM,
+        kind=System.Kind.GENERATOR,
+    )
+    # The platform's own code (see create_baseline_systems): validated at once, in-process.
+    set_generator(system, module=BASELINE_MODULE, trusted=True)
+    return challenge, True

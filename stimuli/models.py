@@ -269,6 +269,7 @@ class Job(models.Model):
 
         IMPORT = "import", "Audio import"
         GENERATE = "generate", "Clip generation"
+        GENERATE_TEXT = "generate_text", "Clips from text prompts"
         VALIDATE_GENERATOR = "validate_generator", "Generator validation"
         EMBED = "embed", "Embeddings"
         FAD = "fad", "FAD and finalists"
@@ -604,3 +605,97 @@ class ReferenceStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_id} statistics of {self.category} ({self.reference})"
+
+
+# --- The text-prompt protocol: real clips with their descriptions, and clips made from text ----
+
+
+class DescribedClip(models.Model):
+    """A real clip of a challenge's text reference set, with its text description (as in the
+    training data of text-conditioned systems)."""
+
+    challenge = models.ForeignKey(
+        Challenge, on_delete=models.CASCADE, related_name="described_clips"
+    )
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="described_uses")
+    name = models.CharField(max_length=255, help_text="The file's path in the upload.")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["challenge", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["challenge", "name"], name="described_clip_name_unique"
+            ),
+            models.CheckConstraint(condition=~Q(text=""), name="described_clip_has_text"),
+        ]
+
+    def __str__(self) -> str:
+        return f"described clip {self.name}"
+
+
+class TextGeneration(models.Model):
+    """A request for `n` clips of one text prompt from a system: pending until a GPU worker
+    generates them (or records why it could not)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Generated"
+        FAILED = "failed", "Failed"
+
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="text_generations")
+    prompt = models.TextField()
+    n = models.PositiveSmallIntegerField()
+    seed = models.BigIntegerField()
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    error = models.TextField(blank=True)
+    job = models.ForeignKey(
+        Job, on_delete=models.SET_NULL, null=True, blank=True, related_name="text_generations"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["system", "id"]
+        indexes = [models.Index(fields=["system", "state"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "done", "failed"]),
+                name="text_generation_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(n__gte=1) & Q(n__lte=100), name="text_generation_n_range"
+            ),
+            models.CheckConstraint(condition=~Q(prompt=""), name="text_generation_has_prompt"),
+            models.CheckConstraint(condition=Q(seed__gte=0), name="text_generation_seed_positive"),
+            # A failure always says why; only a finished request has a finishing time.
+            models.CheckConstraint(
+                condition=~Q(state="failed") | ~Q(error=""), name="text_generation_failure_told"
+            ),
+            models.CheckConstraint(
+                condition=Q(state="pending", finished_at__isnull=True)
+                | (~Q(state="pending") & Q(finished_at__isnull=False)),
+                name="text_generation_finished_at",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"text generation {self.pk} ({self.state})"
+
+
+class TextClip(models.Model):
+    """Clip `index` of a text generation."""
+
+    generation = models.ForeignKey(TextGeneration, on_delete=models.CASCADE, related_name="clips")
+    index = models.PositiveSmallIntegerField()
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="text_uses")
+
+    class Meta:
+        ordering = ["generation", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["generation", "index"], name="text_clip_index_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"text clip {self.index} of {self.generation_id}"

@@ -49,3 +49,11 @@ def select_medoids(job_id: int) -> None:
     from . import evaluation
 
     evaluation.run_medoids(job_id)
+
+
+# Clips from text prompts: one job serves the pending prompts of every judge of a system.
+@shared_task(name="stimuli.tasks.generate_from_text")
+def generate_from_text(job_id: int) -> None:
+    from . import text_prompts
+
+    text_prompts.run_text_job(job_id)

@@ -55,6 +55,11 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings):
     assert len(league["models"]) >= 2 and league["designated"] in league["models"]
     assert all(len(entries) == len(league["models"]) for entries in league["tracks"].values())
     assert run.listen_path.startswith(f"/listen/{challenge.slug}/join/")
+    # The small text-prompt study on the baseline's text variant, open for its judges.
+    study = run.text_challenge.text_prompt_study
+    assert study.is_open and study.systems.get().generator.report["has_text"]
+    assert run.text_challenge.described_clips.count() == 21
+    assert run.text_judge_path.startswith(f"/listen/{run.text_challenge.slug}/join/")
     again = run_demo(clips_per_category=20)  # a second run only reports
     assert again.published and Snapshot.objects.filter(challenge=challenge).count() == 1
 

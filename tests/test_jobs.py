@@ -126,6 +126,7 @@ def test_every_task_is_routed_by_its_exact_name():
     assert gpu == {
         "stimuli.tasks.generate_clips",
         "stimuli.tasks.generate_validation",
+        "stimuli.tasks.generate_from_text",
         "stimuli.tasks.embed_clips",
     }
 

@@ -18,10 +18,12 @@ Configuration (a JSON or TOML file given to `load_model`, or a folder holding `c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -89,22 +91,90 @@ def generate(model: BaselineModel, category: str, n: int, seed: int) -> np.ndarr
     return out
 
 
+# Words that name a category's sound; a prompt may name several (a dog barking in the rain).
+TEXT_KEYWORDS = {
+    "dog_bark": ("bark", "dog", "woof", "puppy", "howl", "yelp"),
+    "footstep": ("step", "walk", "foot", "stair", "run", "stomp"),
+    "gunshot": ("gun", "shot", "rifle", "pistol", "shoot", "fire", "blast", "bang"),
+    "keyboard": ("keyboard", "typing", "type", "keys", "click", "computer"),
+    "moving_motor_vehicle": ("car", "engine", "motor", "vehicle", "truck", "drive", "traffic"),
+    "sneeze_cough": ("sneeze", "cough", "achoo", "throat"),
+    "rain": ("rain", "drizzle", "storm", "shower", "drop", "water"),
+}
+# Words that change how a sound is made: (brightness, density, level in dB) offsets.
+TEXT_MODIFIERS = {
+    "bright": (0.3, 0.0, 0.0),
+    "sharp": (0.3, 0.0, 0.0),
+    "crisp": (0.25, 0.0, 0.0),
+    "dark": (-0.3, 0.0, 0.0),
+    "muffled": (-0.4, 0.0, -3.0),
+    "distant": (-0.3, 0.0, -8.0),
+    "far": (-0.25, 0.0, -6.0),
+    "quiet": (0.0, 0.0, -9.0),
+    "soft": (-0.1, 0.0, -6.0),
+    "loud": (0.1, 0.0, 2.0),
+    "heavy": (-0.1, 1.6, 0.0),
+    "fast": (0.0, 1.6, 0.0),
+    "many": (0.0, 1.8, 0.0),
+    "light": (0.1, 0.6, -3.0),
+    "slow": (0.0, 0.6, 0.0),
+    "single": (0.0, 0.5, 0.0),
+    "once": (0.0, 0.5, 0.0),
+}
+
+
+def text_plan(prompt: str) -> tuple[list[str], dict[str, float]]:
+    """The categories a prompt names, in the order it names them (rain when it names none), and
+    the settings its modifier words give (brightness, density multiplier, level in dB)."""
+    words = re.findall(r"[a-z]+", prompt.lower())
+    found: list[tuple[int, str]] = []
+    for slug, keys in TEXT_KEYWORDS.items():
+        places = [n for n, word in enumerate(words) if any(word.startswith(k) for k in keys)]
+        if places:
+            found.append((places[0], slug))
+    slugs = [slug for _, slug in sorted(found)] or ["rain"]
+    brightness, density, level = 0.0, 1.0, 0.0
+    for word in words:
+        if word in TEXT_MODIFIERS:
+            b, d, lvl = TEXT_MODIFIERS[word]
+            brightness += b
+            density *= d or 1.0
+            level += lvl
+    return slugs, {"brightness": brightness, "density": density, "level_db": level}
+
+
 def generate_from_text(model: BaselineModel, prompt: str, n: int, seed: int) -> np.ndarray:
-    """Picks the category whose words occur in the prompt (rain when none does)."""
-    words = prompt.lower()
-    keywords = {
-        "dog_bark": ("bark", "dog", "woof"),
-        "footstep": ("step", "walk", "foot"),
-        "gunshot": ("gun", "shot", "rifle", "pistol"),
-        "keyboard": ("keyboard", "typing", "keys"),
-        "moving_motor_vehicle": ("car", "engine", "motor", "vehicle", "truck"),
-        "sneeze_cough": ("sneeze", "cough"),
-        "rain": ("rain", "drizzle", "storm"),
-    }
-    chosen = next(
-        (slug for slug, keys in keywords.items() if any(k in words for k in keys)), "rain"
+    """`n` clips for a text prompt as float32 [n, samples]: the synthesis of every category the
+    prompt's words name, mixed (the first named leads), shaped by its modifier words.
+
+    The seed is mixed with the prompt, so two prompts asked with the same seed differ, and the
+    same (prompt, n, seed) gives the same audio.
+    """
+    slugs, shift = text_plan(prompt)
+    shaped = replace(
+        model,
+        brightness=float(np.clip(model.brightness + shift["brightness"], 0.0, 1.0)),
+        density=max(0.05, model.density * shift["density"]),
+        level_db=min(-0.5, model.level_db + shift["level_db"]),
     )
-    return generate(model, chosen, n, seed)
+    digest = hashlib.sha256(" ".join(prompt.lower().split()).encode()).digest()
+    prompt_seed = int.from_bytes(digest[:4], "big")
+    out = np.zeros((n, shaped.frames), dtype=np.float32)
+    peak = 10 ** (shaped.level_db / 20)
+    for index in range(n):
+        rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, prompt_seed, index])
+        clip = np.zeros(shaped.frames)
+        for rank, slug in enumerate(slugs):
+            layer = _SYNTHS[slug](shaped, rng)
+            top = float(np.max(np.abs(layer)))
+            if top > 0:
+                # Later-named sounds sit behind the first: "a dog barking in the rain".
+                clip += layer / top * (1.0 if rank == 0 else 0.35)
+        top = float(np.max(np.abs(clip)))
+        if top > 0:
+            clip = clip * (peak * rng.uniform(0.6, 1.0) / top)
+        out[index] = clip.astype(np.float32)
+    return out
 
 
 # --- building blocks -------------------------------------------------------------------------

@@ -19,6 +19,12 @@ or a wheel) with two functions, in the spirit of the HEAR common API:
 ``generate_from_text(model, prompt: str, n: int, seed: int) -> array`` (optional)
     The same for text-conditioned systems.
 
+``generate_from_texts(model, prompts: list[str], n: int, seeds: list[int]) -> array`` (optional)
+    `n` clips of each prompt, prompt after prompt (``[len(prompts) * n, samples]``), each
+    prompt's clips those `generate_from_text(model, prompt, n, seed)` gives: the prompts of
+    several judges in one call (one forward pass, for a model that batches). Without it the
+    platform's runner calls `generate_from_text` once per prompt inside the same call.
+
 Generators see the clip spec they must meet in the environment (FOLEY_SAMPLE_RATE,
 FOLEY_CLIP_DURATION_S, FOLEY_CHANNELS) and may use it; a fixed-rate model ignores it and the
 validator reports the mismatch. They run with no network, in a scratch folder that is their
@@ -38,7 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 REQUIRED_FUNCTIONS = ("load_model", "generate")
-OPTIONAL_FUNCTIONS = ("generate_from_text",)
+OPTIONAL_FUNCTIONS = ("generate_from_text", "generate_from_texts")
 
 # The DCASE 2023 Task 7 categories, as slugs; names and a few spellings map onto them.
 CATEGORIES = (

@@ -221,6 +221,8 @@ def main(config_path: str) -> int:
                 value = module.generate_from_text(
                     model, request["prompt"], int(request["n"]), int(request["seed"])
                 )
+            elif request["op"] == "generate_from_texts":
+                value = _from_texts(module, model, request)
             else:
                 value = module.generate(
                     model, request["category"], int(request["n"]), int(request["seed"])
@@ -242,6 +244,24 @@ def main(config_path: str) -> int:
             },
         )
     return 0
+
+
+def _from_texts(module, model, request: dict):
+    """Clips of several prompts in one call: the module's own batch function where it has one,
+    else its single-prompt function once per prompt, stacked in prompt order."""
+    import numpy as np
+
+    prompts = [str(p) for p in request["prompts"]]
+    seeds = [int(s) for s in request["seeds"]]
+    per_prompt = int(request["per_prompt"])
+    batch = getattr(module, "generate_from_texts", None)
+    if callable(batch):
+        return batch(model, prompts, per_prompt, seeds)
+    parts = [
+        _as_array(module.generate_from_text(model, prompt, per_prompt, seed))
+        for prompt, seed in zip(prompts, seeds, strict=True)
+    ]
+    return np.concatenate(parts, axis=0)
 
 
 if __name__ == "__main__":

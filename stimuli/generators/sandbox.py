@@ -506,3 +506,16 @@ class Sandbox:
             {"op": "generate_from_text", "prompt": prompt, "n": n, "seed": seed},
             f"generating {n} clips from text",
         )
+
+    def generate_from_texts(self, prompts: list[str], n: int, seeds: list[int]) -> np.ndarray:
+        """`n` clips of each prompt in one call, prompt after prompt: [len(prompts) * n, ...]."""
+        return self._request(
+            {
+                "op": "generate_from_texts",
+                "prompts": list(prompts),
+                "seeds": [int(seed) for seed in seeds],
+                "per_prompt": n,
+                "n": n * len(prompts),
+            },
+            f"generating {n} clips of each of {len(prompts)} prompts",
+        )

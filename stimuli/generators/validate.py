@@ -227,6 +227,25 @@ def validate_source(
                 report.checks.append("generate_from_text")
             except SandboxError as exc:
                 report.add(exc.code, _describe(exc, "generate_from_text"), exc.detail)
+        if report.has_text and report.ok:
+            # The prompts of several judges are asked for in one call: each must get the clips
+            # it gets alone.
+            try:
+                both = sandbox.generate_from_texts(
+                    ["rain on a roof", "a dog barks twice"], 1, [seed + 1, seed]
+                )
+                for code, message in check_output(both, 2, spec):
+                    report.add(code, f"generate_from_texts: {message}")
+                if report.ok and not np.array_equal(both[1:], array):
+                    report.add(
+                        "batch_differs",
+                        "generate_from_texts: a prompt asked for with others gives other clips "
+                        "than asked for alone",
+                    )
+                elif report.ok:
+                    report.checks.append("prompts asked for together give their own clips")
+            except SandboxError as exc:
+                report.add(exc.code, _describe(exc, "generate_from_texts"), exc.detail)
         return report
     finally:
         sandbox.close()

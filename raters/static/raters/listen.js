@@ -116,6 +116,13 @@
         document.getElementById("start-hint").textContent = "";
       }
     };
+    // Where the examples' form is the answer itself (the text-prompt study), one submission
+    // per page, as for trials.
+    if (examples.tagName === "FORM") {
+      examples.addEventListener("submit", function () {
+        setTimeout(function () { start.disabled = true; }, 0);
+      });
+    }
     players.forEach(function (player) {
       report(examples.dataset.player, player.dataset.token, player, function (v, event) {
         var label = player.parentElement.querySelector(".heard");

@@ -63,6 +63,8 @@ class Command(BaseCommand):
             f"  Organizer:  {url}/organize/{slug}/\n"
             f"  Listen:     {listen}"
             f"  Results:    {results}\n"
+            f"  Text-prompt study (a judge's invitation: interpretability, realism, your prompts):\n"
+            f"              {url}{run.text_judge_path}\n"
             f"  Admin:      {url}/admin/\n"
             f"  API docs:   {url}/api/docs/\n"
             f"  Log in as:  {run.username} / {run.password}\n"

@@ -1,0 +1,149 @@
+"""Organizers' page of the text-prompt protocol: the described reference set, the study, its
+judges and their progress, and every prompt a system failed on. Thin: services do the work."""
+
+from __future__ import annotations
+
+import tempfile
+import zipfile
+from pathlib import Path
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from stimuli.models import Challenge, DescribedClip, System
+from stimuli.permissions import organizer_required
+from stimuli.text_prompts import TextPromptError, import_described_clips
+
+from . import text_prompts
+from .errors import ListeningError
+from .models import TextJudge, TextPromptStudy
+
+
+class StudyForm(forms.Form):
+    systems = forms.ModelMultipleChoiceField(
+        queryset=System.objects.none(), widget=forms.CheckboxSelectMultiple
+    )
+    judges = forms.IntegerField(min_value=1, max_value=1000, initial=10)
+    interpretability_clips = forms.IntegerField(min_value=1, max_value=50, initial=10)
+    realism_clips = forms.IntegerField(min_value=2, max_value=50, initial=10)
+    prompts = forms.IntegerField(min_value=1, max_value=50, initial=10)
+    clips_per_prompt = forms.IntegerField(min_value=1, max_value=20, initial=5)
+
+    def __init__(self, *args, challenge: Challenge, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["systems"].queryset = System.objects.filter(
+            challenge=challenge, kind=System.Kind.GENERATOR
+        )
+
+
+class ReferenceForm(forms.Form):
+    audio = forms.FileField(help_text="A zip with one folder per category, as the development set.")
+    descriptions = forms.FileField(help_text="A CSV of file,text (file as category/name.wav).")
+
+
+def _context(challenge: Challenge, **extra) -> dict:
+    study = text_prompts.study_of(challenge)
+    judges = []
+    if study is not None:
+        for judge in TextJudge.objects.filter(study=study).select_related("rater", "system"):
+            judge.link = reverse("raters:join", args=[challenge.slug, judge.rater.access_key])
+            judge.answers = text_prompts.answer_counts(judge)
+            judges.append(judge)
+    return {
+        "challenge": challenge,
+        "study": study,
+        "described": DescribedClip.objects.filter(challenge=challenge).count(),
+        "judges": judges,
+        "failures": text_prompts.failures(study) if study else [],
+        "study_form": StudyForm(challenge=challenge),
+        "reference_form": ReferenceForm(),
+        **extra,
+    }
+
+
+@organizer_required
+def page(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    return render(request, "raters/text/organize.html", _context(challenge))
+
+
+@organizer_required
+@require_POST
+def create(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = StudyForm(request.POST, challenge=challenge)
+    if form.is_valid():
+        data = dict(form.cleaned_data)
+        try:
+            text_prompts.create_study(challenge, list(data.pop("systems")), **data)
+        except ListeningError as exc:
+            form.add_error(None, exc.message)
+    if form.errors:
+        context = _context(challenge, study_form=form)
+        return render(request, "raters/text/organize.html", context, status=400)
+    messages.success(request, "The text-prompt study is created.")
+    return redirect("text_prompts:page", slug=slug)
+
+
+@organizer_required
+@require_POST
+def reference(request: HttpRequest, slug: str) -> HttpResponse:
+    """The described reference set: checked and stored all at once, or not at all."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = ReferenceForm(request.POST, request.FILES)
+    if form.is_valid():
+        with tempfile.TemporaryDirectory(prefix="foley-described-") as scratch:
+            path = Path(scratch) / "reference.zip"
+            with open(path, "wb") as handle:
+                for chunk in form.cleaned_data["audio"].chunks():
+                    handle.write(chunk)
+            try:
+                if not zipfile.is_zipfile(path):
+                    raise TextPromptError("The audio must be a zip archive.")
+                data = form.cleaned_data["descriptions"].read()
+                stored = import_described_clips(challenge, path, data)
+            except (TextPromptError, UnicodeDecodeError) as exc:
+                form.add_error(None, getattr(exc, "message", "The CSV must be UTF-8 text."))
+    if form.errors:
+        context = _context(challenge, reference_form=form)
+        return render(request, "raters/text/organize.html", context, status=400)
+    messages.success(request, f"Stored {stored} described clips.")
+    return redirect("text_prompts:page", slug=slug)
+
+
+def _study(challenge: Challenge) -> TextPromptStudy:
+    study = text_prompts.study_of(challenge)
+    if study is None:
+        raise ListeningError("Create the study first.", 409)
+    return study
+
+
+@organizer_required
+@require_POST
+def set_open(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        text_prompts.set_open(_study(challenge), request.POST.get("open") == "1")
+    except ListeningError as exc:
+        messages.error(request, exc.message)
+    return redirect("text_prompts:page", slug=slug)
+
+
+@organizer_required
+@require_POST
+def invite(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        judge = text_prompts.invite_judge(_study(challenge), label=request.POST.get("label", ""))
+    except ListeningError as exc:
+        messages.error(request, exc.message)
+    else:
+        link = request.build_absolute_uri(
+            reverse("raters:join", args=[slug, judge.rater.access_key])
+        )
+        messages.success(request, f"Invitation for judge {judge.rater.code}: {link}")
+    return redirect("text_prompts:page", slug=slug)

@@ -1,0 +1,188 @@
+"""The text-prompt protocol's three tests in a real headless Chromium, each with a reload in the
+middle, each ending with exactly one stored answer per item."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from raters import text_prompts
+from raters.models import (
+    DescriptionAnswer,
+    DescriptionMark,
+    PromptAnswer,
+    PromptSet,
+    RealismAnswer,
+    TextTrial,
+)
+from stimuli.models import TextGeneration
+from tests.browser import chromium_page
+from tests.text_prompt_setup import build_text_study
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.sandbox,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def _listen_to_every_sound(page) -> None:
+    """Play the page's sounds one after another (a judge hears one at a time) until the
+    server has counted each as heard and the form's button opens."""
+    page.eval_on_selector_all(
+        "form[data-familiarization] audio",
+        "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
+        " {once: true}); return a; })",
+    )
+    page.eval_on_selector("form[data-familiarization] audio", "a => a.play()")
+    page.wait_for_selector("#start:not([disabled])")
+
+
+def _skip_to(judge, test: str) -> None:
+    """Answer the tests before `test` through the services, as a browser would have."""
+    n = 0
+    while (step := text_prompts.next_step(judge)).test != test:
+        n += 1
+        key = f"skip-{judge.pk}-{n:06d}"
+        if step.test == "interpretability":
+            text_prompts.save_description(judge, step.trial.token, text="a sound", key=key)
+        elif step.test == "reveal":
+            for trial in text_prompts.reveal_rows(judge):
+                n += 1
+                key = f"skip-{judge.pk}-{n:06d}"
+                text_prompts.save_mark(judge, trial.token, correct="yes", key=key)
+        elif step.test == "realism":
+            text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key)
+
+
+def _study(tmp_path, slug: str):
+    challenge, study, _ = build_text_study(tmp_path, slug=slug)
+    return challenge, text_prompts.invite_judge(study)
+
+
+def test_interpretability_with_the_reveal(live_server, chromium_path, tmp_path):
+    challenge, judge = _study(tmp_path, "browser-interp")
+    base = f"{live_server.url}/listen/{challenge.slug}"
+    with chromium_page(chromium_path) as page:
+        page.goto(f"{base}/join/{judge.rater.access_key}/")
+        assert page.url.endswith("/text/")
+        with page.expect_navigation():
+            page.click("#begin")
+        tokens = []
+        for n in range(6):
+            page.wait_for_selector("form[data-familiarization]")
+            assert "What is it?" in page.inner_text("h1")
+            token = page.get_attribute("input[name=token]", "value")
+            assert page.is_disabled("#start")
+            if n == 3:
+                page.fill("#text", "typed before the reload")
+                page.reload()  # resumes at the same, unanswered sound
+                assert page.get_attribute("input[name=token]", "value") == token
+            tokens.append(token)
+            _listen_to_every_sound(page)
+            page.fill("#text", f"my guess {n}")
+            with page.expect_navigation():
+                if n == 1:
+                    page.dblclick("#start")  # a double click stores one answer
+                else:
+                    page.click("#start")
+        page.wait_for_selector("text=What it was")
+        for row in range(1, 7):
+            assert f"my guess {row - 1}" in page.inner_text(f"#row-{row}")
+            if row == 4:
+                page.reload()
+            with page.expect_navigation():
+                page.click(f"#row-{row} button[value={'yes' if row % 2 else 'no'}]")
+        page.wait_for_selector("text=Real or generated?")
+
+    assert DescriptionAnswer.objects.filter(trial__judge=judge).count() == 6
+    assert sorted(
+        DescriptionAnswer.objects.filter(trial__judge=judge).values_list("trial__token", flat=True)
+    ) == sorted(tokens)
+    marks = DescriptionMark.objects.filter(trial__judge=judge)
+    assert marks.count() == 6 and sorted(marks.values_list("correct", flat=True)) == [
+        0,
+        0,
+        0,
+        1,
+        1,
+        1,
+    ]
+
+
+def test_realism(live_server, chromium_path, tmp_path):
+    challenge, judge = _study(tmp_path, "browser-realism")
+    text_prompts.start(judge)
+    _skip_to(judge, "realism")
+    base = f"{live_server.url}/listen/{challenge.slug}"
+    with chromium_page(chromium_path) as page:
+        page.goto(f"{base}/join/{judge.rater.access_key}/")
+        for n in range(4):
+            page.wait_for_selector("form[data-familiarization]")
+            assert "Real or generated?" in page.inner_text("h1")
+            token = page.get_attribute("input[name=token]", "value")
+            if n == 2:
+                page.reload()
+                assert page.get_attribute("input[name=token]", "value") == token
+            _listen_to_every_sound(page)
+            page.check("input[value=generated]" if n % 2 else "input[value=real]")
+            with page.expect_navigation():
+                page.click("#start")
+        page.wait_for_selector("text=Your prompts")
+
+    answers = RealismAnswer.objects.filter(trial__judge=judge)
+    assert answers.count() == TextTrial.objects.filter(judge=judge, test="realism").count() == 4
+    assert sorted(answers.values_list("says_real", flat=True)) == [0, 0, 1, 1]
+
+
+def test_prompts_generated_on_a_worker_while_the_judge_types(
+    celery_worker, live_server, chromium_path, tmp_path
+):
+    challenge, judge = _study(tmp_path, "browser-prompts")
+    text_prompts.start(judge)
+    deadline = time.monotonic() + 120
+    # The worker makes the first two tests' sounds: wait on their state.
+    while TextGeneration.objects.filter(trials__judge=judge, state="pending").exists():
+        assert time.monotonic() < deadline, celery_worker.log()
+        time.sleep(0.2)
+    _skip_to(judge, "prompt")
+    base = f"{live_server.url}/listen/{challenge.slug}"
+    with chromium_page(chromium_path) as page:
+        page.goto(f"{base}/join/{judge.rater.access_key}/")
+        page.wait_for_selector("#prompt-form")
+        page.fill("#prompt", "a dog barking in the rain")
+        with page.expect_navigation():
+            page.click("#send")
+        # The second prompt is typed while the first one's sounds may still be made.
+        page.fill("#prompt", "footsteps on a wooden floor")
+        with page.expect_navigation():
+            page.click("#send")
+        assert page.locator("#prompt-form").count() == 0  # both prompts typed
+        for n in range(2):
+            # Wait on the progress the page polls: the set's link (or its form) appears.
+            page.wait_for_selector("form[data-familiarization], #prompt-progress a")
+            if page.locator("form[data-familiarization]").count() == 0:
+                with page.expect_navigation():
+                    page.click("#prompt-progress a")
+            token = page.get_attribute("form[data-familiarization] input[name=token]", "value")
+            if n == 0:
+                page.reload()
+                assert (
+                    page.get_attribute("form[data-familiarization] input[name=token]", "value")
+                    == token
+                )
+            assert page.locator("form[data-familiarization] audio").count() == 3
+            _listen_to_every_sound(page)
+            page.check("input[name=match][value=maybe]")
+            page.check(f"input[name=quality][value='{n + 3}']")
+            page.check("input[name=diversity][value='2']")
+            with page.expect_navigation():
+                page.click("#start")
+        page.wait_for_selector("text=Thank you")
+
+    sets = PromptSet.objects.filter(judge=judge)
+    assert sets.count() == 2
+    answers = PromptAnswer.objects.filter(prompt_set__judge=judge)
+    assert answers.count() == 2
+    assert sorted(answers.values_list("quality", flat=True)) == [3, 4]
