@@ -42,6 +42,7 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
     )
     return result
 
+
 # The job kind that scores and freezes the results (registered in apps.py).
 PUBLISH_JOB = "publish_results"
 

@@ -22,6 +22,8 @@ class StimuliConfig(AppConfig):
                 generation, generation.label, f"stimuli.tasks.{task}",
                 retry_guard="stimuli.generation.retry_guard",
             )  # fmt: skip
+        # Clips from judges' prompts: a failed job runs again over the prompts still pending.
+        register(kind.GENERATE_TEXT, kind.GENERATE_TEXT.label, "stimuli.tasks.generate_from_text")
         for objective, task in (
             (kind.EMBED, "embed_clips"),
             (kind.FAD, "compute_fad"),

@@ -27,6 +27,7 @@ from django.utils import timezone
 from . import storage
 from .archives import ArchiveError, Source, UploadLimits, iter_members, normalise_folder
 from .audio import AudioCheck, encode_wav, inspect_audio
+from .errors import Refused
 from .generation import Heartbeat, clip_spec, output_spec, prepared_source
 from .generators.contract import check_output, to_float
 from .generators.errors import SandboxError
@@ -49,13 +50,11 @@ MAX_PROMPT_CHARS = 300
 MAX_BATCH_PROMPTS = 16
 
 
-class TextPromptError(Exception):
+class TextPromptError(Refused):
     """A request of the text-prompt protocol that cannot be done; nothing was stored."""
 
     def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
+        super().__init__(message, status=status)
 
 
 # --- The reference set ---------------------------------------------------------------------------
@@ -212,7 +211,6 @@ def dispatch(system_ids: Iterable[int]) -> list[Job]:
     concurrent judges share one model load); a running job serves what arrives while it runs,
     and a new queued job is made for whatever it may miss.
     """
-    from .tasks import generate_from_text
 
     jobs = []
     for system_id in sorted(set(system_ids)):
@@ -230,10 +228,10 @@ def dispatch(system_ids: Iterable[int]) -> list[Job]:
                 job = Job.objects.create(
                     challenge_id=system.challenge_id,
                     kind=Job.Kind.GENERATE_TEXT,
-                    params={"system_id": system_id, "task": "generate_from_text"},
+                    params={"system_id": system_id},
                     message="queued",
                 )
-                enqueue(job, generate_from_text)
+                enqueue(job)
         jobs.append(job)
     return jobs
 

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('raters', '0005_completion_code'),
-        ('stimuli', '0009_text_prompts'),
+        ('stimuli', '0010_text_prompts'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('stimuli', '0008_objective_league_and_fad_intervals'),
+        ('stimuli', '0009_challenge_slug_not_reserved'),
     ]
 
     operations = [
