@@ -195,7 +195,7 @@ def _progress(rater: Rater, session: CategorySession | None = None) -> dict:
     return {
         "categories_done": closed,
         "category_number": closed + 1,
-        "categories_min": min(test.categories_min, len(services.category_need(rater.challenge))),
+        "categories_min": min(test.categories_min, services.rated_categories(rater.challenge)),
         "categories_max": test.categories_max,
     }
 
