@@ -64,6 +64,7 @@ KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 def listening_test(challenge: Challenge) -> ListeningTest:
     test, _ = ListeningTest.objects.get_or_create(challenge=challenge)
+    test.challenge = challenge  # read for its sample rate: no second query
     return test
 
 
@@ -831,7 +832,7 @@ def save_rating(
         # lookup): the answer that completes the session must see every other one, or the
         # session would stay open with nothing left to rate.
         trial = (
-            Trial.objects.select_related("session", "session__rater")
+            Trial.objects.select_related("session", "session__rater", "audio")
             .select_for_update(of=("session",), no_key=True)
             .filter(token=token)
             .first()
@@ -1081,15 +1082,19 @@ def _owners(rater: Rater) -> tuple[tuple[type, Q], ...]:
     )
 
 
-def _sound(rater: Rater, token: str) -> tuple[type, Heard, AudioFile]:
+def _sound(
+    rater: Rater, token: str, test: ListeningTest | None = None
+) -> tuple[type, Heard, AudioFile]:
     """The row behind one of the rater's tokens and the audio its browser receives."""
     for model, owner in _owners(rater):
-        row = model.objects.filter(owner, token=token).first()
+        related = "item__audio" if model is DiversityTrial else "audio"
+        row = model.objects.filter(owner, token=token).select_related(related).first()
         if row is None:
             continue
         if model is DiversityTrial:
             return model, row, row.item.audio  # rendered from delivered audio already
-        return model, row, delivery.delivered_audio(row.audio, listening_test(rater.challenge))
+        test = test or listening_test(rater.challenge)
+        return model, row, delivery.delivered_audio(row.audio, test)
     raise ListeningError("No such audio.", 404)
 
 
@@ -1122,13 +1127,17 @@ def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> l
 def page_shown(rows: list) -> None:
     """A page showing these sounds (re)loaded: nothing of them is playing any more."""
     for row in rows:
-        listening.page_shown(type(row), [row.pk])
+        listening.page_shown(type(row), [row.token])
 
 
-def listened_now(rater: Rater, row) -> listening.Listened:
-    """The server's verdict on one of the rater's sounds, for the page to open its scales."""
-    _, row, audio = _sound(rater, row.token)
-    return listening.listened(row, audio.duration_s, listening_test(rater.challenge))
+def listened_now(
+    rater: Rater, row, test: ListeningTest | None = None
+) -> tuple[Heard, listening.Listened]:
+    """One of the rater's sounds as it is now, with the server's verdict on it, for the page to
+    open its scales."""
+    test = test or listening_test(rater.challenge)
+    _, row, audio = _sound(rater, row.token, test)
+    return row, listening.listened(row, audio.duration_s, test)
 
 
 def team_for_name(challenge: Challenge, name: str) -> Team | None:

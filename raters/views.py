@@ -30,6 +30,7 @@ def _session_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
     if rater_id:
         rater = Rater.objects.filter(pk=rater_id, challenge=challenge).first()
         if rater:
+            rater.challenge = challenge  # the one already read: no second query
             return rater
     if request.user.is_authenticated:
         rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
@@ -130,16 +131,20 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return redirect("raters:diversity", slug=challenge.slug)
     if rater.finished_at is not None:
         return _end(request, challenge, rater)
-    if not services.listening_test(challenge).is_open:
+    test = services.listening_test(challenge)
+    if not test.is_open:
         return _closed(request, challenge)
-    session = rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
+    # The rater's few sessions in one query: the open one, and how many are closed.
+    sessions = list(rater.sessions.select_related("category").order_by("order"))
+    session = next((s for s in sessions if s.state == CategorySession.State.OPEN), None)
+    closed = sum(s.state == CategorySession.State.CLOSED for s in sessions)
     if session is None:
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
         clips = list(session.familiarization.order_by("position"))
         services.page_shown(clips)
         for clip in clips:
-            clip.listened = services.listened_now(rater, clip)
+            _, clip.listened = services.listened_now(rater, clip, test)
         return render(
             request,
             "raters/familiarization.html",
@@ -148,16 +153,23 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
                 "session": session,
                 "clips": clips,
                 "all_heard": all(clip.listened.ok for clip in clips),
-                **_progress(rater, session),
+                **_progress(rater, test, closed),
             },
         )
-    trial = services.next_trial(session)
-    if trial is None:  # every trial answered: the session closes on its last answer
+    # The session's trials in one query: where the rater resumes, the sound after it (preloaded)
+    # and the count.
+    trials = list(
+        session.trials.order_by("position").values_list("position", "token", "rating__id")
+    )
+    pending = [(p, t) for p, t, answer in trials if answer is None]
+    if not pending:  # every trial answered: the session closes on its last answer
         services.close_session(session)
         return redirect("raters:home", slug=challenge.slug)
-    trials = list(session.trials.order_by("position").values_list("position", "token"))
-    following = next((t for p, t in trials if p > trial.position), None)
+    position, token = pending[0]
+    following = next((t for p, t, _ in trials if p > position), None)
+    trial = session.trials.model(token=token, position=position)
     services.page_shown([trial])
+    trial, listened = services.listened_now(rater, trial, test)
     return render(
         request,
         "raters/trial.html",
@@ -165,13 +177,13 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "challenge": challenge,
             "session": session,
             "trial": trial,
-            "listened": services.listened_now(rater, trial),
+            "listened": listened,
             "key": secrets.token_urlsafe(16),
             "next_token": following,
             "number": trial.position + 1,
             "total": len(trials),
             "percent": round(100 * trial.position / len(trials)),
-            **_progress(rater, session),
+            **_progress(rater, test, closed),
         },
     )
 
@@ -189,9 +201,11 @@ def _closed(request: HttpRequest, challenge: Challenge) -> HttpResponse:
     )
 
 
-def _progress(rater: Rater, session: CategorySession | None = None) -> dict:
-    test = services.listening_test(rater.challenge)
-    closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
+def _progress(rater: Rater, test, closed: int | None = None) -> dict:
+    """The progress line: categories done and the minimum, counted without reading anyone
+    else's sessions."""
+    if closed is None:
+        closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
     return {
         "categories_done": closed,
         "category_number": closed + 1,
@@ -212,7 +226,7 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
             "done": services.rater_done(rater),
             "can_continue": services.can_continue(rater),
             "is_open": test.is_open,
-            **_progress(rater),
+            **_progress(rater, test),
         },
     )
 
@@ -365,13 +379,14 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
         )
     following = next((t.token for t in trials if t.position > trial.position), None)
     services.page_shown([trial])
+    trial, listened = services.listened_now(rater, trial)
     return render(
         request,
         "raters/diversity.html",
         {
             "challenge": challenge,
             "trial": trial,
-            "listened": services.listened_now(rater, trial),
+            "listened": listened,
             "item": trial.item,
             "key": secrets.token_urlsafe(16),
             "next_token": following,
