@@ -34,7 +34,7 @@ RUN python -m pip install "torch==2.13.0" --index-url "$TORCH_INDEX_URL" \
 COPY . .
 RUN SECRET_KEY=collectstatic-only DEBUG=0 python manage.py collectstatic --no-input -v0 \
     && useradd --create-home --uid 1000 foley \
-    && mkdir -p /data/media \
+    && mkdir -p /data/media /data/static \
     && chown -R foley:foley /data
 
 USER foley
