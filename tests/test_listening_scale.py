@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from raters import selectors, services
-from raters.models import CategorySession, Rater, Rating, Stimulus, Trial
-from tests.listening_setup import answer_session, build_listening_challenge
+from raters.models import CategorySession, Rater, Rating, Stimulus
+from tests.listening_setup import add_closed_sessions, answer_session, build_listening_challenge
 
 pytestmark = pytest.mark.django_db
 
@@ -29,55 +29,6 @@ def listening(db):
     )
     services.set_open(challenge, True)
     return challenge
-
-
-def add_sessions(challenge, n: int) -> None:
-    """`n` closed sessions of other raters, each with answered trials, made in a few queries."""
-    start = Rater.objects.filter(challenge=challenge).count() + 10_000
-    raters = Rater.objects.bulk_create(
-        [Rater(challenge=challenge, kind=Rater.Kind.INVITED, index=start + i) for i in range(n)]
-    )
-    stimuli = list(Stimulus.objects.filter(challenge=challenge).select_related("clip"))
-    categories = sorted({s.category_id for s in stimuli})
-    base = (CategorySession.objects.aggregate(n=Max("ordinal"))["n"] or 0) + 1
-    moment = timezone.now()
-    sessions = CategorySession.objects.bulk_create(
-        [
-            CategorySession(
-                rater=rater,
-                category_id=categories[i % len(categories)],
-                order=0,
-                ordinal=base + i,
-                state=CategorySession.State.CLOSED,
-                closed_at=moment,
-                familiarized_at=moment,
-            )
-            for i, rater in enumerate(raters)
-        ]
-    )
-    trials = Trial.objects.bulk_create(
-        [
-            Trial(
-                session=session,
-                position=k,
-                role="trial",
-                stimulus=stimulus,
-                audio_id=stimulus.clip.audio_id,
-            )
-            for session in sessions
-            for k, stimulus in enumerate(
-                [s for s in stimuli if s.category_id == session.category_id][:3]
-            )
-        ]
-    )
-    Rating.objects.bulk_create(
-        [
-            Rating(trial=trial, quality=5, fit=5, idempotency_key=f"bulk-{trial.pk}")
-            for trial in trials
-        ]
-    )
-    # What each answer keeps up to date, as the saves would have left it.
-    CategorySession.objects.filter(pk__in=[s.pk for s in sessions]).update(last_answer_at=moment)
 
 
 def _queries(call) -> tuple[int, object]:
@@ -127,9 +78,9 @@ def test_page_save_and_sound_cost_as_many_queries_at_1000_sessions_as_at_10(list
     client, rater = _rater_at_trials(listening)
     slug = listening.slug
     _cycle(client, slug)  # the first trial's page differs (nothing answered yet)
-    add_sessions(listening, 10)
+    add_closed_sessions(listening, 10)
     small = _cycle(client, slug)
-    add_sessions(listening, 990)
+    add_closed_sessions(listening, 990)
     assert CategorySession.objects.count() == 1001
     large = _cycle(client, slug)
     assert large == small
@@ -155,9 +106,9 @@ def test_a_diversity_save_costs_as_many_queries_at_1000_sessions_as_at_10(listen
         assert created
         return count
 
-    add_sessions(listening, 10)
+    add_closed_sessions(listening, 10)
     small = save(0)
-    add_sessions(listening, 990)
+    add_closed_sessions(listening, 990)
     assert save(1) == small
 
 
