@@ -2,6 +2,7 @@
 browsers do it, on loopback.
 
     python benchmarks/bench_listening_load.py --raters 100 300 1000 --duration 60
+    python benchmarks/bench_listening_load.py --nginx --gunicorn "--workers 3 --threads 4"
     python benchmarks/bench_listening_load.py --cost            # queries and time per request
 
 A scratch PostgreSQL database (on the server of DATABASE_URL, default the local one) gets a
@@ -10,7 +11,8 @@ track, 4 s sounds at 22.05 kHz, about 176 kB each) and the raters, each with a c
 gunicorn (DEBUG=0) is started on it as a child process and stopped by its PID at the end. Each
 simulated rater, on its own httpx client (its own cookies), loops as a browser does: GET the
 trial page, fetch its sound with a `Range` header and preload the next one, think 5-15 s, POST
-the answer (and at a category's end: the break page, the next category, its examples). The
+the answer (and at a category's end: the break page, the next category, its examples). With
+`--nginx`, deploy/nginx.conf runs in front and sends the sounds (X-Accel-Redirect). The
 server's listening check is set to "the whole file was delivered" (listened_fraction 0): the
 player's events are not simulated.
 
@@ -343,8 +345,9 @@ def run_storms(args) -> None:
     url, admin = scratch_database()
     env = site_environment(url, scratch)
     print(f"load at start: {uptime()}")
-    print(f"gunicorn {args.gunicorn}; scratch database {urlsplit(url).path.lstrip('/')}")
-    process = None
+    front = "nginx in front (sounds by X-Accel-Redirect)" if args.nginx else "no proxy"
+    print(f"gunicorn {args.gunicorn}; {front}; database {urlsplit(url).path.lstrip('/')}")
+    process = proxy = None
     try:
         django_setup(env)
         started = time.perf_counter()
@@ -354,7 +357,19 @@ def run_storms(args) -> None:
         from django.db import connection
 
         connection.close()  # the web process has the database to itself during the storm
+        if args.nginx:
+            # Sounds by nginx after Django's token check, as docker-compose runs it.
+            env["AUDIO_ACCEL_REDIRECT"] = "/_sounds/"
         process, base = start_gunicorn(env, args.gunicorn, scratch / "gunicorn.log")
+        if args.nginx:
+            from tests.nginx_site import start_nginx
+
+            static = scratch / "static"
+            static.mkdir()
+            upstream = base.split("//", 1)[1]
+            proxy, base = start_nginx(
+                upstream, scratch / "media", static, scratch / "nginx", workers=1
+            )
         print(
             "| raters at once | ratings/s | save p50 / p95 / p99 | page p50 / p95 / p99 "
             "| audio p50 / p95 / p99 | errors | integrity |"
@@ -379,6 +394,10 @@ def run_storms(args) -> None:
             )
             connection.close()
     finally:
+        if proxy is not None:
+            from tests.nginx_site import stop_nginx
+
+            stop_nginx(proxy)
         if process is not None:
             stop(process)
         from django.db import connections
@@ -460,6 +479,9 @@ def main() -> None:
         "--gunicorn",
         default="--workers 5",
         help="gunicorn options (worker model and counts), e.g. '--workers 3 --threads 8'",
+    )
+    parser.add_argument(
+        "--nginx", action="store_true", help="deploy/nginx.conf in front, sounds sent by nginx"
     )
     parser.add_argument("--cost", action="store_true", help="queries and time per request")
     parser.add_argument("--sessions", type=int, nargs="+", default=[100, 10_000])

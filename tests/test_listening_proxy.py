@@ -5,11 +5,6 @@ sends the bytes with ranges and the same headers for every sound."""
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,8 +16,8 @@ from raters.delivery import delivered_audio
 from raters.models import Trial
 from stimuli import storage
 from tests.listening_setup import build_listening_challenge
+from tests.nginx_site import nginx_binary, start_nginx, stop_nginx
 
-ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "/_sounds/"
 
 
@@ -81,16 +76,9 @@ def test_django_answers_with_an_internal_redirect_and_the_same_headers(settings)
 # --- Against a real nginx --------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _nginx_or_skip() -> str:
-    path = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else "")
-    if path:
-        return path
+def _nginx_or_skip() -> None:
+    if nginx_binary():
+        return
     if os.environ.get("FOLEY_REQUIRE_SERVICES") == "1":
         pytest.fail("nginx is required (FOLEY_REQUIRE_SERVICES=1); apt-get install nginx")
     pytest.skip("nginx is not installed (apt-get install nginx)")
@@ -99,64 +87,16 @@ def _nginx_or_skip() -> str:
 @pytest.fixture
 def nginx(live_server, tmp_path, settings):
     """deploy/nginx.conf in front of the live server, on a free port; stopped by its PID."""
-    binary = _nginx_or_skip()
+    _nginx_or_skip()
     settings.AUDIO_ACCEL_REDIRECT = PREFIX
     settings.SESSION_COOKIE_SECURE = False  # plain HTTP on loopback: no TLS proxy here
-    port = _free_port()
-    upstream = live_server.url.split("//", 1)[1]
     static = tmp_path / "static"
     static.mkdir()
     (static / "probe.txt").write_text("static from nginx")
-    server = (
-        (ROOT / "deploy" / "nginx.conf")
-        .read_text()
-        .replace("server web:8000;", f"server {upstream};")
-        .replace("listen 80;", f"listen 127.0.0.1:{port};")
-        .replace("/data/media/", f"{settings.MEDIA_ROOT}/")
-        .replace("/data/static/", f"{static}/")
-    )
-    temp = tmp_path / "nginx"
-    temp.mkdir()
-    # As root, the workers read pytest's private temporary folders as root.
-    user = "user root;" if os.geteuid() == 0 else ""
-    (temp / "nginx.conf").write_text(
-        f"""{user}
-worker_processes 1;
-daemon off;
-pid {temp}/nginx.pid;
-error_log {temp}/error.log;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
-    {server}
-}}
-"""
-    )
-    process = subprocess.Popen(
-        [binary, "-p", str(temp), "-c", str(temp / "nginx.conf")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while True:  # wait for the port to accept connections (or nginx to fail)
-        if process.poll() is not None:
-            pytest.fail(f"nginx did not start: {process.stderr.read().decode()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("nginx did not open its port")
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(timeout=30)
+    upstream = live_server.url.split("//", 1)[1]
+    process, url = start_nginx(upstream, settings.MEDIA_ROOT, static, tmp_path / "nginx")
+    yield url
+    stop_nginx(process)
 
 
 def test_nginx_sends_every_sound_with_ranges_and_identical_headers(nginx, transactional_db):
