@@ -303,15 +303,18 @@ def percentiles(values: list[float]) -> str:
     return f"{1000 * q[49]:.0f} / {1000 * q[94]:.0f} / {1000 * q[98]:.0f} ms"
 
 
-def integrity(tally: Tally) -> str:
-    """Answers stored for the acknowledged keys, answers twice, answers stored unacknowledged."""
+def integrity(tally: Tally, raters: list[str], since) -> str:
+    """Answers stored for the acknowledged keys, answers twice, and answers of this run's
+    raters stored but never acknowledged (the client gave up waiting)."""
     from django.db.models import Count
 
     from raters.models import Rating
 
     keys = [k for k, _ in tally.acknowledged]
     stored = Rating.objects.filter(idempotency_key__in=keys).count()
-    all_rows = Rating.objects.filter(trial__session__rater__label__startswith="load ")
+    all_rows = Rating.objects.filter(
+        trial__session__rater__access_key__in=raters, created_at__gte=since
+    )
     twice = (
         all_rows.values("trial_id").annotate(n=Count("id")).filter(n__gt=1).count()
         + all_rows.values("idempotency_key").annotate(n=Count("id")).filter(n__gt=1).count()
@@ -377,9 +380,12 @@ def run_storms(args) -> None:
         print("|---|---|---|---|---|---|---|")
         offset = 0
         for n in args.raters:
-            # Each run with raters of its own, so every run starts mid-category.
+            # Each run with raters of its own while there are enough, so runs start alike.
             group = keys[offset : offset + n] if offset + n <= len(keys) else keys[:n]
             offset += n
+            from django.utils import timezone
+
+            since = timezone.now()
             t0 = time.perf_counter()
             tally = asyncio.run(storm(base, group, args.duration, (args.think_min, args.think_max)))
             elapsed = time.perf_counter() - t0
@@ -389,7 +395,7 @@ def run_storms(args) -> None:
             print(
                 f"| {n} | {rate:.1f} | {percentiles(tally.save)} | {percentiles(tally.page)} "
                 f"| {percentiles(tally.audio)} | {errors}{f' ({detail})' if detail else ''} "
-                f"| {integrity(tally)} |",
+                f"| {integrity(tally, group, since)} |",
                 flush=True,
             )
             connection.close()
