@@ -216,7 +216,9 @@ class Tally:
     audio: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (key, trial token)
+    acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic() of each
     attempted: int = 0
+    began: float = 0.0
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -278,6 +280,7 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
                 saved = await timed("save", "POST", f"/listen/{SLUG}/rate/", data=form)
                 if saved is not None and saved.status_code == 303:
                     tally.acknowledged.append((form["key"], token))
+                    tally.acknowledged_at.append(time.monotonic())
             elif 'name="session"' in page:  # a new category's examples
                 for example in EXAMPLE.findall(page):
                     await timed(
@@ -329,7 +332,8 @@ def integrity(tally: Tally, raters: list[str], since) -> str:
 
 async def storm(base: str, keys: list[str], duration: float, think: tuple[float, float]) -> Tally:
     tally = Tally()
-    deadline = time.monotonic() + duration
+    tally.began = time.monotonic()
+    deadline = tally.began + duration
     tasks = [asyncio.create_task(rater(base, key, deadline, tally, think)) for key in keys]
     # Bounded: every rater finishes its cycle under way, or is cancelled 90 s after the end.
     done, pending = await asyncio.wait(tasks, timeout=duration + 90)
@@ -386,10 +390,12 @@ def run_storms(args) -> None:
             from django.utils import timezone
 
             since = timezone.now()
-            t0 = time.perf_counter()
             tally = asyncio.run(storm(base, group, args.duration, (args.think_min, args.think_max)))
-            elapsed = time.perf_counter() - t0
-            rate = len(tally.acknowledged) / elapsed
+            # Ratings per second once every rater has arrived (the first think time), until the
+            # end of the run.
+            window = (tally.began + args.think_max, tally.began + args.duration)
+            steady = sum(window[0] <= t <= window[1] for t in tally.acknowledged_at)
+            rate = steady / (window[1] - window[0])
             errors = sum(tally.errors.values())
             detail = ", ".join(f"{k}: {v}" for k, v in sorted(tally.errors.items()))
             print(
