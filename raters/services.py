@@ -613,17 +613,18 @@ def rejudge_stale(challenge: Challenge) -> int:
     current ones (the organizers changed them, or the session predates stored verdicts)."""
     rules = selectors.quality_rules(challenge)
     key = selectors.rules_key(rules)
-    stale = list(
-        CategorySession.objects.filter(rater__challenge=challenge, last_answer_at__isnull=False)
-        .exclude(judged_with=key)
-        .select_related("rater")
-    )
-    if not stale:
+    stale = CategorySession.objects.filter(
+        rater__challenge=challenge, last_answer_at__isnull=False
+    ).exclude(judged_with=key)
+    if not stale.exists():
         return 0
     with transaction.atomic():
-        for pk, (excluded, judged) in judge_sessions(challenge, stale, rules=rules).items():
+        # Locked as a save locks them, so an answer stored meanwhile is judged with the others,
+        # never overwritten by a verdict read before it.
+        sessions = list(stale.select_related("rater").select_for_update(of=("self",), no_key=True))
+        for pk, (excluded, judged) in judge_sessions(challenge, sessions, rules=rules).items():
             CategorySession.objects.filter(pk=pk).update(excluded=excluded, judged_with=judged)
-    return len(stale)
+    return len(sessions)
 
 
 def next_session(rater: Rater) -> NextStep:
