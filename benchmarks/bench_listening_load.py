@@ -219,6 +219,7 @@ class Tally:
     acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic() of each
     attempted: int = 0
     began: float = 0.0
+    ended: float = 0.0
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -341,6 +342,7 @@ async def storm(base: str, keys: list[str], duration: float, think: tuple[float,
         task.cancel()
         tally.error("cancelled at the end")
     await asyncio.gather(*pending, return_exceptions=True)
+    tally.ended = time.monotonic()
     for task in done:
         if task.exception() is not None:
             tally.error(f"client: {type(task.exception()).__name__}")
@@ -391,9 +393,9 @@ def run_storms(args) -> None:
 
             since = timezone.now()
             tally = asyncio.run(storm(base, group, args.duration, (args.think_min, args.think_max)))
-            # Ratings per second once every rater has arrived (the first think time), until the
-            # end of the run.
-            window = (tally.began + args.think_max, tally.began + args.duration)
+            # Ratings per second once every rater has arrived (the first think time) until the
+            # last cycle under way at the end finished: under overload a cycle outlasts the run.
+            window = (tally.began + args.think_max, tally.ended)
             steady = sum(window[0] <= t <= window[1] for t in tally.acknowledged_at)
             rate = steady / (window[1] - window[0])
             errors = sum(tally.errors.values())
