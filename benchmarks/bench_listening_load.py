@@ -17,7 +17,8 @@ server's listening check is set to "the whole file was delivered" (listened_frac
 player's events are not simulated.
 
 Printed per run: ratings/s, p50/p95/p99 of save, page and audio, errors (HTTP >= 400 and client
-time-outs), and the integrity check (answers stored = answers acknowledged, none twice). `uptime`
+time-outs; requests resent once on a kept-alive connection the server had closed, as browsers
+do, are counted apart), and the integrity check (answers stored = answers acknowledged, none twice). `uptime`
 is printed at the start and the end: the machine may be shared.
 
 `--cost` measures in-process (Django's test client, no gunicorn) the queries and the time of a
@@ -219,6 +220,7 @@ class Tally:
     acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic() of each
     attempted: int = 0
     began: float = 0.0
+    resent: int = 0
     ended: float = 0.0
 
     def error(self, what: str) -> None:
@@ -234,7 +236,14 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
         async def timed(kind: str, method: str, url: str, **kw):
             started = time.perf_counter()
             try:
-                response = await client.request(method, url, **kw)
+                try:
+                    response = await client.request(method, url, **kw)
+                except (httpx.RemoteProtocolError, httpx.ReadError):
+                    # The server closed a kept-alive connection as the request went out on it:
+                    # browsers send the request again on a new connection, and so does this
+                    # (an answer resent carries its key, so it is stored once).
+                    tally.resent += 1
+                    response = await client.request(method, url, **kw)
             except httpx.HTTPError as exc:
                 tally.error(f"{kind}: {type(exc).__name__}")
                 return None
@@ -400,6 +409,8 @@ def run_storms(args) -> None:
             rate = steady / (window[1] - window[0])
             errors = sum(tally.errors.values())
             detail = ", ".join(f"{k}: {v}" for k, v in sorted(tally.errors.items()))
+            if tally.resent:
+                detail += f"{'; ' if detail else ''}resent on a closed connection: {tally.resent}"
             print(
                 f"| {n} | {rate:.1f} | {percentiles(tally.save)} | {percentiles(tally.page)} "
                 f"| {percentiles(tally.audio)} | {errors}{f' ({detail})' if detail else ''} "
