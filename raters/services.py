@@ -651,13 +651,12 @@ def next_session(rater: Rater) -> NextStep:
         done = set(rater.sessions.values_list("category_id", flat=True))
         if len(done) >= test.categories_max:
             return NextStep(None, "max")
-        need = {c: n for c, n in category_need(rater.challenge).items() if c not in done}
+        every = category_need(rater.challenge)
+        need = {c: n for c, n in every.items() if c not in done}
         wanted = [c for c, n in need.items() if n > 0]
         if not wanted:
             # Everything reached the target; a rater below the minimum still helps the least rated.
-            if len(done) >= test.categories_min or not any(
-                n > 0 for n in category_need(rater.challenge).values()
-            ):
+            if len(done) >= test.categories_min or not any(n > 0 for n in every.values()):
                 return NextStep(None, "full" if len(done) < test.categories_min else "done")
             wanted = list(need)
         if not wanted:
@@ -683,14 +682,11 @@ def can_continue(rater: Rater) -> bool:
     if not test.is_open or rater.sessions.count() >= test.categories_max:
         return False
     done = set(rater.sessions.values_list("category_id", flat=True))
-    need = {c: n for c, n in category_need(rater.challenge).items() if c not in done}
+    every = category_need(rater.challenge)
+    need = {c: n for c, n in every.items() if c not in done}
     if any(n > 0 for n in need.values()):
         return True
-    return (
-        bool(need)
-        and not rater_done(rater)
-        and any(n > 0 for n in category_need(rater.challenge).values())
-    )
+    return bool(need) and not rater_done(rater) and any(n > 0 for n in every.values())
 
 
 def session_items(
