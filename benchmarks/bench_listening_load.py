@@ -2,7 +2,7 @@
 browsers do it, on loopback.
 
     python benchmarks/bench_listening_load.py --raters 100 300 1000 --duration 60
-    python benchmarks/bench_listening_load.py --nginx --gunicorn "--workers 3 --threads 4"
+    python benchmarks/bench_listening_load.py --nginx --gunicorn "--workers 5"  # sync workers
     python benchmarks/bench_listening_load.py --cost            # queries and time per request
 
 A scratch PostgreSQL database (on the server of DATABASE_URL, default the local one) gets a
@@ -502,8 +502,8 @@ def main() -> None:
     parser.add_argument("--think-max", type=float, default=15.0)
     parser.add_argument(
         "--gunicorn",
-        default="--workers 5",
-        help="gunicorn options (worker model and counts), e.g. '--workers 3 --threads 8'",
+        default="--workers 2 --threads 16",
+        help="gunicorn options (worker model and counts); the default is docker-compose's",
     )
     parser.add_argument(
         "--nginx", action="store_true", help="deploy/nginx.conf in front, sounds sent by nginx"

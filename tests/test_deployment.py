@@ -103,6 +103,9 @@ def test_nginx_in_front_serves_static_files_and_sounds_from_the_volumes(compose)
     assert web["environment"]["STATIC_ROOT"] == "/data/static" and "alias /data/static/;" in conf
     assert "collectstatic" in " ".join(services["migrate"]["command"])
     assert "server web:8000;" in conf
+    # Threads, so that page views do not hold up saves (docs/deployment.md, "Web workers").
+    command = web["command"]
+    assert int(command[command.index("--threads") + 1]) > 1
 
 
 def test_env_example_names_what_the_settings_need():
