@@ -793,6 +793,30 @@ def next_trial(session: CategorySession) -> Trial | None:
     return session.trials.filter(rating__isnull=True).order_by("position").first()
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Where a rater resumes a session: the first unanswered trial's token and position, the
+    token of the sound after it (the page preloads it) and the session's length."""
+
+    token: str
+    position: int
+    following: str | None
+    total: int
+
+
+def resume(session: CategorySession) -> Resume | None:
+    """The trial page's view of a session in one query; None when every trial is answered."""
+    trials = list(
+        session.trials.order_by("position").values_list("position", "token", "rating__id")
+    )
+    pending = [(position, token) for position, token, answer in trials if answer is None]
+    if not pending:
+        return None
+    position, token = pending[0]
+    following = next((t for p, t, _ in trials if p > position), None)
+    return Resume(token, position, following, len(trials))
+
+
 def _check_value(name: str, value) -> int:
     if isinstance(value, bool):
         raise ListeningError(f"{name} must be an integer from 0 to 10.")
@@ -1121,19 +1145,18 @@ def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> l
     return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)
 
 
-def page_shown(rows: list) -> None:
+def page_shown(model: type[Heard], tokens: list[str]) -> None:
     """A page showing these sounds (re)loaded: nothing of them is playing any more."""
-    for row in rows:
-        listening.page_shown(type(row), [row.token])
+    listening.page_shown(model, tokens)
 
 
 def listened_now(
-    rater: Rater, row, test: ListeningTest | None = None
+    rater: Rater, token: str, test: ListeningTest | None = None
 ) -> tuple[Heard, listening.Listened]:
-    """One of the rater's sounds as it is now, with the server's verdict on it, for the page to
-    open its scales."""
+    """One of the rater's sounds (by its token) as it is now, with the server's verdict on it,
+    for the page to open its scales."""
     test = test or listening_test(rater.challenge)
-    _, row, audio = _sound(rater, row.token, test)
+    _, row, audio = _sound(rater, token, test)
     return row, listening.listened(row, audio.duration_s, test)
 
 

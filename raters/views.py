@@ -20,7 +20,7 @@ from stimuli.models import Challenge
 from stimuli.permissions import is_organizer
 
 from . import services
-from .models import CategorySession, Rater
+from .models import CategorySession, DiversityTrial, FamiliarizationClip, Rater, Trial
 
 SESSION_KEY = "listening-rater-{}"
 
@@ -142,9 +142,9 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
         clips = list(session.familiarization.order_by("position"))
-        services.page_shown(clips)
+        services.page_shown(FamiliarizationClip, [clip.token for clip in clips])
         for clip in clips:
-            _, clip.listened = services.listened_now(rater, clip, test)
+            _, clip.listened = services.listened_now(rater, clip.token, test)
         return render(
             request,
             "raters/familiarization.html",
@@ -156,20 +156,12 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
                 **_progress(rater, test, closed),
             },
         )
-    # The session's trials in one query: where the rater resumes, the sound after it (preloaded)
-    # and the count.
-    trials = list(
-        session.trials.order_by("position").values_list("position", "token", "rating__id")
-    )
-    pending = [(p, t) for p, t, answer in trials if answer is None]
-    if not pending:  # every trial answered: the session closes on its last answer
+    point = services.resume(session)
+    if point is None:  # every trial answered: the session closes on its last answer
         services.close_session(session)
         return redirect("raters:home", slug=challenge.slug)
-    position, token = pending[0]
-    following = next((t for p, t, _ in trials if p > position), None)
-    trial = session.trials.model(token=token, position=position)
-    services.page_shown([trial])
-    trial, listened = services.listened_now(rater, trial, test)
+    services.page_shown(Trial, [point.token])
+    trial, listened = services.listened_now(rater, point.token, test)
     return render(
         request,
         "raters/trial.html",
@@ -179,10 +171,10 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "trial": trial,
             "listened": listened,
             "key": secrets.token_urlsafe(16),
-            "next_token": following,
-            "number": trial.position + 1,
-            "total": len(trials),
-            "percent": round(100 * trial.position / len(trials)),
+            "next_token": point.following,
+            "number": point.position + 1,
+            "total": point.total,
+            "percent": round(100 * point.position / point.total),
             **_progress(rater, test, closed),
         },
     )
@@ -378,8 +370,8 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
             {"challenge": challenge, "count": len(trials)},
         )
     following = next((t.token for t in trials if t.position > trial.position), None)
-    services.page_shown([trial])
-    trial, listened = services.listened_now(rater, trial)
+    services.page_shown(DiversityTrial, [trial.token])
+    trial, listened = services.listened_now(rater, trial.token)
     return render(
         request,
         "raters/diversity.html",
