@@ -622,8 +622,11 @@ def rejudge_stale(challenge: Challenge) -> int:
         # Locked as a save locks them, so an answer stored meanwhile is judged with the others,
         # never overwritten by a verdict read before it.
         sessions = list(stale.select_related("rater").select_for_update(of=("self",), no_key=True))
-        for pk, (excluded, judged) in judge_sessions(challenge, sessions, rules=rules).items():
-            CategorySession.objects.filter(pk=pk).update(excluded=excluded, judged_with=judged)
+        verdicts = judge_sessions(challenge, sessions, rules=rules)
+        for flag in (True, False):  # two statements, however many sessions
+            CategorySession.objects.filter(
+                pk__in=[pk for pk, (excluded, _) in verdicts.items() if excluded is flag]
+            ).update(excluded=flag, judged_with=key)
     return len(sessions)
 
 
