@@ -74,7 +74,7 @@ def rules_key(rules: QualityRules) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> list[dict]:
+def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> list[dict]:
     """Every quality/fit answer (or those of `sessions` only), as the rules read it (the
     export's columns, fetched lean)."""
     fields = {
@@ -111,7 +111,7 @@ def session_verdicts(
     """Per session (by id), the rater-quality rules' verdict; a session still being rated is
     judged only by what can no longer change. This reads every answer of the challenge (for
     monitoring and scoring); the raters' pages read the verdicts stored on the sessions."""
-    rows = _answer_rows(challenge) if rows is None else rows
+    rows = answer_rows(challenge) if rows is None else rows
     if open_codes is None:
         open_codes = [
             f"{code}-{pk}"

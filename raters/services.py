@@ -601,7 +601,7 @@ def judge_sessions(
     ]
     verdicts = selectors.session_verdicts(
         challenge,
-        selectors._answer_rows(challenge, sessions=ids),
+        selectors.answer_rows(challenge, sessions=ids),
         rules=rules,
         open_codes=open_codes,
     )
@@ -977,9 +977,10 @@ def _record(verdict: listening.Listened, turn_began) -> dict:
 
 
 def close_session(session: CategorySession) -> None:
-    """Close a session whose trials are all answered (idempotent)."""
+    """Close a session whose trials are all answered (idempotent). Its stored verdict was of an
+    unfinished session: it is judged again, as finished, before anything reads it."""
     CategorySession.objects.filter(pk=session.pk, state=CategorySession.State.OPEN).update(
-        state=CategorySession.State.CLOSED, closed_at=timezone.now()
+        state=CategorySession.State.CLOSED, closed_at=timezone.now(), excluded=False, judged_with=""
     )
     session.refresh_from_db()
 
