@@ -39,4 +39,4 @@ RUN SECRET_KEY=collectstatic-only DEBUG=0 python manage.py collectstatic --no-in
 
 USER foley
 EXPOSE 8000
-CMD ["gunicorn", "foley_platform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "16", "--timeout", "120", "--access-logfile", "-"]
+CMD ["gunicorn", "foley_platform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "16", "--keep-alive", "75", "--timeout", "120", "--access-logfile", "-"]

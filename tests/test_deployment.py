@@ -106,6 +106,9 @@ def test_nginx_in_front_serves_static_files_and_sounds_from_the_volumes(compose)
     # Threads, so that page views do not hold up saves (docs/deployment.md, "Web workers").
     command = web["command"]
     assert int(command[command.index("--threads") + 1]) > 1
+    # gunicorn keeps nginx's upstream connections longer than nginx does (no 502 on a POST).
+    assert int(command[command.index("--keep-alive") + 1]) > 60
+    assert "keepalive_timeout 60s;" in conf
 
 
 def test_env_example_names_what_the_settings_need():
