@@ -34,9 +34,9 @@ RUN python -m pip install "torch==2.13.0" --index-url "$TORCH_INDEX_URL" \
 COPY . .
 RUN SECRET_KEY=collectstatic-only DEBUG=0 python manage.py collectstatic --no-input -v0 \
     && useradd --create-home --uid 1000 foley \
-    && mkdir -p /data/media \
+    && mkdir -p /data/media /data/static \
     && chown -R foley:foley /data
 
 USER foley
 EXPOSE 8000
-CMD ["gunicorn", "foley_platform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120", "--access-logfile", "-"]
+CMD ["gunicorn", "foley_platform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "16", "--keep-alive", "75", "--timeout", "120", "--access-logfile", "-"]

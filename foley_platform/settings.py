@@ -152,6 +152,11 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
+# Raters' sounds: empty, Django sends the bytes (the demo, development); a path such as
+# "/_sounds/", Django checks the rater's token and answers with X-Accel-Redirect to that internal
+# location of the web server in front (nginx), which sends the file from MEDIA_ROOT with ranges
+# (deploy/nginx.conf).
+AUDIO_ACCEL_REDIRECT = env("AUDIO_ACCEL_REDIRECT", default="")
 # Uploads larger than this stream to a temporary file instead of memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 

@@ -12,6 +12,7 @@ import math
 import re
 
 import numpy as np
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 
@@ -117,44 +118,61 @@ def delivered_audio(source: AudioFile, test: ListeningTest) -> AudioFile:
     return audio
 
 
+def byte_range(range_header: str, size: int) -> tuple[int, int] | None:
+    """The inclusive byte range a `Range` header asks of a file of `size` bytes: None for the
+    whole file; raises ValueError when nothing of the file is asked (416)."""
+    match = re.fullmatch(r"bytes=(\d*)-(\d*)", range_header.strip())
+    if not match or not (match.group(1) or match.group(2)):
+        return None
+    first, last = match.groups()
+    if first:
+        start, end = int(first), min(int(last), size - 1) if last else size - 1
+    else:  # the last N bytes
+        start, end = max(0, size - int(last)), size - 1
+    if start > end or start >= size:
+        raise ValueError(range_header)
+    return start, end
+
+
 def audio_response(audio: AudioFile, range_header: str = "") -> HttpResponse:
     """The one way stimuli leave the server: same type, caching and (for equal durations) size;
     no file name, date or content tag that could tell two stimuli apart.
 
-    Byte ranges are served (Safari on phones plays only from servers that support them).
+    Byte ranges are served (Safari on phones plays only from servers that support them). With
+    settings.AUDIO_ACCEL_REDIRECT the web server in front sends the bytes (and the range) from
+    the same file; the headers set here are the ones it passes on, and its configuration drops
+    the date and content tag it would add (deploy/nginx.conf). `served_bytes` on the response
+    is what the rater's browser receives.
     """
-    data = storage.read_audio(audio.file)
-    size = len(data)
-    match = re.fullmatch(r"bytes=(\d*)-(\d*)", range_header.strip())
-    if match and (match.group(1) or match.group(2)):
-        first, last = match.groups()
-        if first:
-            start, end = int(first), min(int(last), size - 1) if last else size - 1
-        else:  # the last N bytes
-            start, end = max(0, size - int(last)), size - 1
-        if start > end or start >= size:
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{size}"
-            return response
-        response = HttpResponse(data[start : end + 1], content_type="audio/wav", status=206)
-        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+    size = audio.size_bytes
+    try:
+        wanted = byte_range(range_header, size)
+    except ValueError:
+        response = HttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        response.served_bytes = None
+        return response
+    start, end = wanted if wanted is not None else (0, size - 1)
+    accel = settings.AUDIO_ACCEL_REDIRECT
+    if accel:
+        response = HttpResponse(content_type="audio/wav")
+        response["X-Accel-Redirect"] = accel.rstrip("/") + "/" + audio.file
     else:
-        response = HttpResponse(data, content_type="audio/wav")
-    response["Accept-Ranges"] = "bytes"
+        data = storage.read_audio(audio.file)
+        status = 206 if wanted is not None else 200
+        response = HttpResponse(data[start : end + 1], content_type="audio/wav", status=status)
+        if wanted is not None:
+            response["Content-Range"] = f"bytes {start}-{end}/{size}"
+        response["Content-Length"] = str(end + 1 - start)
+        response["Accept-Ranges"] = "bytes"  # nginx says so itself (once) when it sends
     response["Cache-Control"] = "private, max-age=86400"
-    response["Content-Length"] = str(len(response.content))
+    response.served_bytes = (start, end, size) if size else None
     return response
 
 
 def served_range(response: HttpResponse) -> tuple[int, int, int] | None:
     """(first byte, last byte, file size) of what an `audio_response` sent; None for nothing."""
-    if response.status_code == 200:
-        size = len(response.content)
-        return (0, size - 1, size) if size else None
-    if response.status_code == 206:
-        match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", response["Content-Range"])
-        return int(match.group(1)), int(match.group(2)), int(match.group(3))
-    return None
+    return getattr(response, "served_bytes", None)
 
 
 def concatenate(parts: list[np.ndarray], sample_rate: int, gap_s: float) -> np.ndarray:

@@ -148,9 +148,9 @@ def stop(model: type[Heard], pk: int) -> None:
         row.save(update_fields=["heard", "playing_from", "playing_since"])
 
 
-def page_shown(model: type[Heard], pks: list[int]) -> None:
+def page_shown(model: type[Heard], tokens: list[str]) -> None:
     """A page (re)loaded: whatever played before stops, and only what was reported counts."""
-    model.objects.filter(pk__in=pks, playing_from__isnull=False).update(
+    model.objects.filter(token__in=tokens, playing_from__isnull=False).update(
         playing_from=None, playing_since=None
     )
 

@@ -272,6 +272,19 @@ class CategorySession(models.Model):
     familiarized_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    # Kept up to date by each answer, in the answer's transaction, so that assigning categories
+    # reads one row per session instead of every rating of the challenge.
+    last_answer_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the latest answer of the session was stored."
+    )
+    excluded = models.BooleanField(
+        default=False, help_text="Set aside by the rater-quality rules named by judged_with."
+    )
+    judged_with = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Hash of the rater-quality rules `excluded` was judged by; empty: not judged.",
+    )
 
     class Meta:
         ordering = ["rater", "order"]
@@ -291,6 +304,14 @@ class CategorySession(models.Model):
                 condition=Q(state="open", closed_at__isnull=True)
                 | Q(state="closed", closed_at__isnull=False),
                 name="session_closed_at_when_closed",
+            ),
+            models.CheckConstraint(
+                condition=Q(excluded=False) | ~Q(judged_with=""),
+                name="session_excluded_when_judged",
+            ),
+            models.CheckConstraint(
+                condition=Q(judged_with="") | Q(last_answer_at__isnull=False),
+                name="session_judged_when_answered",
             ),
         ]
 

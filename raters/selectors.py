@@ -4,7 +4,9 @@ organizers' monitoring figures."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 from collections import defaultdict
 
 from django.conf import settings
@@ -66,8 +68,15 @@ def quality_rules(challenge: Challenge) -> QualityRules:
     return import_string(path)(challenge) if path else QualityRules()
 
 
-def _answer_rows(challenge: Challenge) -> list[dict]:
-    """Every quality/fit answer, as the rules read it (the export's columns, fetched lean)."""
+def rules_key(rules: QualityRules) -> str:
+    """A short hash of the rater-quality rules: stored verdicts judged by other rules are stale."""
+    text = json.dumps(rules.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> list[dict]:
+    """Every quality/fit answer (or those of `sessions` only), as the rules read it (the
+    export's columns, fetched lean)."""
     fields = {
         "session": "trial__session_id",
         "rater": "trial__session__rater__code",
@@ -78,9 +87,12 @@ def _answer_rows(challenge: Challenge) -> list[dict]:
         "heard_fraction": "heard_fraction",
         "answer_s": "answer_s",
     }
-    rows = Rating.objects.filter(trial__session__rater__challenge=challenge).values_list(
-        *fields.values()
+    where = (
+        Q(trial__session__rater__challenge=challenge)
+        if sessions is None
+        else Q(trial__session_id__in=sessions)
     )
+    rows = Rating.objects.filter(where).values_list(*fields.values())
     result = []
     for values in rows:
         row = dict(zip(fields, values, strict=True))
@@ -89,17 +101,25 @@ def _answer_rows(challenge: Challenge) -> list[dict]:
     return result
 
 
-def session_verdicts(challenge: Challenge, rows: list[dict] | None = None) -> dict[int, Verdict]:
+def session_verdicts(
+    challenge: Challenge,
+    rows: list[dict] | None = None,
+    *,
+    rules: QualityRules | None = None,
+    open_codes: list[str] | None = None,
+) -> dict[int, Verdict]:
     """Per session (by id), the rater-quality rules' verdict; a session still being rated is
-    judged only by what can no longer change."""
-    rows = _answer_rows(challenge) if rows is None else rows
-    open_codes = [
-        f"{code}-{pk}"
-        for pk, code in CategorySession.objects.filter(
-            rater__challenge=challenge, state=CategorySession.State.OPEN
-        ).values_list("pk", "rater__code")
-    ]
-    verdicts = judge(rows, quality_rules(challenge), unfinished=open_codes)
+    judged only by what can no longer change. This reads every answer of the challenge (for
+    monitoring and scoring); the raters' pages read the verdicts stored on the sessions."""
+    rows = answer_rows(challenge) if rows is None else rows
+    if open_codes is None:
+        open_codes = [
+            f"{code}-{pk}"
+            for pk, code in CategorySession.objects.filter(
+                rater__challenge=challenge, state=CategorySession.State.OPEN
+            ).values_list("pk", "rater__code")
+        ]
+    verdicts = judge(rows, rules or quality_rules(challenge), unfinished=open_codes)
     return {int(v.session.rsplit("-", 1)[1]): v for v in verdicts.values()}
 
 

@@ -17,15 +17,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Q
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Max, Q
 from django.http import HttpResponse
 from django.utils import timezone
 
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid, Team
 
-from . import anchors, delivery, listening
+from . import anchors, delivery, listening, selectors
 from .design import counterbalanced_order, spread_slots, williams
 from .errors import ListeningError
 from .models import (
@@ -69,6 +68,7 @@ KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 def listening_test(challenge: Challenge) -> ListeningTest:
     test, _ = ListeningTest.objects.get_or_create(challenge=challenge)
+    test.challenge = challenge  # read for its sample rate: no second query
     return test
 
 
@@ -538,35 +538,98 @@ def category_need(challenge: Challenge) -> dict[int, int]:
     rules, or open and active in the last `ABANDONED_AFTER`, and only when the rater is not of
     the stimulus's team (scoring removes ratings of one's own systems). An abandoned or excluded
     session leaves its place to another rater.
-    """
-    from .selectors import excluded_sessions
 
+    Read from what each answer keeps up to date on its session (`last_answer_at`, `excluded`):
+    one row per category and team, never the challenge's ratings. Verdicts judged by rules
+    that have changed since are judged again first.
+    """
     test = listening_test(challenge)
     teams: dict[int, list[int | None]] = {}
     for category_id, team_id in Stimulus.objects.filter(challenge=challenge).values_list(
         "category_id", "system__team_id"
     ):
         teams.setdefault(category_id, []).append(team_id)
-    excluded = set(excluded_sessions(challenge))
+    rejudge_stale(challenge)
     cutoff = timezone.now() - ABANDONED_AFTER
-    sessions = (
-        CategorySession.objects.filter(rater__challenge=challenge)
-        .annotate(active=Coalesce(Max("trials__rating__created_at"), "created_at"))
-        .values_list("pk", "category_id", "state", "active", "rater__team_id")
-    )
-    counting: dict[int, list[int | None]] = {}
-    for pk, category_id, state, active, team_id in sessions:
-        if pk in excluded or (state != CategorySession.State.CLOSED and active < cutoff):
-            continue
-        counting.setdefault(category_id, []).append(team_id)
+    counting: dict[int, dict[int | None, int]] = {}
+    for category_id, team_id, n in (
+        CategorySession.objects.filter(rater__challenge=challenge, excluded=False)
+        .filter(
+            Q(state=CategorySession.State.CLOSED)
+            | Q(last_answer_at__gte=cutoff)
+            | Q(last_answer_at__isnull=True, created_at__gte=cutoff)
+        )
+        .order_by()
+        .values("category_id", "rater__team_id")
+        .annotate(n=Count("id"))
+        .values_list("category_id", "rater__team_id", "n")
+    ):
+        counting.setdefault(category_id, {})[team_id] = n
     need = {}
     for category_id, stimulus_teams in teams.items():
-        raters = counting.get(category_id, [])
+        raters = counting.get(category_id, {})
         fewest = min(
-            sum(1 for team in raters if team is None or team != owner) for owner in stimulus_teams
+            sum(n for team, n in raters.items() if team is None or team != owner)
+            for owner in stimulus_teams
         )
         need[category_id] = max(0, test.target_ratings - fewest)
     return need
+
+
+def rated_categories(challenge: Challenge) -> int:
+    """How many categories have stimuli (a rater cannot be asked for more)."""
+    return (
+        Stimulus.objects.filter(challenge=challenge)
+        .order_by()
+        .values("category_id")
+        .distinct()
+        .count()
+    )
+
+
+def judge_sessions(
+    challenge: Challenge, sessions: list[CategorySession], *, rules=None, closing: int = 0
+) -> dict[int, tuple[bool, str]]:
+    """Judge these sessions by the rater-quality rules from their own answers only; returns
+    {session id: (excluded, rules key)}. `closing` names a session being closed by the answer
+    under way (judged as finished)."""
+    rules = rules or selectors.quality_rules(challenge)
+    key = selectors.rules_key(rules)
+    ids = [s.pk for s in sessions]
+    open_codes = [
+        f"{s.rater.code}-{s.pk}"
+        for s in sessions
+        if s.state == CategorySession.State.OPEN and s.pk != closing
+    ]
+    verdicts = selectors.session_verdicts(
+        challenge,
+        selectors.answer_rows(challenge, sessions=ids),
+        rules=rules,
+        open_codes=open_codes,
+    )
+    return {pk: (bool(verdicts[pk].excluded) if pk in verdicts else False, key) for pk in ids}
+
+
+def rejudge_stale(challenge: Challenge) -> int:
+    """Judge again the answered sessions whose stored verdict is by other rules than the
+    current ones (the organizers changed them, or the session predates stored verdicts)."""
+    rules = selectors.quality_rules(challenge)
+    key = selectors.rules_key(rules)
+    stale = CategorySession.objects.filter(
+        rater__challenge=challenge, last_answer_at__isnull=False
+    ).exclude(judged_with=key)
+    if not stale.exists():
+        return 0
+    with transaction.atomic():
+        # Locked as a save locks them, so an answer stored meanwhile is judged with the others,
+        # never overwritten by a verdict read before it.
+        sessions = list(stale.select_related("rater").select_for_update(of=("self",), no_key=True))
+        verdicts = judge_sessions(challenge, sessions, rules=rules)
+        for flag in (True, False):  # two statements, however many sessions
+            CategorySession.objects.filter(
+                pk__in=[pk for pk, (excluded, _) in verdicts.items() if excluded is flag]
+            ).update(excluded=flag, judged_with=key)
+    return len(sessions)
 
 
 def next_session(rater: Rater) -> NextStep:
@@ -593,13 +656,12 @@ def next_session(rater: Rater) -> NextStep:
         done = set(rater.sessions.values_list("category_id", flat=True))
         if len(done) >= test.categories_max:
             return NextStep(None, "max")
-        need = {c: n for c, n in category_need(rater.challenge).items() if c not in done}
+        every = category_need(rater.challenge)
+        need = {c: n for c, n in every.items() if c not in done}
         wanted = [c for c, n in need.items() if n > 0]
         if not wanted:
             # Everything reached the target; a rater below the minimum still helps the least rated.
-            if len(done) >= test.categories_min or not any(
-                n > 0 for n in category_need(rater.challenge).values()
-            ):
+            if len(done) >= test.categories_min or not any(n > 0 for n in every.values()):
                 return NextStep(None, "full" if len(done) < test.categories_min else "done")
             wanted = list(need)
         if not wanted:
@@ -616,8 +678,7 @@ def rater_done(rater: Rater) -> bool:
     category there is when the challenge has fewer)."""
     test = listening_test(rater.challenge)
     closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
-    available = len(category_need(rater.challenge))
-    return closed >= min(test.categories_min, available)
+    return closed >= min(test.categories_min, rated_categories(rater.challenge))
 
 
 def can_continue(rater: Rater) -> bool:
@@ -626,14 +687,11 @@ def can_continue(rater: Rater) -> bool:
     if not test.is_open or rater.sessions.count() >= test.categories_max:
         return False
     done = set(rater.sessions.values_list("category_id", flat=True))
-    need = {c: n for c, n in category_need(rater.challenge).items() if c not in done}
+    every = category_need(rater.challenge)
+    need = {c: n for c, n in every.items() if c not in done}
     if any(n > 0 for n in need.values()):
         return True
-    return (
-        bool(need)
-        and not rater_done(rater)
-        and any(n > 0 for n in category_need(rater.challenge).values())
-    )
+    return bool(need) and not rater_done(rater) and any(n > 0 for n in every.values())
 
 
 def session_items(
@@ -740,6 +798,30 @@ def next_trial(session: CategorySession) -> Trial | None:
     return session.trials.filter(rating__isnull=True).order_by("position").first()
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Where a rater resumes a session: the first unanswered trial's token and position, the
+    token of the sound after it (the page preloads it) and the session's length."""
+
+    token: str
+    position: int
+    following: str | None
+    total: int
+
+
+def resume(session: CategorySession) -> Resume | None:
+    """The trial page's view of a session in one query; None when every trial is answered."""
+    trials = list(
+        session.trials.order_by("position").values_list("position", "token", "rating__id")
+    )
+    pending = [(position, token) for position, token, answer in trials if answer is None]
+    if not pending:
+        return None
+    position, token = pending[0]
+    following = next((t for p, t, _ in trials if p > position), None)
+    return Resume(token, position, following, len(trials))
+
+
 def _check_value(name: str, value) -> int:
     if isinstance(value, bool):
         raise ListeningError(f"{name} must be an integer from 0 to 10.")
@@ -772,48 +854,75 @@ def save_rating(
     fit = _check_value("Fit", fit)
     key = _check_key(key)
     with transaction.atomic():
-        trial = Trial.objects.select_related("session").filter(token=token).first()
+        # Answers to one session are stored one at a time (its row is locked with the trial's
+        # lookup): the answer that completes the session must see every other one, or the
+        # session would stay open with nothing left to rate.
+        trial = (
+            Trial.objects.select_related("session", "session__rater", "audio")
+            .select_for_update(of=("session",), no_key=True)
+            .filter(token=token)
+            .first()
+        )
         if trial is None:
             raise ListeningError("No such trial.", 404)
-        if trial.session.rater_id != rater.pk:
+        session = trial.session
+        if session.rater_id != rater.pk:
             raise ListeningError("This trial belongs to another rater.", 403)
-        # Answers to one session are stored one at a time: the answer that completes the session
-        # must see every other one, or the session would stay open with nothing left to rate.
-        session = CategorySession.objects.select_for_update(no_key=True).get(pk=trial.session_id)
-        trial.session = session
-        previous = Rating.objects.filter(idempotency_key=key).select_related("trial").first()
+        previous = Rating.objects.filter(idempotency_key=key).first()
         if previous is not None:
             if previous.trial_id != trial.pk:
                 raise ListeningError("This request key was already used for another trial.", 409)
             return previous, False
-        if Rating.objects.filter(trial=trial).exists():
+        # The first two unanswered trials: the one rated must be first (order), and whether a
+        # second exists says if this answer completes the session.
+        # Answers are stored in order, so a trial before the first unanswered one is answered.
+        pending = list(
+            session.trials.filter(rating__isnull=True)
+            .order_by("position")
+            .values_list("pk", "position")[:2]
+        )
+        if trial.pk not in [pk for pk, _ in pending] and (
+            not pending or trial.position < pending[0][1]
+        ):
             raise ListeningError("This trial is already answered.", 409)
-        if trial.session.state != CategorySession.State.OPEN:
+        if session.state != CategorySession.State.OPEN:
             raise ListeningError("This session is closed.", 409)
-        _check_open(rater.challenge)
-        if trial.session.familiarized_at is None:
+        test = _check_open(rater.challenge)
+        if session.familiarized_at is None:
             raise ListeningError("The examples of this category come first.", 409)
-        if next_trial(session) != trial:
+        if pending[0][0] != trial.pk:
             # The counterbalanced order is part of the design; the page preloads the next
             # sound, so its token is known before its turn.
             raise ListeningError("Please rate the sounds in the order they are given.", 409)
-        test = listening_test(rater.challenge)
         verdict = listening.listened(
             trial, delivery.delivered_audio(trial.audio, test).duration_s, test
         )
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
-        turn_began = _last_answer_at(Rating.objects.filter(trial__session=session))
         rating = Rating.objects.create(
             trial=trial,
             quality=quality,
             fit=fit,
             idempotency_key=key,
-            **_record(verdict, turn_began or session.familiarized_at),
+            **_record(verdict, session.last_answer_at or session.familiarized_at),
         )
-        if next_trial(session) is None:
-            close_session(session)
+        closing = len(pending) == 1
+        _answered(rater.challenge, session, rating.created_at, closing=closing)
     return rating, True
+
+
+def _answered(challenge: Challenge, session: CategorySession, moment, *, closing: bool) -> None:
+    """Keep the session's summary up to date in the answer's transaction: its latest answer,
+    its verdict by the rater-quality rules (from its own answers), and its state."""
+    ((excluded, judged),) = judge_sessions(
+        challenge, [session], closing=session.pk if closing else 0
+    ).values()
+    fields = {"last_answer_at": moment, "excluded": excluded, "judged_with": judged}
+    if closing:
+        fields |= {"state": CategorySession.State.CLOSED, "closed_at": timezone.now()}
+    CategorySession.objects.filter(pk=session.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(session, name, value)
 
 
 def closed_message(challenge: Challenge) -> str:
@@ -829,21 +938,27 @@ def closed_message(challenge: Challenge) -> str:
     )
 
 
-def _check_open(challenge: Challenge) -> None:
-    """Refuse an answer while the test is closed. On PostgreSQL the test's row is held FOR SHARE
-    until the answer commits, so closing the test (publishing) waits for answers under way and
-    none lands after the ratings were read for publication."""
-    test = listening_test(challenge)
-    is_open = test.is_open
+def _check_open(challenge: Challenge) -> ListeningTest:
+    """Refuse an answer while the test is closed; returns the test's settings. On PostgreSQL
+    the test's row is read FOR SHARE and held until the answer commits, so closing the test
+    (publishing) waits for answers under way and none lands after the ratings were read for
+    publication."""
+    test = None
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT is_open FROM {ListeningTest._meta.db_table} WHERE id = %s FOR SHARE",
-                [test.pk],
-            )
-            is_open = cursor.fetchone()[0]
-    if not is_open:
+        table = ListeningTest._meta.db_table
+        test = next(
+            iter(
+                ListeningTest.objects.raw(
+                    f"SELECT * FROM {table} WHERE challenge_id = %s FOR SHARE", [challenge.pk]
+                )
+            ),
+            None,
+        )
+    test = test or listening_test(challenge)
+    if not test.is_open:
         raise ListeningError(closed_message(challenge), 409)
+    test.challenge = challenge
+    return test
 
 
 def _last_answer_at(answers):
@@ -864,9 +979,10 @@ def _record(verdict: listening.Listened, turn_began) -> dict:
 
 
 def close_session(session: CategorySession) -> None:
-    """Close a session whose trials are all answered (idempotent)."""
+    """Close a session whose trials are all answered (idempotent). Its stored verdict was of an
+    unfinished session: it is judged again, as finished, before anything reads it."""
     CategorySession.objects.filter(pk=session.pk, state=CategorySession.State.OPEN).update(
-        state=CategorySession.State.CLOSED, closed_at=timezone.now()
+        state=CategorySession.State.CLOSED, closed_at=timezone.now(), excluded=False, judged_with=""
     )
     session.refresh_from_db()
 
@@ -963,8 +1079,7 @@ def save_diversity_rating(
             return previous, False
         if DiversityRating.objects.filter(trial=trial).exists():
             raise ListeningError("This item is already answered.", 409)
-        _check_open(rater.challenge)
-        test = listening_test(rater.challenge)
+        test = _check_open(rater.challenge)
         verdict = listening.listened(trial, trial.item.audio.duration_s, test, what="file")
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
@@ -997,15 +1112,19 @@ def _owners(rater: Rater) -> tuple[tuple[type, Q], ...]:
     )
 
 
-def _sound(rater: Rater, token: str) -> tuple[type, Heard, AudioFile]:
+def _sound(
+    rater: Rater, token: str, test: ListeningTest | None = None
+) -> tuple[type, Heard, AudioFile]:
     """The row behind one of the rater's tokens and the audio its browser receives."""
     for model, owner in _owners(rater):
-        row = model.objects.filter(owner, token=token).first()
+        related = "item__audio" if model is DiversityTrial else "audio"
+        row = model.objects.filter(owner, token=token).select_related(related).first()
         if row is None:
             continue
         if model is DiversityTrial:
             return model, row, row.item.audio  # rendered from delivered audio already
-        return model, row, delivery.delivered_audio(row.audio, listening_test(rater.challenge))
+        test = test or listening_test(rater.challenge)
+        return model, row, delivery.delivered_audio(row.audio, test)
     raise ListeningError("No such audio.", 404)
 
 
@@ -1035,16 +1154,19 @@ def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> l
     return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)
 
 
-def page_shown(rows: list) -> None:
+def page_shown(model: type[Heard], tokens: list[str]) -> None:
     """A page showing these sounds (re)loaded: nothing of them is playing any more."""
-    for row in rows:
-        listening.page_shown(type(row), [row.pk])
+    listening.page_shown(model, tokens)
 
 
-def listened_now(rater: Rater, row) -> listening.Listened:
-    """The server's verdict on one of the rater's sounds, for the page to open its scales."""
-    _, row, audio = _sound(rater, row.token)
-    return listening.listened(row, audio.duration_s, listening_test(rater.challenge))
+def listened_now(
+    rater: Rater, token: str, test: ListeningTest | None = None
+) -> tuple[Heard, listening.Listened]:
+    """One of the rater's sounds (by its token) as it is now, with the server's verdict on it,
+    for the page to open its scales."""
+    test = test or listening_test(rater.challenge)
+    _, row, audio = _sound(rater, token, test)
+    return row, listening.listened(row, audio.duration_s, test)
 
 
 def team_for_name(challenge: Challenge, name: str) -> Team | None:

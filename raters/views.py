@@ -20,7 +20,7 @@ from stimuli.models import Challenge
 from stimuli.permissions import is_organizer
 
 from . import services
-from .models import CategorySession, Rater, TextJudge
+from .models import CategorySession, DiversityTrial, FamiliarizationClip, Rater, TextJudge, Trial
 
 SESSION_KEY = "listening-rater-{}"
 
@@ -30,6 +30,7 @@ def _session_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
     if rater_id:
         rater = Rater.objects.filter(pk=rater_id, challenge=challenge).first()
         if rater:
+            rater.challenge = challenge  # the one already read: no second query
             return rater
     if request.user.is_authenticated:
         rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
@@ -132,16 +133,20 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return redirect("raters:diversity", slug=challenge.slug)
     if rater.finished_at is not None:
         return _end(request, challenge, rater)
-    if not services.listening_test(challenge).is_open:
+    test = services.listening_test(challenge)
+    if not test.is_open:
         return _closed(request, challenge)
-    session = rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
+    # The rater's few sessions in one query: the open one, and how many are closed.
+    sessions = list(rater.sessions.select_related("category").order_by("order"))
+    session = next((s for s in sessions if s.state == CategorySession.State.OPEN), None)
+    closed = sum(s.state == CategorySession.State.CLOSED for s in sessions)
     if session is None:
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
         clips = list(session.familiarization.order_by("position"))
-        services.page_shown(clips)
+        services.page_shown(FamiliarizationClip, [clip.token for clip in clips])
         for clip in clips:
-            clip.listened = services.listened_now(rater, clip)
+            _, clip.listened = services.listened_now(rater, clip.token, test)
         return render(
             request,
             "raters/familiarization.html",
@@ -150,16 +155,15 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
                 "session": session,
                 "clips": clips,
                 "all_heard": all(clip.listened.ok for clip in clips),
-                **_progress(rater, session),
+                **_progress(rater, test, closed),
             },
         )
-    trial = services.next_trial(session)
-    if trial is None:  # every trial answered: the session closes on its last answer
+    point = services.resume(session)
+    if point is None:  # every trial answered: the session closes on its last answer
         services.close_session(session)
         return redirect("raters:home", slug=challenge.slug)
-    trials = list(session.trials.order_by("position").values_list("position", "token"))
-    following = next((t for p, t in trials if p > trial.position), None)
-    services.page_shown([trial])
+    services.page_shown(Trial, [point.token])
+    trial, listened = services.listened_now(rater, point.token, test)
     return render(
         request,
         "raters/trial.html",
@@ -167,13 +171,13 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "challenge": challenge,
             "session": session,
             "trial": trial,
-            "listened": services.listened_now(rater, trial),
+            "listened": listened,
             "key": secrets.token_urlsafe(16),
-            "next_token": following,
-            "number": trial.position + 1,
-            "total": len(trials),
-            "percent": round(100 * trial.position / len(trials)),
-            **_progress(rater, session),
+            "next_token": point.following,
+            "number": point.position + 1,
+            "total": point.total,
+            "percent": round(100 * point.position / point.total),
+            **_progress(rater, test, closed),
         },
     )
 
@@ -191,13 +195,15 @@ def _closed(request: HttpRequest, challenge: Challenge) -> HttpResponse:
     )
 
 
-def _progress(rater: Rater, session: CategorySession | None = None) -> dict:
-    test = services.listening_test(rater.challenge)
-    closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
+def _progress(rater: Rater, test, closed: int | None = None) -> dict:
+    """The progress line: categories done and the minimum, counted without reading anyone
+    else's sessions."""
+    if closed is None:
+        closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
     return {
         "categories_done": closed,
         "category_number": closed + 1,
-        "categories_min": min(test.categories_min, len(services.category_need(rater.challenge))),
+        "categories_min": min(test.categories_min, services.rated_categories(rater.challenge)),
         "categories_max": test.categories_max,
     }
 
@@ -214,7 +220,7 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
             "done": services.rater_done(rater),
             "can_continue": services.can_continue(rater),
             "is_open": test.is_open,
-            **_progress(rater),
+            **_progress(rater, test),
         },
     )
 
@@ -366,14 +372,15 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
             {"challenge": challenge, "count": len(trials)},
         )
     following = next((t.token for t in trials if t.position > trial.position), None)
-    services.page_shown([trial])
+    services.page_shown(DiversityTrial, [trial.token])
+    trial, listened = services.listened_now(rater, trial.token)
     return render(
         request,
         "raters/diversity.html",
         {
             "challenge": challenge,
             "trial": trial,
-            "listened": services.listened_now(rater, trial),
+            "listened": listened,
             "item": trial.item,
             "key": secrets.token_urlsafe(16),
             "next_token": following,

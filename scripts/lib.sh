@@ -90,6 +90,21 @@ ensure_bubblewrap() {
   fi
 }
 
+# nginx for the test that runs deploy/nginx.conf in front of the web process (raters' sounds
+# by X-Accel-Redirect), where the machine allows installing it.
+ensure_nginx() {
+  if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then
+    return
+  fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "Installing nginx for the proxy test"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null \
+      || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+  else
+    say "nginx is not installed: the proxy test will be skipped (apt-get install nginx)"
+  fi
+}
+
 # Debian's chromium for the browser tests, where the machine allows installing it.
 ensure_chromium() {
   if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then

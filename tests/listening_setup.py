@@ -4,9 +4,12 @@ worth of development clips, and finalist systems whose clips form the stimulus s
 from __future__ import annotations
 
 import numpy as np
+from django.db.models import Max
+from django.utils import timezone
 
 from raters import services
 from raters.delivery import store_samples
+from raters.models import CategorySession, Rater, Rating, Stimulus, Trial
 from stimuli.models import Challenge, Clip
 from stimuli.services import create_challenge, create_system, create_team
 
@@ -77,3 +80,52 @@ def answer_session(rater, session, quality: int = 7, fit: int = 7) -> None:
         elif trial.role == "anchor_lq_poorfit":
             q, f = 1, 1
         services.save_rating(rater, trial.token, quality=q, fit=f, key=f"k-{trial.token}")
+
+
+def add_closed_sessions(challenge: Challenge, n: int) -> None:
+    """`n` closed sessions of other raters, each with answered trials, made in a few queries."""
+    start = Rater.objects.filter(challenge=challenge).count() + 10_000
+    raters = Rater.objects.bulk_create(
+        [Rater(challenge=challenge, kind=Rater.Kind.INVITED, index=start + i) for i in range(n)]
+    )
+    stimuli = list(Stimulus.objects.filter(challenge=challenge).select_related("clip"))
+    categories = sorted({s.category_id for s in stimuli})
+    base = (CategorySession.objects.aggregate(n=Max("ordinal"))["n"] or 0) + 1
+    moment = timezone.now()
+    sessions = CategorySession.objects.bulk_create(
+        [
+            CategorySession(
+                rater=rater,
+                category_id=categories[i % len(categories)],
+                order=0,
+                ordinal=base + i,
+                state=CategorySession.State.CLOSED,
+                closed_at=moment,
+                familiarized_at=moment,
+            )
+            for i, rater in enumerate(raters)
+        ]
+    )
+    trials = Trial.objects.bulk_create(
+        [
+            Trial(
+                session=session,
+                position=k,
+                role="trial",
+                stimulus=stimulus,
+                audio_id=stimulus.clip.audio_id,
+            )
+            for session in sessions
+            for k, stimulus in enumerate(
+                [s for s in stimuli if s.category_id == session.category_id][:3]
+            )
+        ]
+    )
+    Rating.objects.bulk_create(
+        [
+            Rating(trial=trial, quality=5, fit=5, idempotency_key=f"bulk-{trial.pk}")
+            for trial in trials
+        ]
+    )
+    # What each answer keeps up to date, as the saves would have left it.
+    CategorySession.objects.filter(pk__in=[s.pk for s in sessions]).update(last_answer_at=moment)

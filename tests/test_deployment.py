@@ -6,6 +6,7 @@ file against the compose specification too.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -82,10 +83,32 @@ def test_database_asks_every_connection_for_a_password(compose):
 
 def test_volumes_persist_data(compose):
     services = compose["services"]
-    assert set(compose["volumes"]) == {"pgdata", "redisdata", "media"}
+    assert set(compose["volumes"]) == {"pgdata", "redisdata", "media", "static"}
     assert "pgdata:/var/lib/postgresql/data" in services["db"]["volumes"]
     for name in ("web", "worker-cpu", "worker-gpu"):
         assert "media:/data/media" in services[name]["volumes"]
+
+
+def test_nginx_in_front_serves_static_files_and_sounds_from_the_volumes(compose):
+    services = compose["services"]
+    proxy, web = services["proxy"], services["web"]
+    assert "./deploy/nginx.conf:/etc/nginx/conf.d/default.conf:ro" in proxy["volumes"]
+    assert {"media:/data/media:ro", "static:/data/static:ro"} <= set(proxy["volumes"])
+    assert "ports" not in web and proxy["ports"] == ["127.0.0.1:8000:80"]
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    # Django redirects to the internal location nginx serves from the media volume.
+    internal = web["environment"]["AUDIO_ACCEL_REDIRECT"]
+    block = re.search(rf"location {re.escape(internal)} {{([^}}]*)}}", conf).group(1)
+    assert "internal;" in block and "alias /data/media/;" in block
+    assert web["environment"]["STATIC_ROOT"] == "/data/static" and "alias /data/static/;" in conf
+    assert "collectstatic" in " ".join(services["migrate"]["command"])
+    assert "server web:8000;" in conf
+    # Threads, so that page views do not hold up saves (docs/deployment.md, "Web workers").
+    command = web["command"]
+    assert int(command[command.index("--threads") + 1]) > 1
+    # gunicorn keeps nginx's upstream connections longer than nginx does (no 502 on a POST).
+    assert int(command[command.index("--keep-alive") + 1]) > 60
+    assert "keepalive_timeout 60s;" in conf
 
 
 def test_env_example_names_what_the_settings_need():

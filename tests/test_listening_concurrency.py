@@ -5,6 +5,7 @@ job on a real worker."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.db import connection
@@ -76,6 +77,76 @@ def test_two_answers_to_one_trial_at_once_store_one(trial_of_rater):
     assert len(results) == 1 and len(errors) == 2
     assert {e.status for e in errors} == {409}
     assert Rating.objects.get().quality == results[0][0].quality
+
+
+def test_a_save_whose_connection_is_killed_mid_way_stores_nothing_and_its_resend_once(
+    trial_of_rater,
+):
+    """The database connection of a save is terminated while the save holds its locks and waits
+    on its insert (as when a web worker is killed): nothing of it stays, the session's summary
+    is untouched, and the browser's resend under the same key stores the answer once."""
+    from django.db import connections
+    from django.db.utils import DatabaseError
+
+    from raters.models import CategorySession
+
+    rater, trial = trial_of_rater
+    outcome: dict = {}
+    ready = threading.Event()
+
+    def save():
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                outcome["pid"] = cursor.fetchone()[0]
+            ready.set()
+            services.save_rating(rater, trial.token, quality=6, fit=3, key="killed-0001")
+            outcome["result"] = "stored"
+        except DatabaseError as exc:
+            outcome["result"] = type(exc).__name__
+        finally:
+            connection.close()
+
+    # Another transaction holds an uncommitted answer to the trial: the save gets its locks,
+    # then waits on the trial's unique answer.
+    blocker = connections.create_connection("default")
+    blocker.set_autocommit(False)
+    with blocker.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Rating._meta.db_table} (trial_id, quality, fit, idempotency_key, "
+            "created_at) VALUES (%s, 1, 1, 'blocker-0001', now())",
+            [trial.pk],
+        )
+    thread = threading.Thread(target=save)
+    thread.start()
+    assert ready.wait(60)
+    with connection.cursor() as cursor:
+        while True:  # until the save waits on the lock (a state, not a time)
+            cursor.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [outcome["pid"]]
+            )
+            row = cursor.fetchone()
+            assert row is not None, outcome  # the save's connection is still there
+            if row[0] == "Lock":
+                break
+            time.sleep(0.01)
+        cursor.execute("SELECT pg_terminate_backend(%s)", [outcome["pid"]])
+    thread.join(60)
+    blocker.rollback()
+    blocker.close()
+    assert outcome["result"] != "stored"
+    assert not Rating.objects.exists()
+    session = CategorySession.objects.get(pk=trial.session_id)
+    assert session.last_answer_at is None and session.judged_with == ""
+    # The browser resends the same request: stored once, and once only.
+    first, created = services.save_rating(rater, trial.token, quality=6, fit=3, key="killed-0001")
+    again, created_again = services.save_rating(
+        rater, trial.token, quality=6, fit=3, key="killed-0001"
+    )
+    assert created and not created_again and first.pk == again.pk
+    assert Rating.objects.count() == 1
+    session.refresh_from_db()
+    assert session.last_answer_at == first.created_at
 
 
 def test_a_worker_prepares_the_listening_test(celery_worker, organizer):

@@ -1,0 +1,528 @@
+"""The listening test at crowd scale: many raters at once against gunicorn and PostgreSQL, as
+browsers do it, on loopback.
+
+    python benchmarks/bench_listening_load.py --raters 100 300 1000 --duration 60
+    python benchmarks/bench_listening_load.py --nginx --gunicorn "--workers 5"  # sync workers
+    python benchmarks/bench_listening_load.py --cost            # queries and time per request
+
+A scratch PostgreSQL database (on the server of DATABASE_URL, default the local one) gets a
+challenge whose listening test is open (tests/listening_setup.py: 4 categories, 2 finalists per
+track, 4 s sounds at 22.05 kHz, about 176 kB each) and the raters, each with a category begun.
+gunicorn (DEBUG=0) is started on it as a child process and stopped by its PID at the end. Each
+simulated rater, on its own httpx client (its own cookies), loops as a browser does: GET the
+trial page, fetch its sound with a `Range` header and preload the next one, think 5-15 s, POST
+the answer (and at a category's end: the break page, the next category, its examples). With
+`--nginx`, deploy/nginx.conf runs in front and sends the sounds (X-Accel-Redirect). The
+server's listening check is set to "the whole file was delivered" (listened_fraction 0): the
+player's events are not simulated.
+
+Printed per run: ratings/s, p50/p95/p99 of save, page and audio, errors (HTTP >= 400 and client
+time-outs; requests resent once on a kept-alive connection the server had closed, as browsers
+do, are counted apart), and the integrity check (answers stored = answers acknowledged, none twice). `uptime`
+is printed at the start and the end: the machine may be shared.
+
+`--cost` measures in-process (Django's test client, no gunicorn) the queries and the time of a
+trial page and of a save with 100 and with 10,000 sessions in the database (medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import secrets
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SLUG = "crowd"
+TOKEN = re.compile(r'name="token" value="([^"]+)"')
+KEY = re.compile(r'name="key" value="([^"]+)"')
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+PRELOAD = re.compile(r'<audio preload="auto" src="[^"]*/audio/([^/"]+)/" hidden')
+EXAMPLE = re.compile(r'<audio controls preload="auto" data-token="([^"]+)"')
+SESSION = re.compile(r'name="session" value="(\d+)"')
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+# --- The scratch site --------------------------------------------------------------------------------
+
+
+def scratch_database() -> tuple[str, str]:
+    """Create an empty database beside DATABASE_URL's; returns (its URL, the admin URL)."""
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    parts = urlsplit(base)
+    name = f"foley_load_{secrets.token_hex(4)}"
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    _admin_sql(admin, f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}")), admin
+
+
+def _admin_sql(admin: str, sql: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(admin)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(sql)
+    finally:
+        conn.close()
+
+
+def drop_database(url: str, admin: str) -> None:
+    name = urlsplit(url).path.lstrip("/")
+    _admin_sql(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def site_environment(database_url: str, scratch: Path) -> dict[str, str]:
+    """The web process's settings: production (DEBUG=0) on plain HTTP on loopback."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "FOLEY_DATA_DIR": str(scratch),
+        "MEDIA_ROOT": str(scratch / "media"),
+        "SECRET_KEY": "benchmark-only-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+        "DEBUG": "0",
+        "STATIC_MANIFEST": "0",
+        "SECURE_SSL_REDIRECT": "0",
+        "SESSION_COOKIE_SECURE": "0",
+        "CSRF_COOKIE_SECURE": "0",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "foley_platform.settings",
+    }
+
+
+def django_setup(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def build_challenge():
+    from raters import services
+    from tests.listening_setup import build_listening_challenge
+
+    challenge = build_listening_challenge(
+        slug=SLUG,
+        categories=4,
+        systems_per_track=2,
+        clips_per_system=5,
+        dev_per_category=12,
+        duration=4.0,
+        sample_rate=22_050,
+        target_ratings=1000,
+        listened_fraction=0.0,
+    )
+    services.set_open(challenge, True)
+    return challenge
+
+
+def enrol(challenge, n: int) -> list[str]:
+    """`n` raters past consent and instructions, each with a category begun; their links."""
+    from raters import services
+
+    keys = []
+    for k in range(n):
+        rater = services.invite(challenge, label=f"load {k}")
+        services.record_consent(rater)
+        services.record_instructions(rater)
+        session = services.next_session(rater).session
+        services.complete_familiarization(session, require_heard=False)
+        keys.append(rater.access_key)
+    return keys
+
+
+# --- gunicorn ----------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(env: dict[str, str], options: str, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "foley_platform.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        "120",
+        *shlex.split(options),
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    import httpx
+
+    deadline = time.monotonic() + 120
+    while True:  # until it answers (or exits)
+        if process.poll() is not None:
+            raise SystemExit(f"gunicorn exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/accounts/login/", timeout=5).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            process.kill()
+            raise SystemExit("gunicorn did not answer in 120 s")
+        time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# --- The storm ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    page: list[float] = field(default_factory=list)
+    save: list[float] = field(default_factory=list)
+    audio: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (key, trial token)
+    acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic() of each
+    attempted: int = 0
+    began: float = 0.0
+    resent: int = 0
+    ended: float = 0.0
+
+    def error(self, what: str) -> None:
+        self.errors[what] = self.errors.get(what, 0) + 1
+
+
+async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple[float, float]):
+    import httpx
+
+    timeout = httpx.Timeout(60.0)
+    async with httpx.AsyncClient(base_url=base, timeout=timeout) as client:
+
+        async def timed(kind: str, method: str, url: str, **kw):
+            started = time.perf_counter()
+            try:
+                try:
+                    response = await client.request(method, url, **kw)
+                except (httpx.RemoteProtocolError, httpx.ReadError):
+                    # The server closed a kept-alive connection as the request went out on it:
+                    # browsers send the request again on a new connection, and so does this
+                    # (an answer resent carries its key, so it is stored once).
+                    tally.resent += 1
+                    response = await client.request(method, url, **kw)
+            except httpx.HTTPError as exc:
+                tally.error(f"{kind}: {type(exc).__name__}")
+                return None
+            getattr(tally, kind).append(time.perf_counter() - started)
+            if response.status_code >= 400:
+                tally.error(f"{kind}: HTTP {response.status_code}")
+                return None
+            return response
+
+        # Arrivals spread over the first think time, as a crowd trickles in.
+        await asyncio.sleep(random.uniform(0, think[1]))
+        await client.get(f"/listen/{SLUG}/join/{key}/")
+        while time.monotonic() < deadline:
+            response = await timed("page", "GET", f"/listen/{SLUG}/")
+            if response is None:
+                await asyncio.sleep(1)
+                continue
+            page = response.text
+            csrf = CSRF.search(page)
+            csrf = csrf.group(1) if csrf else ""
+            token = TOKEN.search(page)
+            if token:
+                token = token.group(1)
+                sounds = [token]
+                following = PRELOAD.search(page)
+                if following:
+                    sounds.append(following.group(1))
+                for sound in sounds:  # the sound, and the next one preloaded
+                    await timed(
+                        "audio",
+                        "GET",
+                        f"/listen/{SLUG}/audio/{sound}/",
+                        headers={"Range": "bytes=0-"},
+                    )
+                await asyncio.sleep(random.uniform(*think))
+                form = {
+                    "token": token,
+                    "key": KEY.search(page).group(1),
+                    "quality": str(random.randint(3, 8)),
+                    "fit": str(random.randint(3, 8)),
+                    "csrfmiddlewaretoken": csrf,
+                }
+                tally.attempted += 1
+                saved = await timed("save", "POST", f"/listen/{SLUG}/rate/", data=form)
+                if saved is not None and saved.status_code == 303:
+                    tally.acknowledged.append((form["key"], token))
+                    tally.acknowledged_at.append(time.monotonic())
+            elif 'name="session"' in page:  # a new category's examples
+                for example in EXAMPLE.findall(page):
+                    await timed(
+                        "audio",
+                        "GET",
+                        f"/listen/{SLUG}/audio/{example}/",
+                        headers={"Range": "bytes=0-"},
+                    )
+                session = SESSION.search(page).group(1)
+                await client.post(
+                    f"/listen/{SLUG}/start/", data={"session": session, "csrfmiddlewaretoken": csrf}
+                )
+            elif f"/listen/{SLUG}/next/" in page:  # the break between categories
+                await client.post(f"/listen/{SLUG}/next/", data={"csrfmiddlewaretoken": csrf})
+            else:  # the end, or a page this loop does not know: this rater is done
+                return
+
+
+def percentiles(values: list[float]) -> str:
+    if not values:
+        return "-"
+    q = statistics.quantiles(values, n=100, method="inclusive") if len(values) > 1 else values * 99
+    return f"{1000 * q[49]:.0f} / {1000 * q[94]:.0f} / {1000 * q[98]:.0f} ms"
+
+
+def integrity(tally: Tally, raters: list[str], since) -> str:
+    """Answers stored for the acknowledged keys, answers twice, and answers of this run's
+    raters stored but never acknowledged (the client gave up waiting)."""
+    from django.db.models import Count
+
+    from raters.models import Rating
+
+    keys = [k for k, _ in tally.acknowledged]
+    stored = Rating.objects.filter(idempotency_key__in=keys).count()
+    all_rows = Rating.objects.filter(
+        trial__session__rater__access_key__in=raters, created_at__gte=since
+    )
+    twice = (
+        all_rows.values("trial_id").annotate(n=Count("id")).filter(n__gt=1).count()
+        + all_rows.values("idempotency_key").annotate(n=Count("id")).filter(n__gt=1).count()
+    )
+    extra = all_rows.count() - stored
+    lost = len(set(keys)) - stored
+    return (
+        f"acknowledged {len(keys)}, stored {stored}, lost {lost}, duplicated {twice}, "
+        f"stored but unacknowledged (client gave up) {extra}"
+    )
+
+
+async def storm(base: str, keys: list[str], duration: float, think: tuple[float, float]) -> Tally:
+    tally = Tally()
+    tally.began = time.monotonic()
+    deadline = tally.began + duration
+    tasks = [asyncio.create_task(rater(base, key, deadline, tally, think)) for key in keys]
+    # Bounded: every rater finishes its cycle under way, or is cancelled 90 s after the end.
+    done, pending = await asyncio.wait(tasks, timeout=duration + 90)
+    for task in pending:
+        task.cancel()
+        tally.error("cancelled at the end")
+    await asyncio.gather(*pending, return_exceptions=True)
+    tally.ended = time.monotonic()
+    for task in done:
+        if task.exception() is not None:
+            tally.error(f"client: {type(task.exception()).__name__}")
+    return tally
+
+
+def run_storms(args) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="foley-load-"))
+    url, admin = scratch_database()
+    env = site_environment(url, scratch)
+    print(f"load at start: {uptime()}")
+    front = "nginx in front (sounds by X-Accel-Redirect)" if args.nginx else "no proxy"
+    print(f"gunicorn {args.gunicorn}; {front}; database {urlsplit(url).path.lstrip('/')}")
+    process = proxy = None
+    try:
+        django_setup(env)
+        started = time.perf_counter()
+        challenge = build_challenge()
+        keys = enrol(challenge, max(args.raters))
+        print(f"set-up: {time.perf_counter() - started:.0f} s for {len(keys)} raters")
+        from django.db import connection
+
+        connection.close()  # the web process has the database to itself during the storm
+        if args.nginx:
+            # Sounds by nginx after Django's token check, as docker-compose runs it.
+            env["AUDIO_ACCEL_REDIRECT"] = "/_sounds/"
+        process, base = start_gunicorn(env, args.gunicorn, scratch / "gunicorn.log")
+        if args.nginx:
+            from tests.nginx_site import start_nginx
+
+            static = scratch / "static"
+            static.mkdir()
+            upstream = base.split("//", 1)[1]
+            proxy, base = start_nginx(
+                upstream, scratch / "media", static, scratch / "nginx", workers=1
+            )
+        print(
+            "| raters at once | ratings/s | save p50 / p95 / p99 | page p50 / p95 / p99 "
+            "| audio p50 / p95 / p99 | errors | integrity |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        offset = 0
+        for n in args.raters:
+            # Each run with raters of its own while there are enough, so runs start alike.
+            group = keys[offset : offset + n] if offset + n <= len(keys) else keys[:n]
+            offset += n
+            from django.utils import timezone
+
+            since = timezone.now()
+            tally = asyncio.run(storm(base, group, args.duration, (args.think_min, args.think_max)))
+            # Ratings per second once every rater has arrived (the first think time) until the
+            # last cycle under way at the end finished: under overload a cycle outlasts the run.
+            window = (tally.began + args.think_max, tally.ended)
+            steady = sum(window[0] <= t <= window[1] for t in tally.acknowledged_at)
+            rate = steady / (window[1] - window[0])
+            errors = sum(tally.errors.values())
+            detail = ", ".join(f"{k}: {v}" for k, v in sorted(tally.errors.items()))
+            if tally.resent:
+                detail += f"{'; ' if detail else ''}resent on a closed connection: {tally.resent}"
+            print(
+                f"| {n} | {rate:.1f} | {percentiles(tally.save)} | {percentiles(tally.page)} "
+                f"| {percentiles(tally.audio)} | {errors}{f' ({detail})' if detail else ''} "
+                f"| {integrity(tally, group, since)} |",
+                flush=True,
+            )
+            connection.close()
+    finally:
+        if proxy is not None:
+            from tests.nginx_site import stop_nginx
+
+            stop_nginx(proxy)
+        if process is not None:
+            stop(process)
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep:
+            drop_database(url, admin)
+        print(f"load at end: {uptime()}")
+
+
+# --- Cost per request -------------------------------------------------------------------------------
+
+
+def run_cost(args) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="foley-cost-"))
+    url, admin = scratch_database()
+    env = site_environment(url, scratch)
+    print(f"load at start: {uptime()}")
+    try:
+        django_setup(env)
+        from django.db import connection
+        from django.test import Client
+        from django.test.utils import CaptureQueriesContext
+
+        from raters.models import CategorySession
+        from tests.listening_setup import add_closed_sessions
+
+        challenge = build_challenge()
+        keys = enrol(challenge, 1)
+        client = Client()
+        client.get(f"/listen/{SLUG}/join/{keys[0]}/")
+        print("| sessions | page: queries, median time | save: queries, median time |")
+        print("|---|---|---|")
+        for n, sessions in enumerate(args.sessions):
+            add_closed_sessions(challenge, sessions - CategorySession.objects.count())
+            pages, saves, page_q, save_q = [], [], set(), set()
+            warm = 5 if n == 0 else 0  # templates compiled, connections open: not measured
+            for k in range(args.requests + warm):
+                if k == warm:
+                    pages, saves, page_q, save_q = [], [], set(), set()
+                with CaptureQueriesContext(connection) as queries:
+                    t0 = time.perf_counter()
+                    page = client.get(f"/listen/{SLUG}/").content.decode()
+                    took = time.perf_counter() - t0
+                token = TOKEN.search(page)
+                if token is not None:  # trial pages only (not the break between categories)
+                    pages.append(took)
+                    page_q.add(len(queries))
+                else:  # the category is done: the next one
+                    client.post(f"/listen/{SLUG}/next/")
+                    session = CategorySession.objects.get(rater__access_key=keys[0], state="open")
+                    from raters import services
+
+                    services.complete_familiarization(session, require_heard=False)
+                    continue
+                client.get(f"/listen/{SLUG}/audio/{token.group(1)}/", HTTP_RANGE="bytes=0-")
+                form = {"token": token.group(1), "key": KEY.search(page).group(1)}
+                with CaptureQueriesContext(connection) as queries:
+                    t0 = time.perf_counter()
+                    client.post(f"/listen/{SLUG}/rate/", {**form, "quality": "5", "fit": "5"})
+                    saves.append(time.perf_counter() - t0)
+                save_q.add(len(queries))
+            print(
+                f"| {CategorySession.objects.count()} "
+                f"| {'/'.join(map(str, sorted(page_q)))}, {1000 * statistics.median(pages):.1f} ms "
+                f"| {'/'.join(map(str, sorted(save_q)))}, {1000 * statistics.median(saves):.1f} ms |",
+                flush=True,
+            )
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(url, admin)
+        print(f"load at end: {uptime()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--raters", type=int, nargs="+", default=[100, 300, 1000])
+    parser.add_argument("--duration", type=float, default=60, help="seconds of storm per run")
+    parser.add_argument("--think-min", type=float, default=5.0)
+    parser.add_argument("--think-max", type=float, default=15.0)
+    parser.add_argument(
+        "--gunicorn",
+        default="--workers 2 --threads 16 --keep-alive 75",
+        help="gunicorn options (worker model and counts); the default is docker-compose's",
+    )
+    parser.add_argument(
+        "--nginx", action="store_true", help="deploy/nginx.conf in front, sounds sent by nginx"
+    )
+    parser.add_argument("--cost", action="store_true", help="queries and time per request")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[100, 10_000])
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    args = parser.parse_args()
+    if args.cost:
+        run_cost(args)
+    else:
+        run_storms(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""deploy/nginx.conf run for real on loopback, in front of a given web process: for the proxy
+tests and the listening-load benchmark."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def nginx_binary() -> str:
+    """The nginx executable, or "" when it is not installed."""
+    found = shutil.which("nginx") or "/usr/sbin/nginx"
+    return found if Path(found).exists() else ""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_nginx(
+    upstream: str, media: Path, static: Path, folder: Path, *, workers: int = 1
+) -> tuple[subprocess.Popen, str]:
+    """deploy/nginx.conf with `upstream` (host:port) for web, `media` and `static` for the
+    volumes, listening on a free loopback port; returns the process and its base URL once it
+    accepts connections. Stop it by its PID (`stop_nginx`)."""
+    port = free_port()
+    server = (
+        (ROOT / "deploy" / "nginx.conf")
+        .read_text()
+        .replace("server web:8000;", f"server {upstream};")
+        .replace("listen 80;", f"listen 127.0.0.1:{port};")
+        .replace("/data/media/", f"{media}/")
+        .replace("/data/static/", f"{static}/")
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    # As root, the workers read private temporary folders as root.
+    user = "user root;" if os.geteuid() == 0 else ""
+    (folder / "nginx.conf").write_text(
+        f"""{user}
+worker_processes {workers};
+daemon off;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+    {server}
+}}
+"""
+    )
+    process = subprocess.Popen(
+        [nginx_binary(), "-p", str(folder), "-c", str(folder / "nginx.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while True:  # until its port accepts connections, or it exits
+        if process.poll() is not None:
+            raise RuntimeError(f"nginx did not start: {process.stderr.read().decode()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, f"http://127.0.0.1:{port}"
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError("nginx did not open its port in 30 s") from None
+            time.sleep(0.05)
+
+
+def stop_nginx(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,215 @@
+"""The listening test at crowd scale: the raters' hot paths (the trial page, a save, a sound
+fetch) run as many queries with 1,000 sessions in the database as with 10, and the summary each
+answer keeps on its session (latest answer, verdict) equals what a scan of every answer gives."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.db.models import Max
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from raters import selectors, services
+from raters.models import CategorySession, Rater, Rating, Stimulus
+from tests.listening_setup import add_closed_sessions, answer_session, build_listening_challenge
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def listening(db):
+    # A long session (many stimuli per category), so the measured trials are mid-session.
+    challenge = build_listening_challenge(
+        slug="scale", clips_per_system=4, listened_fraction=0.0, anchors_per_session=3
+    )
+    services.set_open(challenge, True)
+    return challenge
+
+
+def _queries(call) -> tuple[int, object]:
+    with CaptureQueriesContext(connection) as captured:
+        result = call()
+    return len(captured), result
+
+
+def _form(page: str) -> dict:
+    return {
+        "token": re.search(r'name="token" value="([^"]+)"', page).group(1),
+        "key": re.search(r'name="key" value="([^"]+)"', page).group(1),
+    }
+
+
+def _rater_at_trials(challenge) -> tuple[Client, Rater]:
+    client = Client()
+    rater = services.invite(challenge, label="measured")
+    slug = challenge.slug
+    client.get(f"/listen/{slug}/join/{rater.access_key}/")
+    client.post(f"/listen/{slug}/consent/", {"agree": "yes"})
+    client.post(f"/listen/{slug}/instructions/")
+    session = rater.sessions.get()
+    for clip in session.familiarization.all():
+        client.get(f"/listen/{slug}/audio/{clip.token}/")
+    assert client.post(f"/listen/{slug}/start/", {"session": session.pk}).status_code == 302
+    return client, rater
+
+
+def _cycle(client: Client, slug: str) -> dict[str, int]:
+    """One rating cycle as a browser makes it; the queries of each request."""
+    page_n, response = _queries(lambda: client.get(f"/listen/{slug}/"))
+    assert response.status_code == 200
+    form = _form(response.content.decode())
+    sound_n, response = _queries(
+        lambda: client.get(f"/listen/{slug}/audio/{form['token']}/", HTTP_RANGE="bytes=0-")
+    )
+    assert response.status_code == 206
+    save_n, response = _queries(
+        lambda: client.post(f"/listen/{slug}/rate/", {**form, "quality": "6", "fit": "5"})
+    )
+    assert response.status_code == 303
+    return {"page": page_n, "sound": sound_n, "save": save_n}
+
+
+def test_page_save_and_sound_cost_as_many_queries_at_1000_sessions_as_at_10(listening):
+    client, rater = _rater_at_trials(listening)
+    slug = listening.slug
+    _cycle(client, slug)  # the first trial's page differs (nothing answered yet)
+    add_closed_sessions(listening, 10)
+    small = _cycle(client, slug)
+    add_closed_sessions(listening, 990)
+    assert CategorySession.objects.count() == 1001
+    large = _cycle(client, slug)
+    assert large == small
+    # A handful each: the browser session, challenge and rater included, and the savepoints
+    # the test's own transaction adds around each atomic block (two per save and fetch).
+    assert small["page"] <= 10 and small["save"] <= 14 and small["sound"] <= 10, small
+    assert rater.sessions.get().state == CategorySession.State.OPEN  # still mid-session
+
+
+def test_a_diversity_save_costs_as_many_queries_at_1000_sessions_as_at_10(listening, organizer):
+    rater = services.enrol_organizer_for_diversity(listening, organizer)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    trials = services.diversity_trials(rater)
+
+    def save(n: int) -> int:
+        services.serve_audio(rater, trials[n].token)
+        count, (_, created) = _queries(
+            lambda: services.save_diversity_rating(
+                rater, trials[n].token, diversity=5, key=f"diversity-{n:04d}", require_heard=True
+            )
+        )
+        assert created
+        return count
+
+    add_closed_sessions(listening, 10)
+    small = save(0)
+    add_closed_sessions(listening, 990)
+    assert save(1) == small
+
+
+def _need_by_scan(challenge) -> dict[int, int]:
+    """`category_need` as it was computed before sessions carried their summary: from every
+    rating of the challenge and every session's verdict by the rules."""
+    test = services.listening_test(challenge)
+    teams: dict[int, list] = {}
+    for category_id, team_id in Stimulus.objects.filter(challenge=challenge).values_list(
+        "category_id", "system__team_id"
+    ):
+        teams.setdefault(category_id, []).append(team_id)
+    excluded = set(selectors.excluded_sessions(challenge))
+    cutoff = timezone.now() - services.ABANDONED_AFTER
+    counting: dict[int, list] = {}
+    for session in CategorySession.objects.filter(rater__challenge=challenge).annotate(
+        last=Max("trials__rating__created_at")
+    ):
+        active = session.last or session.created_at
+        if session.pk in excluded or (session.state != "closed" and active < cutoff):
+            continue
+        counting.setdefault(session.category_id, []).append(session.rater.team_id)
+    return {
+        category_id: max(
+            0,
+            test.target_ratings
+            - min(
+                sum(1 for t in counting.get(category_id, []) if t is None or t != owner)
+                for owner in owners
+            ),
+        )
+        for category_id, owners in teams.items()
+    }
+
+
+def _assert_summary_equals_scan(challenge, monkeypatch) -> None:
+    need = services.category_need(challenge)  # judges stale verdicts again first
+    scanned_last = dict(
+        CategorySession.objects.filter(rater__challenge=challenge)
+        .annotate(last=Max("trials__rating__created_at"))
+        .values_list("pk", "last")
+    )
+    stored = {
+        pk: (last, excluded)
+        for pk, last, excluded in CategorySession.objects.filter(
+            rater__challenge=challenge
+        ).values_list("pk", "last_answer_at", "excluded")
+    }
+    excluded = set(selectors.excluded_sessions(challenge))
+    assert {pk: last for pk, (last, _) in stored.items()} == scanned_last
+    assert {pk for pk, (_, flag) in stored.items() if flag} == excluded
+    assert need == _need_by_scan(challenge)
+    # With every open session abandoned (the cut-off in the future) they agree as well.
+    monkeypatch.setattr(services, "ABANDONED_AFTER", timedelta(hours=-1))
+    assert services.category_need(challenge) == _need_by_scan(challenge)
+    monkeypatch.undo()
+
+
+def test_the_sessions_summary_equals_a_scan_after_a_mixed_history(listening, monkeypatch):
+    from scoring.models import ScoringSettings
+
+    raters = []
+    for n in range(6):
+        rater = services.invite(listening, label=f"r{n}")
+        services.record_consent(rater)
+        services.record_instructions(rater)
+        raters.append(rater)
+    # A careful rater, and one who misrates every check (excluded by the anchors rule).
+    answer_session(raters[0], services.next_session(raters[0]).session)
+    bad = services.next_session(raters[1]).session
+    services.complete_familiarization(bad, require_heard=False)
+    while (trial := services.next_trial(bad)) is not None:
+        services.save_rating(raters[1], trial.token, quality=1, fit=10, key=f"bad-{trial.token}")
+    # A session left part-way, with a resubmitted answer (same key: stored once).
+    part = services.next_session(raters[2]).session
+    services.complete_familiarization(part, require_heard=False)
+    trial = services.next_trial(part)
+    for _ in range(2):
+        services.save_rating(raters[2], trial.token, quality=3, fit=4, key="again-0001")
+    # A session begun, then paused by the organizers (answers refused), then reopened.
+    paused = services.next_session(raters[3]).session
+    services.complete_familiarization(paused, require_heard=False)
+    services.set_open(listening, False)
+    with pytest.raises(services.ListeningError):
+        services.save_rating(
+            raters[3], services.next_trial(paused).token, quality=5, fit=5, key="paused-01"
+        )
+    services.set_open(listening, True)
+    answer_session(raters[3], paused)
+    # A session opened with no answer at all, and a second category for the careful rater.
+    services.next_session(raters[4])
+    answer_session(raters[0], services.next_session(raters[0]).session, quality=2, fit=9)
+    assert Rating.objects.filter(idempotency_key="again-0001").count() == 1
+    _assert_summary_equals_scan(listening, monkeypatch)
+    assert CategorySession.objects.filter(excluded=True).count() == 1
+
+    # The organizers make the anchors rule stricter: verdicts judged by the old rules are
+    # stale and judged again before anything reads them.
+    ScoringSettings.objects.update_or_create(challenge=listening, defaults={"exclude_at": 1})
+    _assert_summary_equals_scan(listening, monkeypatch)
+    # ... and lenient again.
+    ScoringSettings.objects.filter(challenge=listening).update(exclude_at=20)
+    _assert_summary_equals_scan(listening, monkeypatch)
+    assert not CategorySession.objects.filter(excluded=True).exists()
