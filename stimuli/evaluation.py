@@ -792,15 +792,14 @@ def import_reference_stats(
     """
     import hashlib
 
-    from .archives import normalise_folder
-    from .imports import _category_lookup
+    from .selectors import category_lookup, normalise_folder
 
     if reference not in FadResult.Reference.values:
         raise EvaluationError(f"reference must be one of {', '.join(FadResult.Reference.values)}")
     model_id = declared_model(model)
     name = split_model_id(model_id)[0]
     size = EMBEDDING_SIZES.get(name)
-    lookup = _category_lookup(challenge)
+    lookup = category_lookup(challenge)
     parsed = []
     errors = []
     for label, source_file in sorted(files.items()):

@@ -41,7 +41,6 @@ from .generators.errors import SandboxError
 from .generators.sandbox import Limits, Sandbox, cuda_visible, enforcement
 from .generators.source import ArchiveLimits, GeneratorSource, inspect_archive
 from .generators.validate import validate_source
-from .imports import _audio_row
 from .jobs import (
     JobProgress,
     enqueue,
@@ -607,7 +606,7 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
         with transaction.atomic():
             ensure_still_mine(job)  # a worker given up for dead stores no batch
             for index, check in checks:
-                row = _audio_row(check.sha256, check, len(check.wav_bytes))
+                row = storage.audio_row(check.sha256, check, len(check.wav_bytes))
                 audio, created = AudioFile.objects.get_or_create(
                     sha256=check.sha256,
                     defaults={

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from . import generation, jobs
 from .errors import Refused, page_status
-from .jobs import is_stale
+from .jobs import is_stale, log_tail
 from .models import Challenge, Generator, Job, System
 from .permissions import organizer_required
 
@@ -62,12 +62,6 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     if job.is_finished:
         response["HX-Trigger"] = "job-finished"  # the panel and the page's lists refresh
     return response
-
-
-def log_tail(job: Job, lines: int = 8) -> str:
-    # Only the stamped progress lines: a traceback stays in the full log.
-    stamped = [line for line in job.log.splitlines() if line[:2].isdigit() and line[2:3] == ":"]
-    return "\n".join(stamped[-lines:])
 
 
 @organizer_required

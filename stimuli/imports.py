@@ -16,11 +16,12 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 
 from . import storage
-from .archives import ArchiveError, Listing, Source, UploadLimits, iter_members, normalise_folder
+from .archives import ArchiveError, Listing, Source, UploadLimits, iter_members
 from .audio import AudioCheck, ClipSpec, inspect_audio
 from .errors import Refused
 from .models import AudioFile, Category, Challenge, Clip, Job, System
 from .phases import phase_conflict
+from .selectors import category_lookup, normalise_folder
 
 Progress = Callable[[int, int, str], None]
 
@@ -125,14 +126,6 @@ def check_structure(
     return problems
 
 
-def _category_lookup(challenge: Challenge) -> dict[str, Category]:
-    lookup: dict[str, Category] = {}
-    for category in challenge.categories.all():
-        lookup[normalise_folder(category.slug)] = category
-        lookup[normalise_folder(category.name)] = category
-    return lookup
-
-
 def _listing_problems(challenge: Challenge, listing: Listing) -> list[str]:
     # A clip keeps its path in the upload as its original name, so a longer path cannot be stored.
     limit = Clip._meta.get_field("original_name").max_length
@@ -145,7 +138,7 @@ def _listing_problems(challenge: Challenge, listing: Listing) -> list[str]:
 
 
 def _folder_problems(challenge: Challenge, folders: set[str]) -> list[str]:
-    lookup = _category_lookup(challenge)
+    lookup = category_lookup(challenge)
     expected = ", ".join(c.slug for c in challenge.categories.all())
     return [
         f"{folder}/: unknown category folder; expected one of: {expected}"
@@ -169,7 +162,7 @@ def import_clips(
     check_request(challenge, role, system)
     report = ImportReport(role=role, system=system.name if system else None, convert=convert)
     spec = spec_for(challenge)
-    lookup = _category_lookup(challenge)
+    lookup = category_lookup(challenge)
 
     with Source(Path(path), limits or UploadLimits.from_settings()) as source:
         try:
@@ -226,25 +219,6 @@ def import_clips(
     return report
 
 
-def _audio_row(sha: str, check: AudioCheck, size: int) -> AudioFile:
-    return AudioFile(
-        sha256=sha,
-        **{
-            "file": storage.audio_name(sha),
-            "size_bytes": size,
-            "sample_rate": check.sample_rate,
-            "channels": check.channels,
-            "bit_depth": check.bit_depth,
-            "frames": check.frames,
-            "duration_s": check.duration_s,
-            "loudness_lufs": check.loudness_lufs,
-            "peak_dbfs": check.peak_dbfs,
-            "is_silent": check.is_silent,
-            "is_clipped": check.is_clipped,
-        },
-    )
-
-
 def _store(
     challenge: Challenge,
     role: str,
@@ -274,7 +248,8 @@ def _store(
             }
             missing = [sha for sha in staged if sha not in audio_rows]
             new_rows = [
-                _audio_row(sha, staged[sha][0], staged[sha][1].stat().st_size) for sha in missing
+                storage.audio_row(sha, staged[sha][0], staged[sha][1].stat().st_size)
+                for sha in missing
             ]
             try:
                 with transaction.atomic():

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from . import evaluation, jobs, selectors
 from .errors import Refused, page_status
-from .generator_views import log_tail
+from .jobs import log_tail
 from .models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
 from .permissions import organizer_required
 

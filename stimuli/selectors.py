@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from django.db.models import Count, QuerySet
 
 from .models import Category, Challenge, Clip, FadResult, Job, Medoid, ObjectiveSettings, System
+
+
+def normalise_folder(name: str) -> str:
+    """`DogBark`, `dog_bark`, `Dog bark` and `dog-bark` all name the same category."""
+    return re.sub(r"[^0-9a-z]", "", name.casefold())
+
+
+def category_lookup(challenge: Challenge) -> dict[str, Category]:
+    """The challenge's categories by their normalised slug and name, as folders may spell them."""
+    lookup: dict[str, Category] = {}
+    for category in challenge.categories.all():
+        lookup[normalise_folder(category.slug)] = category
+        lookup[normalise_folder(category.name)] = category
+    return lookup
 
 
 def clip_counts(challenge: Challenge) -> list[dict]:
