@@ -10,7 +10,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("organize/generators/", include("stimuli.generator_urls")),
+    path("organize/generators/", include("stimuli.generators.urls")),
     path("organize/objective/", include("stimuli.objective_urls")),
     path("organize/listening/", include("raters.organize_urls")),
     path("organize/", include("stimuli.urls")),

@@ -1,6 +1,7 @@
 from rest_framework.routers import DefaultRouter
 
-from . import api, generator_api, objective_api
+from . import api, objective_api
+from .generators import api as generators_api
 
 CHALLENGE = r"challenges/(?P<challenge_slug>[-a-zA-Z0-9_]+)"
 
@@ -11,6 +12,6 @@ router.register(f"{CHALLENGE}/systems", api.SystemViewSet, basename="system")
 router.register(f"{CHALLENGE}/clips", api.ClipViewSet, basename="clip")
 router.register(f"{CHALLENGE}/uploads", api.UploadViewSet, basename="upload")
 router.register(f"{CHALLENGE}/jobs", api.JobViewSet, basename="job")
-router.register(f"{CHALLENGE}/generators", generator_api.GeneratorViewSet, basename="generator")
+router.register(f"{CHALLENGE}/generators", generators_api.GeneratorViewSet, basename="generator")
 router.register(f"{CHALLENGE}/objective", objective_api.ObjectiveViewSet, basename="objective")
 urlpatterns = router.urls

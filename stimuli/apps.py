@@ -20,7 +20,8 @@ class StimuliConfig(AppConfig):
             task = "generate_clips" if generation == kind.GENERATE else "generate_validation"
             register(
                 generation, generation.label, f"stimuli.tasks.{task}",
-                retry_guard="stimuli.generation.retry_guard",
+                where=f"stimuli.generators.tasks.{task}",
+                retry_guard="stimuli.generators.generation.retry_guard",
             )  # fmt: skip
         for objective, task in (
             (kind.EMBED, "embed_clips"),

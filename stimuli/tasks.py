@@ -14,21 +14,6 @@ def import_upload(job_id: int) -> None:
     services.run_import_job(job_id)
 
 
-# Generation and generator validation run submitted code (in the sandbox) on GPU workers.
-@shared_task(name="stimuli.tasks.generate_clips")
-def generate_clips(job_id: int) -> None:
-    from . import generation
-
-    generation.run_generation(job_id)
-
-
-@shared_task(name="stimuli.tasks.generate_validation")
-def generate_validation(job_id: int) -> None:
-    from . import generation
-
-    generation.run_validation(job_id)
-
-
 # Embeddings want a GPU; FAD and k-means run on CPU workers.
 @shared_task(name="stimuli.tasks.embed_clips")
 def embed_clips(job_id: int) -> None:

@@ -9,11 +9,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from . import generation, jobs
-from .errors import Refused, page_status
-from .jobs import is_stale, log_tail
-from .models import Challenge, Generator, Job, System
-from .permissions import organizer_required
+from .. import jobs
+from ..errors import Refused, page_status
+from ..jobs import is_stale, log_tail
+from ..models import Challenge, Generator, Job, System
+from ..permissions import organizer_required
+from . import generation
 
 
 def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) -> HttpResponse:

@@ -33,23 +33,23 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from . import storage
-from .audio import ClipSpec, encode_wav, inspect_audio
-from .errors import Refused
-from .generators.contract import OutputSpec, check_output, derive_seed, to_float
-from .generators.errors import SandboxError
-from .generators.sandbox import Limits, Sandbox, cuda_visible, enforcement
-from .generators.source import ArchiveLimits, GeneratorSource, inspect_archive
-from .generators.validate import validate_source
-from .jobs import (
+from .. import storage
+from ..audio import ClipSpec, encode_wav, inspect_audio
+from ..errors import Refused
+from ..jobs import (
     JobProgress,
     enqueue,
     ensure_still_mine,
     run_job,
     stale_after_s,
 )
-from .models import AudioFile, Challenge, Clip, Generator, Job, System
-from .phases import PhaseError, check_clips_can_change
+from ..models import AudioFile, Challenge, Clip, Generator, Job, System
+from ..phases import PhaseError, check_clips_can_change
+from .contract import OutputSpec, check_output, derive_seed, to_float
+from .errors import SandboxError
+from .sandbox import Limits, Sandbox, cuda_visible, enforcement
+from .source import ArchiveLimits, GeneratorSource, inspect_archive
+from .validate import validate_source
 
 DEFAULT_BATCH_SIZE = 10
 NAME_PATTERN = re.compile(r"^generated/(?P<category>[^/]+)/(?P<index>\d+)\.wav$")
@@ -683,8 +683,8 @@ def create_baseline_systems(
     challenge: Challenge, *, team_name: str = "Organizers", track_code: str = "B"
 ) -> list[System]:
     """The baseline and its two variants as generator systems of `challenge` (validated)."""
-    from .models import Team, Track
-    from .services import create_system, create_team
+    from ..models import Team, Track
+    from ..services import create_system, create_team
 
     team = Team.objects.filter(challenge=challenge, name=team_name).first() or create_team(
         challenge, name=team_name
