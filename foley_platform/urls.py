@@ -11,7 +11,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("organize/generators/", include("stimuli.generators.urls")),
-    path("organize/objective/", include("stimuli.objective_urls")),
+    path("organize/objective/", include("stimuli.objective.urls")),
     path("organize/listening/", include("raters.organize_urls")),
     path("organize/", include("stimuli.urls")),
     path("listen/", include("raters.urls")),

@@ -1,7 +1,8 @@
 from rest_framework.routers import DefaultRouter
 
-from . import api, objective_api
+from . import api
 from .generators import api as generators_api
+from .objective import api as objective_api
 
 CHALLENGE = r"challenges/(?P<challenge_slug>[-a-zA-Z0-9_]+)"
 

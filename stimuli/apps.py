@@ -30,5 +30,6 @@ class StimuliConfig(AppConfig):
         ):
             register(
                 objective, objective.label, f"stimuli.tasks.{task}",
-                retry_guard="stimuli.evaluation.retry_guard",
+                where=f"stimuli.objective.tasks.{task}",
+                retry_guard="stimuli.objective.pipeline.retry_guard",
             )  # fmt: skip

@@ -12,25 +12,3 @@ from . import services
 @shared_task(name="stimuli.tasks.import_upload")
 def import_upload(job_id: int) -> None:
     services.run_import_job(job_id)
-
-
-# Embeddings want a GPU; FAD and k-means run on CPU workers.
-@shared_task(name="stimuli.tasks.embed_clips")
-def embed_clips(job_id: int) -> None:
-    from . import evaluation
-
-    evaluation.run_embed(job_id)
-
-
-@shared_task(name="stimuli.tasks.compute_fad")
-def compute_fad(job_id: int) -> None:
-    from . import evaluation
-
-    evaluation.run_fad(job_id)
-
-
-@shared_task(name="stimuli.tasks.select_medoids")
-def select_medoids(job_id: int) -> None:
-    from . import evaluation
-
-    evaluation.run_medoids(job_id)
