@@ -14,6 +14,7 @@ class StimuliConfig(AppConfig):
         kind = Job.Kind
         register(
             kind.IMPORT, kind.IMPORT.label, "stimuli.tasks.import_upload",
+            where="stimuli.uploads.tasks.import_upload",
             no_retry="An upload cannot be retried; upload the file again.",
         )  # fmt: skip
         for generation in (kind.GENERATE, kind.VALIDATE_GENERATOR):

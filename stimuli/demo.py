@@ -13,10 +13,10 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from .audio import encode_wav
-from .imports import import_clips
 from .models import Challenge
 from .permissions import ORGANIZERS_GROUP
 from .services import create_challenge, create_system, create_team
+from .uploads.imports import import_clips
 
 DEMO_SLUG = "dcase2023-demo"
 DEMO_USER = "organizer"

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from stimuli.demo import write_set
-from stimuli.imports import import_clips
 from stimuli.models import Challenge, System
 from stimuli.objective import pipeline
 from stimuli.services import create_challenge, create_system, create_team
+from stimuli.uploads.imports import import_clips
 
 SYSTEMS = [("Close", "A", 0.0), ("Far", "A", 1.5), ("Middle", "B", 0.7), ("Farther", "B", 2.0)]
 

@@ -132,7 +132,7 @@ def test_generate_with_the_baseline_evaluate_and_select_medoids(celery_worker, t
         slug="end-to-end",
         categories=[("dog_bark", "Dog bark"), ("rain", "Rain")],
     )
-    from stimuli.imports import import_clips
+    from stimuli.uploads.imports import import_clips
 
     for role, seed in (("development", 1), ("evaluation", 2)):
         root = write_set(tmp_path / role, challenge, 6, seed, 0.0)

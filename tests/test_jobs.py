@@ -104,7 +104,7 @@ def test_only_a_stale_running_job_is_marked_failed_for_a_retry(settings):
 
 # Every module that defines Celery tasks: each app's own, and each stage package's of stimuli.
 TASK_MODULES = (
-    "stimuli.tasks",
+    "stimuli.uploads.tasks",
     "stimuli.objective.tasks",
     "stimuli.generators.tasks",
     "raters.tasks",

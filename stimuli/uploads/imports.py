@@ -15,13 +15,13 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
-from . import storage
-from .archives import ArchiveError, Listing, Source, UploadLimits, iter_members
-from .audio import AudioCheck, ClipSpec, inspect_audio
-from .errors import Refused
-from .models import AudioFile, Category, Challenge, Clip, Job, System
-from .phases import phase_conflict
-from .selectors import category_lookup, normalise_folder
+from .. import storage
+from ..archives import ArchiveError, Listing, Source, UploadLimits, iter_members
+from ..audio import AudioCheck, ClipSpec, inspect_audio
+from ..errors import Refused
+from ..models import AudioFile, Category, Challenge, Clip, Job, System
+from ..phases import phase_conflict
+from ..selectors import category_lookup, normalise_folder
 
 Progress = Callable[[int, int, str], None]
 

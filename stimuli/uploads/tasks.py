@@ -1,4 +1,4 @@
-"""Celery tasks of the stimuli app. Thin: each takes a job id and calls a service.
+"""Celery tasks of uploads. Thin: each takes a job id and calls a service.
 
 Every task has an explicit name, so messages already queued keep running after code moves; its
 queue is routed by that exact name (CELERY_TASK_ROUTES), and a test holds every task to a route.
