@@ -1,4 +1,5 @@
-"""REST API for organizers: challenges, reference sets, teams, systems, clips, uploads and jobs.
+"""REST API for organizers: challenges, teams, systems, clips and jobs. Each stage of stimuli
+(uploads, objective, generators) has its own API in its package, on these viewsets' mixin.
 
 Every endpoint calls the same services as the pages and the command line.
 """
