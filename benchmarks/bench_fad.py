@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stimuli.fad import (
+from stimuli.objective.fad import (
     GaussianStats,
     ReferenceFactor,
     frechet_distance,

@@ -74,7 +74,8 @@ def main() -> None:
 
     django_in_scratch()
 
-    from stimuli import generation, services
+    from stimuli import services
+    from stimuli.generators import generation
 
     challenge = services.create_challenge(name="bench", slug=f"bench-{int(time.time())}")
     system = generation.create_baseline_systems(challenge)[0]

@@ -31,7 +31,7 @@ def main() -> None:
 
     from stimuli import services
     from stimuli.audio import inspect_audio
-    from stimuli.imports import import_clips, spec_for
+    from stimuli.uploads.imports import import_clips, spec_for
     from tests.factories import make_wav
 
     categories = [

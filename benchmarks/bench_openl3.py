@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stimuli.embeddings import openl3
+from stimuli.objective.embeddings import openl3
 
 RATE = 22_050
 SECONDS = 4.0

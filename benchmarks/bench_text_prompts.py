@@ -45,8 +45,8 @@ def main() -> None:
     django_in_scratch()
     from foley_platform.celery import app
     from raters import services, text_prompts
-    from stimuli import text_prompts as generation
     from stimuli.demo import seed_text_demo
+    from stimuli.generators import text_prompts as generation
     from stimuli.models import Job
 
     challenge, _ = seed_text_demo(per_category=2)

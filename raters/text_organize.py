@@ -14,9 +14,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from stimuli.generators.text_prompts import TextPromptError, import_described_clips
 from stimuli.models import Challenge, DescribedClip, System
 from stimuli.permissions import organizer_required
-from stimuli.text_prompts import TextPromptError, import_described_clips
 
 from . import text_prompts
 from .errors import ListeningError

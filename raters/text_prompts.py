@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from stimuli import text_prompts as generation
+from stimuli.generators import text_prompts as generation
 from stimuli.models import Challenge, DescribedClip, System, TextGeneration
 
 from . import delivery, listening, services

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from raters import demo as raters_demo
 from raters import services as raters_services
 from raters.models import Rater
-from stimuli import evaluation, generation
-from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
+from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo
+from stimuli.generators import generation
 from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
+from stimuli.objective import pipeline
 
 from . import services
 from .models import Snapshot
@@ -37,8 +38,6 @@ class DemoRun:
     password: str
     listen_path: str
     published: bool
-    text_challenge: Challenge | None = None
-    text_judge_path: str = ""
 
 
 def run_demo(
@@ -66,20 +65,20 @@ def run_demo(
     if not FadResult.objects.filter(challenge=challenge).exists():
         say("Objective evaluation: embeddings, FAD per system and category, finalists ...")
         # Two finalists per track (DCASE took four) keep the demo's listening test short.
-        evaluation.set_models(
+        pipeline.set_models(
             challenge,
             fad_model="logmel",
             medoid_model="logmel",
             finalists_per_track=2,
             league_models=_league_models(),
         )
-        job = evaluation.run_evaluation(challenge, progress=progress)
+        job = pipeline.run_evaluation(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"the objective evaluation failed: {job.error}")
 
     if not Medoid.objects.filter(challenge=challenge).exists():
         say("Selecting 20 medoids per finalist and category (k-means) ...")
-        job = evaluation.run_medoid_selection(challenge, progress=progress)
+        job = pipeline.run_medoid_selection(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"medoid selection failed: {job.error}")
 
@@ -100,16 +99,12 @@ def run_demo(
         services.publish(challenge, ensure_organizer())
         published = True
     challenge.refresh_from_db()
-    text_challenge, created = seed_text_demo()
-    say(f"{'Created' if created else 'Found'} the text-prompt study '{text_challenge.name}'.")
     return DemoRun(
         challenge=challenge,
         username=DEMO_USER,
         password=DEMO_PASSWORD,
         listen_path=f"/listen/{challenge.slug}/join/{listener.access_key}/",
         published=published,
-        text_challenge=text_challenge,
-        text_judge_path=raters_demo.open_text_study(text_challenge),
     )
 
 

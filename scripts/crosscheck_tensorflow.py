@@ -112,7 +112,7 @@ def compare(folder: Path) -> int:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from stimuli.embeddings import openl3, vggish
+    from stimuli.objective.embeddings import openl3, vggish
 
     failures = 0
 

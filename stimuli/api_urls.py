@@ -1,6 +1,9 @@
 from rest_framework.routers import DefaultRouter
 
-from . import api, generator_api, objective_api
+from . import api
+from .generators import api as generators_api
+from .objective import api as objective_api
+from .uploads import api as uploads_api
 
 CHALLENGE = r"challenges/(?P<challenge_slug>[-a-zA-Z0-9_]+)"
 
@@ -9,8 +12,8 @@ router.register("challenges", api.ChallengeViewSet, basename="challenge")
 router.register(f"{CHALLENGE}/teams", api.TeamViewSet, basename="team")
 router.register(f"{CHALLENGE}/systems", api.SystemViewSet, basename="system")
 router.register(f"{CHALLENGE}/clips", api.ClipViewSet, basename="clip")
-router.register(f"{CHALLENGE}/uploads", api.UploadViewSet, basename="upload")
+router.register(f"{CHALLENGE}/uploads", uploads_api.UploadViewSet, basename="upload")
 router.register(f"{CHALLENGE}/jobs", api.JobViewSet, basename="job")
-router.register(f"{CHALLENGE}/generators", generator_api.GeneratorViewSet, basename="generator")
+router.register(f"{CHALLENGE}/generators", generators_api.GeneratorViewSet, basename="generator")
 router.register(f"{CHALLENGE}/objective", objective_api.ObjectiveViewSet, basename="objective")
 urlpatterns = router.urls

@@ -14,16 +14,21 @@ class StimuliConfig(AppConfig):
         kind = Job.Kind
         register(
             kind.IMPORT, kind.IMPORT.label, "stimuli.tasks.import_upload",
+            where="stimuli.uploads.tasks.import_upload",
             no_retry="An upload cannot be retried; upload the file again.",
         )  # fmt: skip
         for generation in (kind.GENERATE, kind.VALIDATE_GENERATOR):
             task = "generate_clips" if generation == kind.GENERATE else "generate_validation"
             register(
                 generation, generation.label, f"stimuli.tasks.{task}",
-                retry_guard="stimuli.generation.retry_guard",
+                where=f"stimuli.generators.tasks.{task}",
+                retry_guard="stimuli.generators.generation.retry_guard",
             )  # fmt: skip
         # Clips from judges' prompts: a failed job runs again over the prompts still pending.
-        register(kind.GENERATE_TEXT, kind.GENERATE_TEXT.label, "stimuli.tasks.generate_from_text")
+        register(
+            kind.GENERATE_TEXT, kind.GENERATE_TEXT.label, "stimuli.tasks.generate_from_text",
+            where="stimuli.generators.tasks.generate_from_text",
+        )  # fmt: skip
         for objective, task in (
             (kind.EMBED, "embed_clips"),
             (kind.FAD, "compute_fad"),
@@ -31,5 +36,6 @@ class StimuliConfig(AppConfig):
         ):
             register(
                 objective, objective.label, f"stimuli.tasks.{task}",
-                retry_guard="stimuli.evaluation.retry_guard",
+                where=f"stimuli.objective.tasks.{task}",
+                retry_guard="stimuli.objective.pipeline.retry_guard",
             )  # fmt: skip

@@ -104,11 +104,6 @@ class Listing:
     skipped: list[str] = field(default_factory=list)
 
 
-def normalise_folder(name: str) -> str:
-    """`DogBark`, `dog_bark`, `Dog bark` and `dog-bark` all name the same category."""
-    return re.sub(r"[^0-9a-z]", "", name.casefold())
-
-
 def _check_name(name: str) -> str | None:
     if "\x00" in name:
         return "name contains a NUL byte"

@@ -13,10 +13,10 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from .audio import encode_wav
-from .imports import import_clips
 from .models import Challenge
 from .permissions import ORGANIZERS_GROUP
 from .services import create_challenge, create_system, create_team
+from .uploads.imports import import_clips
 
 DEMO_SLUG = "dcase2023-demo"
 DEMO_USER = "organizer"
@@ -146,8 +146,8 @@ def seed_text_demo(per_category: int = 3) -> tuple[Challenge, bool]:
     """A challenge with a described reference set (uploaded with its CSV, as an organizer
     would) and the procedural baseline's text variant as a system; once."""
     from .generation import BASELINE_MODULE, set_generator
+    from .generators.text_prompts import import_described_clips
     from .models import System
-    from .text_prompts import import_described_clips
 
     existing = Challenge.objects.filter(slug=TEXT_DEMO_SLUG).first()
     if existing:

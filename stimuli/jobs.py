@@ -210,6 +210,9 @@ class JobKind:
     # The Celery task's explicit name: messages already queued still find it after code moves,
     # and CELERY_TASK_ROUTES routes it by this exact name.
     task: str
+    # Where the task is defined (its module's dotted path and name), which may differ from its
+    # Celery name once code has moved: a message names the task, enqueue imports it from here.
+    where: str
     # Dotted path of the stage's check before a retry, called with the challenge locked: it
     # raises a Refused (a Conflict when the phase has fixed what the job would change).
     retry_guard: str = ""
@@ -221,10 +224,17 @@ _KINDS: dict[str, JobKind] = {}
 
 
 def register(
-    kind: str, label: str, task: str, *, retry_guard: str = "", no_retry: str = ""
+    kind: str,
+    label: str,
+    task: str,
+    *,
+    where: str = "",
+    retry_guard: str = "",
+    no_retry: str = "",
 ) -> None:
-    """Make a kind of job known: its label, its task and its stage's retry rule."""
-    _KINDS[kind] = JobKind(kind, label, task, retry_guard, no_retry)
+    """Make a kind of job known: its label, its task (Celery name, and where it is defined when
+    that differs from the name) and its stage's retry rule."""
+    _KINDS[kind] = JobKind(kind, label, task, where or task, retry_guard, no_retry)
 
 
 def job_kind(kind: str) -> JobKind:
@@ -249,9 +259,9 @@ def enqueue(job: Job) -> None:
     In-process tasks (no broker) run at once instead: they share this connection and so see the
     job row already, and the caller gets the finished job back.
     """
-    # By name, so that no service imports a task module (the tasks import the services); a task's
-    # explicit name is also its place (tests/test_jobs.py holds every task to that).
-    task = import_string(job_kind(job.kind).task)
+    # By dotted path, so that no service imports a task module (the tasks import the services);
+    # tests/test_jobs.py holds every registered path to a task carrying the registered name.
+    task = import_string(job_kind(job.kind).where)
     if task.app.conf.task_always_eager:
         task.delay(job.pk)
     else:
@@ -282,6 +292,13 @@ def retry(job: Job) -> Job:
         job = reset_for_retry(job)
         enqueue(job)
     return job
+
+
+def log_tail(job: Job, lines: int = 8) -> str:
+    """The job's latest progress lines, for the pages that show a running job."""
+    # Only the stamped progress lines: a traceback stays in the full log.
+    stamped = [line for line in job.log.splitlines() if line[:2].isdigit() and line[2:3] == ":"]
+    return "\n".join(stamped[-lines:])
 
 
 def reset_for_retry(job: Job) -> Job:

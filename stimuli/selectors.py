@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from django.db.models import Count, QuerySet
 
+from .archives import Listing
+from .audio import ClipSpec
 from .models import Category, Challenge, Clip, FadResult, Job, Medoid, ObjectiveSettings, System
+
+
+def normalise_folder(name: str) -> str:
+    """`DogBark`, `dog_bark`, `Dog bark` and `dog-bark` all name the same category."""
+    return re.sub(r"[^0-9a-z]", "", name.casefold())
+
+
+def category_lookup(challenge: Challenge) -> dict[str, Category]:
+    """The challenge's categories by their normalised slug and name, as folders may spell them."""
+    lookup: dict[str, Category] = {}
+    for category in challenge.categories.all():
+        lookup[normalise_folder(category.slug)] = category
+        lookup[normalise_folder(category.name)] = category
+    return lookup
 
 
 def clip_counts(challenge: Challenge) -> list[dict]:
@@ -231,3 +248,34 @@ def fad_ranking_table(challenge: Challenge, model_id: str | None = None) -> dict
             for code, rows in tracks.items()
         },
     }
+
+
+def clip_spec(challenge: Challenge) -> ClipSpec:
+    """The clip spec every clip of the challenge must meet (uploads, generation, text prompts)."""
+    return ClipSpec(
+        sample_rate=challenge.sample_rate,
+        channels=challenge.channels,
+        duration_s=challenge.clip_duration_s,
+        bit_depth=challenge.bit_depth,
+    )
+
+
+def listing_problems(challenge: Challenge, listing: Listing) -> list[str]:
+    # A clip keeps its path in the upload as its original name, so a longer path cannot be stored.
+    limit = Clip._meta.get_field("original_name").max_length
+    too_long = [
+        f"{m.path}: the path is {len(m.path):,} characters long; the limit is {limit}"
+        for m in listing.members
+        if len(m.path) > limit
+    ]
+    return too_long + folder_problems(challenge, {m.folder for m in listing.members})
+
+
+def folder_problems(challenge: Challenge, folders: set[str]) -> list[str]:
+    lookup = category_lookup(challenge)
+    expected = ", ".join(c.slug for c in challenge.categories.all())
+    return [
+        f"{folder}/: unknown category folder; expected one of: {expected}"
+        for folder in sorted(folders)
+        if normalise_folder(folder) not in lookup
+    ]

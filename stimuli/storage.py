@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+
+from .models import AudioFile
+
+if TYPE_CHECKING:
+    from .audio import AudioCheck
 
 
 def audio_name(sha256: str) -> str:
@@ -34,3 +41,23 @@ def delete_audio(sha256: str) -> None:
 def read_audio(name: str) -> bytes:
     with default_storage.open(name, "rb") as handle:
         return handle.read()
+
+
+def audio_row(sha: str, check: AudioCheck, size: int) -> AudioFile:
+    """The (unsaved) row of a checked sound stored under its hash: uploads and generation alike."""
+    return AudioFile(
+        sha256=sha,
+        **{
+            "file": audio_name(sha),
+            "size_bytes": size,
+            "sample_rate": check.sample_rate,
+            "channels": check.channels,
+            "bit_depth": check.bit_depth,
+            "frames": check.frames,
+            "duration_s": check.duration_s,
+            "loudness_lufs": check.loudness_lufs,
+            "peak_dbfs": check.peak_dbfs,
+            "is_silent": check.is_silent,
+            "is_clipped": check.is_clipped,
+        },
+    )

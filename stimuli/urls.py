@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views
+from .uploads import views as uploads_views
 
 app_name = "stimuli"
 urlpatterns = [
@@ -10,7 +11,7 @@ urlpatterns = [
     path("<slug:slug>/", views.challenge_detail, name="challenge"),
     path("<slug:slug>/teams/", views.add_team, name="add_team"),
     path("<slug:slug>/systems/", views.add_system, name="add_system"),
-    path("<slug:slug>/upload/", views.upload, name="upload"),
+    path("<slug:slug>/upload/", uploads_views.upload, name="upload"),
     path("<slug:slug>/jobs/", views.jobs, name="jobs"),
     path("<slug:slug>/clips/", views.clips, name="clips"),
     path("<slug:slug>/counts/", views.clip_counts, name="clip_counts"),

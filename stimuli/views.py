@@ -12,7 +12,6 @@ from django.views.decorators.http import require_POST
 
 from . import selectors, services
 from .forms import ChallengeForm, SystemForm, TeamForm, UploadForm
-from .imports import ImportPhaseError, ImportRequestError
 from .models import AudioFile, Challenge, Clip, Job, Medoid
 from .permissions import organizer_required
 
@@ -94,43 +93,7 @@ def add_system(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
-@require_POST
-def upload(request: HttpRequest, slug: str) -> HttpResponse:
-    """Stage the zip and check its structure now; the audio checks run as a job the page polls."""
-    challenge = get_object_or_404(Challenge, slug=slug)
-    form = UploadForm(request.POST, request.FILES, challenge=challenge)
-    errors: list[str] = []
-    job = None
-    status = 400
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            job = services.start_import(
-                challenge,
-                data["file"],
-                role=data["role"],
-                system=data["system"],
-                convert=data["convert"],
-                user=request.user,
-            )
-        except services.UploadRejected as exc:
-            errors = exc.problems
-        except ImportRequestError as exc:
-            errors = [str(exc)]
-            if isinstance(exc, ImportPhaseError):
-                status = 409
-    else:
-        errors = [f"{field}: {' '.join(msgs)}" for field, msgs in form.errors.items()]
-    if job is not None:
-        job.refresh_from_db()
-        return _job_response(request, job)
-    if request.htmx:
-        status = 200  # htmx swaps in only successful responses
-    return render(request, "stimuli/upload_errors.html", {"errors": errors}, status=status)
-
-
-def _job_response(request: HttpRequest, job: Job) -> HttpResponse:
+def job_response(request: HttpRequest, job: Job) -> HttpResponse:
     response = render(request, "stimuli/job.html", {"job": job})
     if job.is_finished:
         # Parts of the page that show results (clip counts, job list) refresh on this event.
@@ -140,7 +103,7 @@ def _job_response(request: HttpRequest, job: Job) -> HttpResponse:
 
 @organizer_required
 def job_status(request: HttpRequest, pk: int) -> HttpResponse:
-    return _job_response(request, get_object_or_404(Job, pk=pk))
+    return job_response(request, get_object_or_404(Job, pk=pk))
 
 
 @organizer_required

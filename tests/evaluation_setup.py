@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from stimuli import evaluation
 from stimuli.demo import write_set
-from stimuli.imports import import_clips
 from stimuli.models import Challenge, System
+from stimuli.objective import pipeline
 from stimuli.services import create_challenge, create_system, create_team
+from stimuli.uploads.imports import import_clips
 
 SYSTEMS = [("Close", "A", 0.0), ("Far", "A", 1.5), ("Middle", "B", 0.7), ("Farther", "B", 2.0)]
 
@@ -47,7 +47,7 @@ def small_challenge(
         root = write_set(tmp_path / name, challenge, system_clips, 10 + n, tilt)
         report = import_clips(challenge, root, role="system", system=system)
         assert report.created_clips == 2 * system_clips
-    evaluation.set_models(
+    pipeline.set_models(
         challenge,
         fad_model="logmel",
         medoid_model="logmel",

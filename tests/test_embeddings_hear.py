@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from stimuli.embeddings import WeightsMissing, load_embedding_model
+from stimuli.objective.embeddings import WeightsMissing, load_embedding_model
 
 TINY_NAME = "tiny_hear_for_tests"
 TINY_SOURCE = '''

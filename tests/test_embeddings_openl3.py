@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from stimuli.embeddings import WeightsMissing, load_embedding_model, openl3
+from stimuli.objective.embeddings import WeightsMissing, load_embedding_model, openl3
 
 with warnings.catch_warnings():
     # librosa warns about the empty lowest mel256 filters when torchopenl3 builds them.

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from stimuli.embeddings import WeightsMissing, load_embedding_model, vggish
+from stimuli.objective.embeddings import WeightsMissing, load_embedding_model, vggish
 
 # float32 on torch against float64 in numpy; measured up to 2.5e-5 on values in [-4.6, 5.6].
 LOGMEL_ATOL = 1e-4

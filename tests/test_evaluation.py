@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from django.db import IntegrityError, transaction
 
-from stimuli import evaluation, jobs, selectors
-from stimuli.embeddings import load_embedding_model
-from stimuli.embeddings.base import model_id_matches
-from stimuli.fad import GaussianStats
-from stimuli.medoids import select_medoids
+from stimuli import jobs, selectors
 from stimuli.models import Clip, Embedding, FadResult, Job, Medoid, ReferenceStats
+from stimuli.objective import pipeline
+from stimuli.objective.embeddings import load_embedding_model
+from stimuli.objective.embeddings.base import model_id_matches
+from stimuli.objective.fad import GaussianStats
+from stimuli.objective.medoids import select_medoids
 from stimuli.services import create_challenge
 from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge, system
 
@@ -28,7 +29,7 @@ def objective(db, tmp_path):
 
 
 def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
-    job = evaluation.run_evaluation(objective)
+    job = pipeline.run_evaluation(objective)
     assert job.kind == Job.Kind.FAD and job.state == Job.State.SUCCEEDED, job.error
     # 4 systems x 2 categories x (Eval, Dev)
     assert FadResult.objects.filter(challenge=objective).count() == 16
@@ -49,11 +50,11 @@ def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
 
 
 def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objective):
-    evaluation.run_evaluation(objective)
+    pipeline.run_evaluation(objective)
     values = dict(FadResult.objects.values_list("pk", "value"))
     files = Embedding.objects.count()
     assert files == 4 * 2 * 12 + 2 * 2 * 8
-    job = evaluation.run_evaluation(objective)
+    job = pipeline.run_evaluation(objective)
     embed = Job.objects.get(pk=job.params["embed_job"])
     assert embed.result["computed"] == 0 and embed.result["cached"] == files
     assert Embedding.objects.count() == files
@@ -61,18 +62,18 @@ def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objectiv
 
 
 def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(objective):
-    first = evaluation.run_evaluation(objective)
+    first = pipeline.run_evaluation(objective)
     before = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
     finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
     # A run now would change the first system's FAD and pick two finalists per track...
     close_dog = Clip.objects.filter(system=system(objective, "Close"), category__slug="dog_bark")
     close_dog.filter(pk__in=list(close_dog.values_list("pk", flat=True)[:6])).delete()
-    evaluation.set_models(objective, finalists_per_track=2)
+    pipeline.set_models(objective, finalists_per_track=2)
     # ...but the last system's last category has lost its embeddings, so it fails there.
     last = Clip.objects.filter(system=system(objective, "Farther"), category__slug="rain")
     Embedding.objects.filter(audio__in=last.values("audio")).delete()
     job = Job.objects.create(challenge=objective, kind=Job.Kind.FAD, params=first.params)
-    job = evaluation.run_fad(job.pk)
+    job = pipeline.run_fad(job.pk)
     assert job.state == Job.State.FAILED and "have no logmel" in job.error
     after = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
     assert after == before
@@ -80,7 +81,7 @@ def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(
         finalists
     )
     # A new run embeds them again, then stores the new values and the new finalists.
-    evaluation.run_evaluation(objective)
+    pipeline.run_evaluation(objective)
     assert sorted(FadResult.objects.values_list("value", flat=True)) != sorted(
         v for *_, v in before
     )
@@ -95,8 +96,8 @@ def test_cache_is_keyed_on_model_options(objective):
 
 
 def test_medoids_are_distinct_deterministic_and_replace_earlier_ones(objective):
-    evaluation.run_evaluation(objective)
-    job = evaluation.run_medoid_selection(objective)
+    pipeline.run_evaluation(objective)
+    job = pipeline.run_medoid_selection(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     medoids = Medoid.objects.filter(challenge=objective)
     assert medoids.count() == 2 * 2 * 5  # 2 finalists x 2 categories x 5
@@ -109,7 +110,7 @@ def test_medoids_are_distinct_deterministic_and_replace_earlier_ones(objective):
         assert clips.values("clip").distinct().count() == 5
         assert all(m.clip.system_id == system_id for m in clips)
     assert not medoids.filter(system__is_finalist=False).exists()
-    evaluation.run_medoid_selection(objective)
+    pipeline.run_medoid_selection(objective)
     again = list(
         medoids.order_by("system", "category", "position").values_list("clip_id", flat=True)
     )
@@ -149,7 +150,7 @@ def test_medoids_need_k_clips():
 def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_dir):
     challenge = create_challenge(name="Stats", slug="stats")
     files = {path.stem: path for path in sorted(dcase_stats_dir.glob("*.npz"))}
-    rows = evaluation.import_reference_stats(challenge, files, source="DCASE 2023 Task 7")
+    rows = pipeline.import_reference_stats(challenge, files, source="DCASE 2023 Task 7")
     assert len(rows) == 7
     assert {r.category.slug for r in rows} == set(
         challenge.categories.values_list("slug", flat=True)
@@ -157,7 +158,7 @@ def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_di
     assert all(r.dim == 128 and r.count > 0 and r.model == "vggish" for r in rows)
     assert {r.model_id for r in rows} == {"vggish:dcase2023-act0-raw@*"}
     # Importing again replaces, never duplicates.
-    evaluation.import_reference_stats(challenge, files)
+    pipeline.import_reference_stats(challenge, files)
     assert ReferenceStats.objects.filter(challenge=challenge).count() == 7
 
 
@@ -166,31 +167,31 @@ def test_dcase_statistics_declare_the_vggish_configuration_the_platform_computes
     # the dcase2023 preset (the task's own pipeline) matches; the defaults (resampled audio,
     # 0.96 s examples) and every other option do not.
     dcase = load_embedding_model("vggish", {"preset": "dcase2023"}, weights="random", device="cpu")
-    assert dcase.timestamp_embedding_size == evaluation.EMBEDDING_SIZES["vggish"]
-    assert model_id_matches(evaluation.DCASE2023_VGGISH, dcase.model_id)
+    assert dcase.timestamp_embedding_size == pipeline.EMBEDDING_SIZES["vggish"]
+    assert model_id_matches(pipeline.DCASE2023_VGGISH, dcase.model_id)
     for options in ({}, {"activation": True}, {"hop_size": 0.5}):
         other = load_embedding_model("vggish", options, weights="random", device="cpu")
-        assert not model_id_matches(evaluation.DCASE2023_VGGISH, other.model_id), options
+        assert not model_id_matches(pipeline.DCASE2023_VGGISH, other.model_id), options
 
 
 def test_dcase_statistics_refuse_the_vggish_defaults_and_name_the_preset(db, tmp_path):
     challenge = create_challenge(name="Stats", slug="stats")
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
-    evaluation.import_reference_stats(challenge, {"rain": path})
+    pipeline.import_reference_stats(challenge, {"rain": path})
     with pytest.raises(
-        evaluation.EvaluationError, match=re.escape('options {"preset": "dcase2023"}')
+        pipeline.EvaluationError, match=re.escape('options {"preset": "dcase2023"}')
     ):
-        evaluation.check_published_stats(challenge, "vggish:hop0.96-act0-raw@abc", 128)
-    evaluation.check_published_stats(challenge, "vggish:dcase2023-act0-raw@abc", 128)
+        pipeline.check_published_stats(challenge, "vggish:hop0.96-act0-raw@abc", 128)
+    pipeline.check_published_stats(challenge, "vggish:dcase2023-act0-raw@abc", 128)
 
 
 def test_models_named_by_statistics_are_model_ids(db):
     challenge = create_challenge(name="Stats", slug="stats")
     path = io.BytesIO(GaussianStats(np.zeros(4), np.eye(4), 10).to_npz_bytes())
     for model in ("logmel", "logmel:mels2", "logmel@none", ":x@y", "logmel:undeclared@undeclared"):
-        with pytest.raises(evaluation.EvaluationError, match="model"):
-            evaluation.import_reference_stats(challenge, {"rain": path}, model=model)
+        with pytest.raises(pipeline.EvaluationError, match="model"):
+            pipeline.import_reference_stats(challenge, {"rain": path}, model=model)
     assert not ReferenceStats.objects.exists()
     assert model_id_matches("logmel:mels2-win0.5-hop0.25@*", "logmel:mels2-win0.5-hop0.25@none")
     assert not model_id_matches("logmel:mels2-win0.5-hop0.25@abc", "logmel:mels2-win0.5-hop0.25@d")
@@ -245,8 +246,8 @@ def test_malformed_statistics_files_are_refused_with_the_reason(db, content, mes
     good = io.BytesIO(npz_bytes(mu=np.zeros(128), sigma=np.eye(128)))
     tracemalloc.start()
     try:
-        with pytest.raises(evaluation.EvaluationError, match=f"rain: (.* )?{message}"):
-            evaluation.import_reference_stats(
+        with pytest.raises(pipeline.EvaluationError, match=f"rain: (.* )?{message}"):
+            pipeline.import_reference_stats(
                 challenge, {"dog_bark": good, "rain": io.BytesIO(content)}
             )
         peak = tracemalloc.get_traced_memory()[1]
@@ -262,10 +263,10 @@ def test_bad_statistics_store_nothing(db, tmp_path):
     np.savez(good, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
     bad = tmp_path / "rain.npz"
     np.savez(bad, mu=np.zeros(128))
-    with pytest.raises(evaluation.EvaluationError, match="rain: statistics file lacks sigma"):
-        evaluation.import_reference_stats(challenge, {good.stem: good, "rain": bad})
-    with pytest.raises(evaluation.EvaluationError, match="helicopter: no category"):
-        evaluation.import_reference_stats(challenge, {"helicopter": good})
+    with pytest.raises(pipeline.EvaluationError, match="rain: statistics file lacks sigma"):
+        pipeline.import_reference_stats(challenge, {good.stem: good, "rain": bad})
+    with pytest.raises(pipeline.EvaluationError, match="helicopter: no category"):
+        pipeline.import_reference_stats(challenge, {"helicopter": good})
     assert not ReferenceStats.objects.exists()
 
 
@@ -276,13 +277,11 @@ def test_fad_uses_published_statistics_instead_of_audio(objective, tmp_path: Pat
     rng = np.random.default_rng(0)
     path = tmp_path / "rain.npz"
     np.savez(path, mu=rng.normal(size=128), sigma=np.eye(128), embedding_count=1000)
-    evaluation.import_reference_stats(
-        objective, {"rain": path}, model=model.model_id, source="paper"
-    )
+    pipeline.import_reference_stats(objective, {"rain": path}, model=model.model_id, source="paper")
     vggish = tmp_path / "dog_bark.npz"
     np.savez(vggish, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
-    evaluation.import_reference_stats(objective, {"dog_bark": vggish}, model="vggish")
-    evaluation.run_evaluation(objective)
+    pipeline.import_reference_stats(objective, {"dog_bark": vggish}, model="vggish")
+    pipeline.run_evaluation(objective)
     rain = FadResult.objects.get(
         system=system(objective, "Close"), category__slug="rain", reference="evaluation"
     )
@@ -301,9 +300,9 @@ def test_statistics_of_another_configuration_are_refused_before_anything_is_embe
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
     declared = "logmel:mels64-win0.5-hop0.25@*"
-    evaluation.import_reference_stats(objective, {"rain": path}, model=declared)
-    evaluation.set_models(objective, fad_model_options={"hop_s": 0.5})
-    job = evaluation.run_evaluation(objective)
+    pipeline.import_reference_stats(objective, {"rain": path}, model=declared)
+    pipeline.set_models(objective, fad_model_options={"hop_s": 0.5})
+    job = pipeline.run_evaluation(objective)
     assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
     assert (
         "the published evaluation statistics of rain were made with "
@@ -312,23 +311,23 @@ def test_statistics_of_another_configuration_are_refused_before_anything_is_embe
     )
     assert not Embedding.objects.exists() and not FadResult.objects.exists()
     # The configuration they declare uses them.
-    evaluation.set_models(objective, fad_model_options={})
-    assert evaluation.run_evaluation(objective).state == Job.State.SUCCEEDED
+    pipeline.set_models(objective, fad_model_options={})
+    assert pipeline.run_evaluation(objective).state == Job.State.SUCCEEDED
     rain = FadResult.objects.filter(category__slug="rain", reference="evaluation").first()
     assert rain.details["reference_source"].startswith("published statistics")
     # Statistics imported before they declared a configuration match no model.
     ReferenceStats.objects.update(model_id="logmel:undeclared@undeclared")
-    job = evaluation.run_evaluation(objective)
+    job = pipeline.run_evaluation(objective)
     assert job.state == Job.State.FAILED and "an undeclared configuration" in job.error
 
 
 def test_statistics_of_another_embedding_size_are_refused(objective, tmp_path: Path):
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(64), sigma=np.eye(64), embedding_count=1000)
-    evaluation.import_reference_stats(
+    pipeline.import_reference_stats(
         objective, {"rain": path}, model="logmel:mels64-win0.5-hop0.25@*"
     )
-    job = evaluation.run_evaluation(objective)
+    job = pipeline.run_evaluation(objective)
     assert job.state == Job.State.FAILED
     assert "statistics of rain are 64-d, but logmel:mels64-win0.5-hop0.25@none gives 128-d" in (
         job.error
@@ -338,13 +337,13 @@ def test_statistics_of_another_embedding_size_are_refused(objective, tmp_path: P
 
 def test_clear_errors_before_anything_runs(db, tmp_path):
     challenge = create_challenge(name="Empty", slug="empty")
-    with pytest.raises(evaluation.EvaluationError, match="no systems"):
-        evaluation.start_evaluation(challenge)
+    with pytest.raises(pipeline.EvaluationError, match="no systems"):
+        pipeline.start_evaluation(challenge)
     objective = small_challenge(tmp_path, slug="objective-2")
-    with pytest.raises(evaluation.EvaluationError, match="no finalists"):
-        evaluation.start_medoid_selection(objective)
-    with pytest.raises(evaluation.EvaluationError, match="unknown objective settings: colour"):
-        evaluation.set_models(objective, colour="red")
+    with pytest.raises(pipeline.EvaluationError, match="no finalists"):
+        pipeline.start_medoid_selection(objective)
+    with pytest.raises(pipeline.EvaluationError, match="unknown objective settings: colour"):
+        pipeline.set_models(objective, colour="red")
     assert not Job.objects.exists()
 
 
@@ -364,21 +363,21 @@ def test_clear_errors_before_anything_runs(db, tmp_path):
 )
 def test_the_phase_decides_what_may_start(db, phase, start, message):
     challenge = create_challenge(name="Phased", slug="phased", phase=phase)
-    with pytest.raises(evaluation.EvaluationError, match=message):
-        getattr(evaluation, start)(challenge)
+    with pytest.raises(pipeline.EvaluationError, match=message):
+        getattr(pipeline, start)(challenge)
     assert not Job.objects.exists()
 
 
 def test_unknown_model_fails_the_job_with_the_reason(objective):
-    evaluation.set_models(objective, fad_model="no_such_package.model")
-    job = evaluation.run_evaluation(objective)
+    pipeline.set_models(objective, fad_model="no_such_package.model")
+    job = pipeline.run_evaluation(objective)
     assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
     assert "cannot import 'no_such_package.model'" in job.error
     assert not FadResult.objects.exists()
 
 
 def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
-    evaluation.run_evaluation(objective)
+    pipeline.run_evaluation(objective)
     before = dict(
         FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
     )
@@ -396,7 +395,7 @@ def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
             audio=clip.audio,
             source_job=running,
         )
-    evaluation.run_evaluation(objective)
+    pipeline.run_evaluation(objective)
     after = dict(
         FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
     )
@@ -409,7 +408,7 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
 
     from django.utils import timezone
 
-    job = evaluation.run_evaluation(objective)
+    job = pipeline.run_evaluation(objective)
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING, updated_at=timezone.now() - timedelta(hours=1)
     )
@@ -420,56 +419,56 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
 
 def test_fad_defaults_to_vggish_as_dcase_ran_it_and_options_follow_the_model(db):
     challenge = create_challenge(name="Defaults", slug="defaults")
-    choice = evaluation.model_choice(challenge, "fad")
+    choice = pipeline.model_choice(challenge, "fad")
     assert (choice.name, choice.options) == ("vggish", {"preset": "dcase2023"})
-    evaluation.set_models(challenge, fad_model="logmel")
-    assert evaluation.model_choice(challenge, "fad").options == {}
-    evaluation.set_models(challenge, fad_model="vggish", fad_model_options={"hop_size": 0.5})
-    assert evaluation.model_choice(challenge, "fad").options == {"hop_size": 0.5}
+    pipeline.set_models(challenge, fad_model="logmel")
+    assert pipeline.model_choice(challenge, "fad").options == {}
+    pipeline.set_models(challenge, fad_model="vggish", fad_model_options={"hop_size": 0.5})
+    assert pipeline.model_choice(challenge, "fad").options == {"hop_size": 0.5}
 
 
 def test_a_worker_whose_job_was_taken_over_writes_no_results(objective):
     from stimuli.jobs import JobLost, claim
 
-    evaluation.run_evaluation(objective)
+    pipeline.run_evaluation(objective)
     model_id = FadResult.objects.first().model_id
     FadResult.objects.all().delete()
     Medoid.objects.all().delete()
     job = claim(Job.objects.create(challenge=objective, kind=Job.Kind.FAD).pk)
     Job.objects.filter(pk=job.pk).update(attempts=2)  # another worker took it over
     with pytest.raises(JobLost):
-        evaluation.compute_fad_results(objective, model_id=model_id, owner=job)
+        pipeline.compute_fad_results(objective, model_id=model_id, owner=job)
     with pytest.raises(JobLost):
-        evaluation.compute_medoids(objective, model_id=model_id, owner=job)
+        pipeline.compute_medoids(objective, model_id=model_id, owner=job)
     assert not FadResult.objects.exists() and not Medoid.objects.exists()
 
 
 def test_results_are_not_written_once_the_phase_forbids_them(objective):
     from stimuli.models import Challenge
 
-    evaluation.run_evaluation(objective)
+    pipeline.run_evaluation(objective)
     model_id = FadResult.objects.first().model_id
     values = dict(FadResult.objects.values_list("pk", "value"))
     Challenge.objects.filter(pk=objective.pk).update(phase="published")  # while the job ran
-    with pytest.raises(evaluation.EvaluationError, match="published"):
-        evaluation.compute_fad_results(objective, model_id=model_id)
+    with pytest.raises(pipeline.EvaluationError, match="published"):
+        pipeline.compute_fad_results(objective, model_id=model_id)
     Challenge.objects.filter(pk=objective.pk).update(phase="listening")
-    with pytest.raises(evaluation.EvaluationError, match="medoids cannot change"):
-        evaluation.compute_medoids(objective, model_id=model_id)
+    with pytest.raises(pipeline.EvaluationError, match="medoids cannot change"):
+        pipeline.compute_medoids(objective, model_id=model_id)
     assert dict(FadResult.objects.values_list("pk", "value")) == values
     assert not Medoid.objects.exists()
 
 
 def test_medoids_default_to_openl3_env_content(db):
     challenge = create_challenge(name="Env", slug="env")
-    choice = evaluation.model_choice(challenge, "medoids")
+    choice = pipeline.model_choice(challenge, "medoids")
     assert (choice.name, choice.options) == ("openl3", {"content_type": "env"})
 
 
 def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finalists(objective):
     # The finalists of the FAD model, then a league model that would rank "Far" first.
-    evaluation.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
-    job = evaluation.run_evaluation(objective)
+    pipeline.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
+    job = pipeline.run_evaluation(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     models = set(FadResult.objects.filter(challenge=objective).values_list("model_id", flat=True))
     assert len(models) == 2 and job.params["model_id"] in models
@@ -483,15 +482,15 @@ def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finali
     assert {r["model"] for r in rows} == models and len(rows) == 2 * 4 * 2
     # Bad entries are refused with the expected form.
     with pytest.raises(Exception, match="league_models"):
-        evaluation.set_models(objective, league_models=[{"model": "logmel"}])
+        pipeline.set_models(objective, league_models=[{"model": "logmel"}])
 
 
 def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(objective):
     from scoring.compute import Rules, score
     from scoring.services import collect_inputs
 
-    evaluation.set_models(objective, fad_bootstrap=50, fad_infinity=True)
-    job = evaluation.run_evaluation(objective)
+    pipeline.set_models(objective, fad_bootstrap=50, fad_infinity=True)
+    job = pipeline.run_evaluation(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     row = FadResult.objects.get(
         system=system(objective, "Close"), reference="evaluation", category__slug="rain"
@@ -515,7 +514,7 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
     assert all(r["fad_eval_inf"] == row.details.get("fad_inf") for r in inputs.fad
                if (r["system"], r["category"]) == ("Close", "rain"))  # fmt: skip
     assert result["fad_infinity"] is True
-    evaluation.set_models(objective, fad_infinity=False)
+    pipeline.set_models(objective, fad_infinity=False)
     inputs = collect_inputs(objective)
     assert not {"fad_eval_inf", "fad_dev_inf"} & set(inputs.fad[0])
     assert score(inputs, Rules(bootstrap=0))["fad_infinity"] is False

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from stimuli.embeddings.base import split_model_id
-from stimuli.fad import GaussianStats, fad, frechet_distance
 from stimuli.models import Medoid, ReferenceStats
+from stimuli.objective.embeddings.base import split_model_id
+from stimuli.objective.fad import GaussianStats, fad, frechet_distance
 from stimuli.services import create_challenge
 from tests.evaluation_setup import small_challenge
 from tests.factories import make_wav
@@ -117,7 +117,7 @@ def vggish_weights(tmp_path):
     """A random-init VGGish saved as torchvggish's release is: no released weights here."""
     import torch
 
-    from stimuli.embeddings import vggish
+    from stimuli.objective.embeddings import vggish
 
     path = tmp_path / vggish.WEIGHTS_FILE
     torch.save(vggish.load_model("random", device="cpu").net.state_dict(), path)

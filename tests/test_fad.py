@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stimuli.fad import (
+from stimuli.objective.fad import (
     GaussianStats,
     ReferenceFactor,
     fad,

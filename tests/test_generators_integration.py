@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import connection
 
-from stimuli import generation
+from stimuli.generators import generation
 from stimuli.jobs import run_job
 from stimuli.models import Generator, Job
 from stimuli.services import create_challenge, create_system, create_team

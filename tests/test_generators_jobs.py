@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from stimuli import generation, jobs
+from stimuli import jobs
 from stimuli.errors import Refused
-from stimuli.generation import GenerationError, generate_now, run_generation, start_generation
+from stimuli.generators import generation
+from stimuli.generators.generation import (
+    GenerationError,
+    generate_now,
+    run_generation,
+    start_generation,
+)
 from stimuli.jobs import is_stale
 from stimuli.models import Challenge, Clip, Generator, Job, Medoid
 from stimuli.services import create_challenge, create_system, create_team

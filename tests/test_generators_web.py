@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from stimuli import generation
+from stimuli.generators import generation
 from stimuli.models import Challenge, Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
 

@@ -102,24 +102,42 @@ def test_only_a_stale_running_job_is_marked_failed_for_a_retry(settings):
     assert lost.state == Job.State.FAILED and lost.error == "the worker was lost"
 
 
-def test_every_task_is_routed_by_its_exact_name():
-    """A renamed or new task without a route fails here instead of drifting to another queue."""
-    import importlib
+# Every module that defines Celery tasks: each app's own, and each stage package's of stimuli.
+TASK_MODULES = (
+    "stimuli.uploads.tasks",
+    "stimuli.objective.tasks",
+    "stimuli.generators.tasks",
+    "raters.tasks",
+    "scoring.tasks",
+)
 
-    from django.conf import settings
+
+def our_tasks() -> dict:
+    import importlib
 
     from foley_platform.celery import app
 
-    for module in ("stimuli.tasks", "raters.tasks", "scoring.tasks"):
+    for module in TASK_MODULES:
         importlib.import_module(module)
-    ours = {
+    return {
         name: task
         for name, task in app.tasks.items()
         if name.split(".")[0] in ("stimuli", "raters", "scoring")
     }
-    assert set(ours) == set(settings.CELERY_TASK_ROUTES)
+
+
+def test_every_task_is_routed_by_its_exact_name():
+    """A renamed or new task without a route fails here instead of drifting to another queue."""
+    from django.conf import settings
+
+    from foley_platform.celery import app
+
+    ours = our_tasks()
+    assert set(ours) == set(settings.CELERY_TASK_ROUTES)  # every routed name is a task, and back
     for name, task in ours.items():
-        assert f"{task.__module__}.{task.__name__}" == name  # explicit name=, equal to its place
+        # An explicit name= (a task named by default would be named after its module's path,
+        # and would change name whenever its module moved).
+        assert task.name == name and task.__module__ in TASK_MODULES
         queue = app.amqp.router.route({}, name)["queue"].name
         assert queue == settings.CELERY_TASK_ROUTES[name]["queue"] in ("cpu", "gpu")
     gpu = {name for name, route in settings.CELERY_TASK_ROUTES.items() if route["queue"] == "gpu"}
@@ -131,23 +149,49 @@ def test_every_task_is_routed_by_its_exact_name():
     }
 
 
+def test_the_celery_app_finds_every_task_module():
+    """What a worker imports at start (autodiscovery) holds every task, stage packages included.
+
+    In a fresh process, so that nothing this test run imported already can stand in for it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from django.conf import settings
+
+    script = (
+        "import django, json, sys; django.setup()\n"
+        "from foley_platform.celery import app\n"
+        "app.loader.import_default_modules()\n"
+        "print(json.dumps(sorted(app.tasks)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert set(settings.CELERY_TASK_ROUTES) <= found
+
+
 def test_every_kind_of_job_names_a_registered_task_and_every_task_a_kind():
     """The registry (each app's ready()) is how jobs find their tasks: enqueue and retry."""
+    from django.conf import settings
     from django.utils.module_loading import import_string
 
-    from foley_platform.celery import app
     from stimuli.jobs import registered_kinds
 
-    for module in ("stimuli.tasks", "raters.tasks", "scoring.tasks"):
-        import_string(f"{module}.__name__")  # import every task module
+    ours = our_tasks()
     kinds = registered_kinds()
     assert {k for k in Job.Kind.values} <= set(kinds)
     assert {"publish_results", "prepare_listening"} <= set(kinds)
     for kind in kinds.values():
-        assert import_string(kind.task).name == kind.task, kind
+        # Where the registry imports it from is a task carrying the registered, routed name.
+        task = import_string(kind.where)
+        assert task.name == kind.task and kind.task in settings.CELERY_TASK_ROUTES, kind
         assert kind.label and kind.label != kind.kind
-    ours = {n for n in app.tasks if n.split(".")[0] in ("stimuli", "raters", "scoring")}
-    assert ours == {kind.task for kind in kinds.values()}
+    assert set(ours) == {kind.task for kind in kinds.values()}
 
 
 def test_no_service_imports_a_task_module():

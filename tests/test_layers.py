@@ -47,7 +47,16 @@ def test_the_tree_keeps_its_layers():
     [
         ("stimuli/selectors.py", "from raters import selectors as _back", "raters"),
         ("raters/selectors.py", "from scoring import compute as _back", "scoring"),
-        ("stimuli/generators/source.py", "from stimuli.embeddings import base as _x", "embeddings"),
+        (
+            "stimuli/generators/source.py",
+            "from stimuli.objective.embeddings import base as _x",
+            "objective",
+        ),
+        (
+            "stimuli/objective/pipeline.py",
+            "from stimuli.generators import generation as _x",
+            "generators",
+        ),
     ],
 )
 def test_an_import_against_the_layers_is_refused(tmp_path, module, back_import, names):

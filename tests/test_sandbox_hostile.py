@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from stimuli import generation
-from stimuli.generators import isolation
+from stimuli.generators import generation, isolation
 from stimuli.generators import sandbox as sandbox_module
 from stimuli.generators.errors import SandboxError
 from stimuli.generators.sandbox import Limits, Sandbox

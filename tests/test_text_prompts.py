@@ -18,7 +18,7 @@ from raters.models import (
     TextPromptStudy,
     TextTrial,
 )
-from stimuli import text_prompts as generation
+from stimuli.generators import text_prompts as generation
 from stimuli.models import DescribedClip, Job, TextClip, TextGeneration
 from stimuli.services import create_challenge
 from tests.text_prompt_setup import build_text_study, reference_folder, text_system

@@ -185,7 +185,7 @@ def test_pages_refuse_other_raters_and_other_judges_items(study):
 
 
 def test_a_waiting_page_polls_and_reloads_once_its_sound_is_ready(study):
-    from stimuli import text_prompts as generation
+    from stimuli.generators import text_prompts as generation
     from stimuli.models import TextClip, TextGeneration
 
     client, judge = _join(study)

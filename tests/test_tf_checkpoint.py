@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from stimuli.embeddings import vggish
-from stimuli.embeddings.base import WeightsMissing
-from stimuli.embeddings.tf_checkpoint import (
+from stimuli.objective.embeddings import vggish
+from stimuli.objective.embeddings.base import WeightsMissing
+from stimuli.objective.embeddings.tf_checkpoint import (
     TABLE_MAGIC,
     CheckpointError,
     is_checkpoint,

@@ -123,7 +123,7 @@ def test_organizer_creates_challenge_team_and_system_from_the_pages(organizer_cl
 
 
 def test_organizer_can_listen_to_stored_clips(organizer_client, challenge, tmp_path):
-    from stimuli.imports import import_clips
+    from stimuli.uploads.imports import import_clips
 
     import_clips(
         challenge, make_zip(tmp_path / "u.zip", {"rain/a.wav": make_wav()}), role="development"

@@ -13,9 +13,10 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
 from stimuli.archives import UploadLimits
-from stimuli.imports import ImportPhaseError, ImportRequestError, import_clips
 from stimuli.models import AudioFile, Challenge, Clip, Job
-from stimuli.services import _as_local_file, create_system, create_team, run_import_job
+from stimuli.services import create_system, create_team
+from stimuli.uploads.imports import ImportPhaseError, ImportRequestError, import_clips
+from stimuli.uploads.services import _as_local_file, run_import_job
 from tests.factories import declare_frames, make_flac, make_wav, make_zip, reference_set
 
 pytestmark = pytest.mark.django_db
@@ -329,7 +330,7 @@ def test_failure_while_storing_removes_the_files_written(
     challenge, tmp_path, media_root, monkeypatch
 ):
     """A crash between writing files and committing leaves neither rows nor files behind."""
-    import stimuli.imports as imports
+    import stimuli.uploads.imports as imports
 
     written = []
     real_put = imports.storage.put_audio

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_concurrent_imports_of_the_same_sounds(tmp_path, media_root):
-    from stimuli.imports import import_clips
+    from stimuli.uploads.imports import import_clips
 
     challenge = create_challenge(name="Race", slug="race")
     shared = {f"rain/shared_{n}.wav": make_wav(seed=n) for n in range(6)}

@@ -6,7 +6,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from stimuli.models import Clip, Job
-from stimuli.services import create_challenge, start_import
+from stimuli.services import create_challenge
+from stimuli.uploads.services import start_import
 from tests.conftest import wait_for_job
 from tests.factories import make_wav, make_zip, reference_set
 

@@ -6,9 +6,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from stimuli import evaluation, selectors
+from stimuli import selectors
 from stimuli.cli import TerminalProgress
 from stimuli.models import Challenge, Job
+from stimuli.objective import pipeline
 
 
 class Command(BaseCommand):
@@ -35,13 +36,13 @@ class Command(BaseCommand):
             changes["finalists_per_track"] = options["finalists"]
         try:
             if changes:
-                evaluation.set_models(challenge, **changes)
+                pipeline.set_models(challenge, **changes)
             if options["queue"]:
-                job = evaluation.start_evaluation(challenge)
+                job = pipeline.start_evaluation(challenge)
                 self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
                 return
-            job = evaluation.run_evaluation(challenge, progress=TerminalProgress("evaluating"))
-        except evaluation.EvaluationError as exc:
+            job = pipeline.run_evaluation(challenge, progress=TerminalProgress("evaluating"))
+        except pipeline.EvaluationError as exc:
             raise CommandError(str(exc)) from None
         if job.state != Job.State.SUCCEEDED:
             raise CommandError(f"evaluation failed: {job.error}")

@@ -7,8 +7,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from stimuli.cli import TerminalProgress
-from stimuli.imports import ImportRequestError, import_clips
 from stimuli.models import Challenge, Clip, System
+from stimuli.uploads.imports import ImportRequestError, import_clips
 
 
 class Command(BaseCommand):

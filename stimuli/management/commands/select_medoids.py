@@ -6,9 +6,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from stimuli import evaluation
 from stimuli.cli import TerminalProgress
 from stimuli.models import Challenge, Job, Medoid
+from stimuli.objective import pipeline
 
 
 class Command(BaseCommand):
@@ -27,11 +27,11 @@ class Command(BaseCommand):
             raise CommandError(f"no challenge '{options['challenge']}'")
         try:
             if options["queue"]:
-                job = evaluation.start_medoid_selection(challenge)
+                job = pipeline.start_medoid_selection(challenge)
                 self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
                 return
-            job = evaluation.run_medoid_selection(challenge, progress=TerminalProgress("medoids"))
-        except evaluation.EvaluationError as exc:
+            job = pipeline.run_medoid_selection(challenge, progress=TerminalProgress("medoids"))
+        except pipeline.EvaluationError as exc:
             raise CommandError(str(exc)) from None
         if job.state != Job.State.SUCCEEDED:
             raise CommandError(f"medoid selection failed: {job.error}")

@@ -8,11 +8,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from . import evaluation, jobs, selectors
-from .errors import Refused, page_status
-from .generator_views import log_tail
-from .models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
-from .permissions import organizer_required
+from .. import jobs, selectors
+from ..errors import Refused, page_status
+from ..jobs import log_tail
+from ..models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
+from ..permissions import organizer_required
+from . import pipeline
 
 OBJECTIVE_KINDS = [Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS]
 
@@ -35,7 +36,7 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
     )
     for job in jobs:
         job.log_tail = log_tail(job)
-    obj = evaluation.objective_settings(challenge)
+    obj = pipeline.objective_settings(challenge)
     context = {
         "challenge": challenge,
         "settings": obj,
@@ -84,17 +85,17 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
 
 @organizer_required
 @require_POST
-def start(request: HttpRequest, slug: str, pipeline: str) -> HttpResponse:
+def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     begin = {
-        "evaluate": evaluation.start_evaluation,
-        "medoids": evaluation.start_medoid_selection,
-    }.get(pipeline)
+        "evaluate": pipeline.start_evaluation,
+        "medoids": pipeline.start_medoid_selection,
+    }.get(step)
     if begin is None:
-        return _panel(request, challenge, f"unknown step {pipeline!r}", 404)
+        return _panel(request, challenge, f"unknown step {step!r}", 404)
     try:
         begin(challenge, user=request.user)
-    except evaluation.EvaluationError as exc:
+    except pipeline.EvaluationError as exc:
         return _panel(request, challenge, str(exc), page_status(request.htmx, exc))
     return _panel(request, challenge)
 
@@ -115,7 +116,7 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
 @require_POST
 def save_settings(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    form = ObjectiveSettingsForm(request.POST, instance=evaluation.objective_settings(challenge))
+    form = ObjectiveSettingsForm(request.POST, instance=pipeline.objective_settings(challenge))
     if not form.is_valid():
         errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
         return _panel(request, challenge, errors, page_status(request.htmx))

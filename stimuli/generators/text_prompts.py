@@ -24,17 +24,12 @@ from pathlib import Path, PurePosixPath
 from django.db import transaction
 from django.utils import timezone
 
-from . import storage
-from .archives import ArchiveError, Source, UploadLimits, iter_members, normalise_folder
-from .audio import AudioCheck, encode_wav, inspect_audio
-from .errors import Refused
-from .generation import Heartbeat, clip_spec, output_spec, prepared_source
-from .generators.contract import check_output, to_float
-from .generators.errors import SandboxError
-from .generators.sandbox import Limits, Sandbox, cuda_visible
-from .imports import _audio_row, _category_lookup, _listing_problems, spec_for
-from .jobs import JobLost, JobProgress, enqueue, ensure_still_mine, run_job
-from .models import (
+from .. import selectors, storage
+from ..archives import ArchiveError, Source, UploadLimits, iter_members
+from ..audio import AudioCheck, encode_wav, inspect_audio
+from ..errors import Refused
+from ..jobs import JobLost, JobProgress, enqueue, ensure_still_mine, run_job
+from ..models import (
     AudioFile,
     Challenge,
     DescribedClip,
@@ -44,6 +39,11 @@ from .models import (
     TextClip,
     TextGeneration,
 )
+from ..selectors import category_lookup, normalise_folder
+from .contract import check_output, to_float
+from .errors import SandboxError
+from .generation import Heartbeat, output_spec, prepared_source
+from .sandbox import Limits, Sandbox, cuda_visible
 
 MAX_PROMPT_CHARS = 300
 # Prompts in one generator call: the call's time limit (FOLEY_SANDBOX_CALL_TIMEOUT_S) covers all.
@@ -107,15 +107,15 @@ def import_described_clips(
             texts[_key(name)] = (line, text)
     if not rows:
         problems.append("the descriptions CSV names no file")
-    spec = spec_for(challenge)
+    spec = selectors.clip_spec(challenge)
     staged: list[tuple[str, AudioCheck, str]] = []
     with Source(Path(path), limits or UploadLimits.from_settings()) as source:
         try:
             listing = source.list()
         except ArchiveError as exc:
             raise TextPromptError("; ".join(exc.problems)) from None
-        problems += _listing_problems(challenge, listing)
-        lookup = _category_lookup(challenge)
+        problems += selectors.listing_problems(challenge, listing)
+        lookup = category_lookup(challenge)
         seen = set()
         for member, data, read_error in iter_members(source, listing):
             if normalise_folder(member.folder) not in lookup:
@@ -156,7 +156,7 @@ def import_described_clips(
 
 def _stored_audio(check: AudioCheck) -> tuple[AudioFile, bool]:
     """The audio row of a checked sound, created with its file when new (inside a transaction)."""
-    row = _audio_row(check.sha256, check, len(check.wav_bytes))
+    row = storage.audio_row(check.sha256, check, len(check.wav_bytes))
     audio, created = AudioFile.objects.get_or_create(
         sha256=check.sha256,
         defaults={
@@ -262,7 +262,7 @@ def serve_pending(job: Job, progress, log) -> dict:
     system = System.objects.select_related("challenge").get(pk=job.params["system_id"])
     generator = Generator.objects.get(system=system)
     spec = output_spec(system.challenge)
-    audio_spec = clip_spec(system.challenge)
+    audio_spec = selectors.clip_spec(system.challenge)
     counts = {"served": 0, "failed": 0, "calls": 0}
     started = time.perf_counter()
 

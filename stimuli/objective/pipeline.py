@@ -29,24 +29,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
 
-from . import selectors
-from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
-from .errors import Refused
-from .fad import (
-    MAX_STATS_DIM,
-    GaussianStats,
-    ReferenceFactor,
-    fad_bootstrap_interval,
-    fad_infinity,
-    frechet_distance,
-)
-from .jobs import (
+from .. import selectors
+from ..errors import Refused
+from ..jobs import (
     JobProgress,
     enqueue,
     ensure_still_mine,
     run_job,
 )
-from .models import (
+from ..models import (
     AudioFile,
     Category,
     Challenge,
@@ -58,7 +49,16 @@ from .models import (
     ReferenceStats,
     System,
 )
-from .phases import phase_conflict
+from ..phases import phase_conflict
+from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
+from .fad import (
+    MAX_STATS_DIM,
+    GaussianStats,
+    ReferenceFactor,
+    fad_bootstrap_interval,
+    fad_infinity,
+    frechet_distance,
+)
 
 Progress = Callable[[int, int, str], None]
 PURPOSES = ("fad", "medoids")
@@ -792,15 +792,14 @@ def import_reference_stats(
     """
     import hashlib
 
-    from .archives import normalise_folder
-    from .imports import _category_lookup
+    from ..selectors import category_lookup, normalise_folder
 
     if reference not in FadResult.Reference.values:
         raise EvaluationError(f"reference must be one of {', '.join(FadResult.Reference.values)}")
     model_id = declared_model(model)
     name = split_model_id(model_id)[0]
     size = EMBEDDING_SIZES.get(name)
-    lookup = _category_lookup(challenge)
+    lookup = category_lookup(challenge)
     parsed = []
     errors = []
     for label, source_file in sorted(files.items()):

@@ -13,9 +13,9 @@ import numpy as np
 
 # Built-in models are HEAR modules of this package; their `load_model` also takes options.
 BUILTIN_MODULES = {
-    "openl3": "stimuli.embeddings.openl3",
-    "vggish": "stimuli.embeddings.vggish",
-    "logmel": "stimuli.embeddings.logmel",
+    "openl3": "stimuli.objective.embeddings.openl3",
+    "vggish": "stimuli.objective.embeddings.vggish",
+    "logmel": "stimuli.objective.embeddings.logmel",
 }
 
 

@@ -17,8 +17,8 @@ import soundfile as sf
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from ..models import AudioFile, Embedding
-from ..storage import read_audio
+from ...models import AudioFile, Embedding
+from ...storage import read_audio
 
 Progress = Callable[[int, int, str], None]
 

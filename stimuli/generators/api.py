@@ -11,10 +11,10 @@ from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
+from ..api import REFUSAL, ChallengeScopedMixin, JobSerializer
+from ..errors import Refused
+from ..models import Generator, Job, System
 from . import generation
-from .api import REFUSAL, ChallengeScopedMixin, JobSerializer
-from .errors import Refused
-from .models import Generator, Job, System
 
 
 class GeneratorSerializer(serializers.ModelSerializer):

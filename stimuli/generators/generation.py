@@ -33,24 +33,23 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from . import storage
-from .audio import ClipSpec, encode_wav, inspect_audio
-from .errors import Refused
-from .generators.contract import OutputSpec, check_output, derive_seed, to_float
-from .generators.errors import SandboxError
-from .generators.sandbox import Limits, Sandbox, cuda_visible, enforcement
-from .generators.source import ArchiveLimits, GeneratorSource, inspect_archive
-from .generators.validate import validate_source
-from .imports import _audio_row
-from .jobs import (
+from .. import selectors, storage
+from ..audio import ClipSpec, encode_wav, inspect_audio
+from ..errors import Refused
+from ..jobs import (
     JobProgress,
     enqueue,
     ensure_still_mine,
     run_job,
     stale_after_s,
 )
-from .models import AudioFile, Challenge, Clip, Generator, Job, System
-from .phases import PhaseError, check_clips_can_change
+from ..models import AudioFile, Challenge, Clip, Generator, Job, System
+from ..phases import PhaseError, check_clips_can_change
+from .contract import OutputSpec, check_output, derive_seed, to_float
+from .errors import SandboxError
+from .sandbox import Limits, Sandbox, cuda_visible, enforcement
+from .source import ArchiveLimits, GeneratorSource, inspect_archive
+from .validate import validate_source
 
 DEFAULT_BATCH_SIZE = 10
 NAME_PATTERN = re.compile(r"^generated/(?P<category>[^/]+)/(?P<index>\d+)\.wav$")
@@ -68,12 +67,6 @@ class GenerationConflict(GenerationError):
 
 def output_spec(challenge: Challenge) -> OutputSpec:
     return OutputSpec(challenge.sample_rate, challenge.clip_duration_s, challenge.channels)
-
-
-def clip_spec(challenge: Challenge) -> ClipSpec:
-    return ClipSpec(
-        challenge.sample_rate, challenge.channels, challenge.clip_duration_s, challenge.bit_depth
-    )
 
 
 def clip_name(category_slug: str, index: int) -> str:
@@ -512,7 +505,7 @@ def generate_clips(
 
     use_gpu = cuda_visible()
     spec = output_spec(challenge)
-    audio_spec = clip_spec(challenge)
+    audio_spec = selectors.clip_spec(challenge)
     started = time.perf_counter()
     generated = 0
     with ExitStack() as stack:
@@ -607,7 +600,7 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
         with transaction.atomic():
             ensure_still_mine(job)  # a worker given up for dead stores no batch
             for index, check in checks:
-                row = _audio_row(check.sha256, check, len(check.wav_bytes))
+                row = storage.audio_row(check.sha256, check, len(check.wav_bytes))
                 audio, created = AudioFile.objects.get_or_create(
                     sha256=check.sha256,
                     defaults={
@@ -684,8 +677,8 @@ def create_baseline_systems(
     challenge: Challenge, *, team_name: str = "Organizers", track_code: str = "B"
 ) -> list[System]:
     """The baseline and its two variants as generator systems of `challenge` (validated)."""
-    from .models import Team, Track
-    from .services import create_system, create_team
+    from ..models import Team, Track
+    from ..services import create_system, create_team
 
     team = Team.objects.filter(challenge=challenge, name=team_name).first() or create_team(
         challenge, name=team_name

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
-from . import storage
-from .archives import ArchiveError, Listing, Source, UploadLimits, iter_members, normalise_folder
-from .audio import AudioCheck, ClipSpec, inspect_audio
-from .errors import Refused
-from .models import AudioFile, Category, Challenge, Clip, Job, System
-from .phases import phase_conflict
+from .. import selectors, storage
+from ..archives import ArchiveError, Source, UploadLimits, iter_members
+from ..audio import AudioCheck, inspect_audio
+from ..errors import Refused
+from ..models import AudioFile, Category, Challenge, Clip, Job, System
+from ..phases import phase_conflict
+from ..selectors import category_lookup, normalise_folder
 
 Progress = Callable[[int, int, str], None]
 
@@ -84,15 +85,6 @@ class ImportReport:
         return data
 
 
-def spec_for(challenge: Challenge) -> ClipSpec:
-    return ClipSpec(
-        sample_rate=challenge.sample_rate,
-        channels=challenge.channels,
-        duration_s=challenge.clip_duration_s,
-        bit_depth=challenge.bit_depth,
-    )
-
-
 def check_request(challenge: Challenge, role: str, system: System | None) -> None:
     # New clips change what FAD, the finalists and the medoids (the listening test's stimuli)
     # were computed from.
@@ -119,39 +111,10 @@ def check_structure(
             listing = source.list()
         except ArchiveError as exc:
             return exc.problems
-    problems = _listing_problems(challenge, listing)
+    problems = selectors.listing_problems(challenge, listing)
     if not listing.members and not problems:
         problems.append("the upload holds no audio files")
     return problems
-
-
-def _category_lookup(challenge: Challenge) -> dict[str, Category]:
-    lookup: dict[str, Category] = {}
-    for category in challenge.categories.all():
-        lookup[normalise_folder(category.slug)] = category
-        lookup[normalise_folder(category.name)] = category
-    return lookup
-
-
-def _listing_problems(challenge: Challenge, listing: Listing) -> list[str]:
-    # A clip keeps its path in the upload as its original name, so a longer path cannot be stored.
-    limit = Clip._meta.get_field("original_name").max_length
-    too_long = [
-        f"{m.path}: the path is {len(m.path):,} characters long; the limit is {limit}"
-        for m in listing.members
-        if len(m.path) > limit
-    ]
-    return too_long + _folder_problems(challenge, {m.folder for m in listing.members})
-
-
-def _folder_problems(challenge: Challenge, folders: set[str]) -> list[str]:
-    lookup = _category_lookup(challenge)
-    expected = ", ".join(c.slug for c in challenge.categories.all())
-    return [
-        f"{folder}/: unknown category folder; expected one of: {expected}"
-        for folder in sorted(folders)
-        if normalise_folder(folder) not in lookup
-    ]
 
 
 def import_clips(
@@ -168,8 +131,8 @@ def import_clips(
     """Check every file of the zip or folder at `path` and store them all, or store nothing."""
     check_request(challenge, role, system)
     report = ImportReport(role=role, system=system.name if system else None, convert=convert)
-    spec = spec_for(challenge)
-    lookup = _category_lookup(challenge)
+    spec = selectors.clip_spec(challenge)
+    lookup = category_lookup(challenge)
 
     with Source(Path(path), limits or UploadLimits.from_settings()) as source:
         try:
@@ -178,7 +141,7 @@ def import_clips(
             report.problems = exc.problems
             return report
         report.skipped = listing.skipped
-        report.problems = _listing_problems(challenge, listing)
+        report.problems = selectors.listing_problems(challenge, listing)
         if report.problems:
             return report
         if not listing.members:
@@ -226,25 +189,6 @@ def import_clips(
     return report
 
 
-def _audio_row(sha: str, check: AudioCheck, size: int) -> AudioFile:
-    return AudioFile(
-        sha256=sha,
-        **{
-            "file": storage.audio_name(sha),
-            "size_bytes": size,
-            "sample_rate": check.sample_rate,
-            "channels": check.channels,
-            "bit_depth": check.bit_depth,
-            "frames": check.frames,
-            "duration_s": check.duration_s,
-            "loudness_lufs": check.loudness_lufs,
-            "peak_dbfs": check.peak_dbfs,
-            "is_silent": check.is_silent,
-            "is_clipped": check.is_clipped,
-        },
-    )
-
-
 def _store(
     challenge: Challenge,
     role: str,
@@ -274,7 +218,8 @@ def _store(
             }
             missing = [sha for sha in staged if sha not in audio_rows]
             new_rows = [
-                _audio_row(sha, staged[sha][0], staged[sha][1].stat().st_size) for sha in missing
+                storage.audio_row(sha, staged[sha][0], staged[sha][1].stat().st_size)
+                for sha in missing
             ]
             try:
                 with transaction.atomic():

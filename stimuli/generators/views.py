@@ -9,11 +9,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from . import generation, jobs
-from .errors import Refused, page_status
-from .jobs import is_stale
-from .models import Challenge, Generator, Job, System
-from .permissions import organizer_required
+from .. import jobs
+from ..errors import Refused, page_status
+from ..jobs import is_stale, log_tail
+from ..models import Challenge, Generator, Job, System
+from ..permissions import organizer_required
+from . import generation
 
 
 def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) -> HttpResponse:
@@ -62,12 +63,6 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     if job.is_finished:
         response["HX-Trigger"] = "job-finished"  # the panel and the page's lists refresh
     return response
-
-
-def log_tail(job: Job, lines: int = 8) -> str:
-    # Only the stamped progress lines: a traceback stays in the full log.
-    stamped = [line for line in job.log.splitlines() if line[:2].isdigit() and line[2:3] == ":"]
-    return "\n".join(stamped[-lines:])
 
 
 @organizer_required
