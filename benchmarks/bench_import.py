@@ -31,7 +31,8 @@ def main() -> None:
 
     from stimuli import services
     from stimuli.audio import inspect_audio
-    from stimuli.uploads.imports import import_clips, spec_for
+    from stimuli.selectors import clip_spec
+    from stimuli.uploads.imports import import_clips
     from tests.factories import make_wav
 
     categories = [
@@ -50,7 +51,7 @@ def main() -> None:
             for name, data in members.items():
                 archive.writestr(name, data)
         challenge = services.create_challenge(name=f"bench {repeat}", slug=f"bench-{repeat}")
-        spec = spec_for(challenge)
+        spec = clip_spec(challenge)
 
         start = time.perf_counter()
         for data in members.values():

@@ -47,9 +47,10 @@ def _context(challenge: Challenge, judge: TextJudge, **extra) -> dict:
 
 
 def _heard(rater: Rater, rows: list) -> list:
-    services.page_shown(rows)
+    for model in {type(row) for row in rows}:
+        services.page_shown(model, [row.token for row in rows if type(row) is model])
     for row in rows:
-        row.listened = services.listened_now(rater, row)
+        _, row.listened = services.listened_now(rater, row.token)
     return rows
 
 

@@ -28,7 +28,12 @@ SESSION_KEY = "listening-rater-{}"
 def _session_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
     rater_id = request.session.get(SESSION_KEY.format(challenge.pk))
     if rater_id:
-        rater = Rater.objects.filter(pk=rater_id, challenge=challenge).first()
+        # With its text-prompt judge role, if any, in the same query (every page asks).
+        rater = (
+            Rater.objects.filter(pk=rater_id, challenge=challenge)
+            .select_related("text_judge")
+            .first()
+        )
         if rater:
             rater.challenge = challenge  # the one already read: no second query
             return rater
@@ -120,10 +125,17 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     return redirect("raters:home", slug=slug)
 
 
+def _is_judge(rater: Rater) -> bool:
+    try:
+        return rater.text_judge is not None
+    except TextJudge.DoesNotExist:
+        return False
+
+
 @rater_view
 def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     """Where a rater always comes back to: the next thing to do, resumed where it was left."""
-    if TextJudge.objects.filter(rater=rater).exists():  # a judge of the text-prompt protocol
+    if _is_judge(rater):  # a judge of the text-prompt protocol
         return redirect("raters:text_home", slug=challenge.slug)
     if rater.consented_at is None:
         return redirect("raters:consent", slug=challenge.slug)

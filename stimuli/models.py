@@ -22,7 +22,7 @@ CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
 # /organize/<challenge>/...: a challenge named like a stage would have its pages taken by that
 # stage's (/organize/objective/clips/ is the objective page of a challenge "clips"), so these
 # slugs are refused. A test checks the list against the URL configuration.
-RESERVED_SLUGS = ("generators", "listening", "objective")
+RESERVED_SLUGS = ("generators", "listening", "objective", "text-prompts")
 
 
 def validate_challenge_slug(value: str) -> None:

@@ -396,11 +396,11 @@ def _organize_stage_prefixes() -> set[str]:
 def test_every_stage_prefix_under_organize_is_a_reserved_slug():
     from stimuli.models import RESERVED_SLUGS
 
-    assert _organize_stage_prefixes() == {"generators", "listening", "objective"}
+    assert _organize_stage_prefixes() == {"generators", "listening", "objective", "text-prompts"}
     assert _organize_stage_prefixes() <= set(RESERVED_SLUGS)
 
 
-@pytest.mark.parametrize("slug", ["objective", "generators", "listening"])
+@pytest.mark.parametrize("slug", ["objective", "generators", "listening", "text-prompts"])
 def test_a_reserved_slug_is_refused_with_a_clear_error_and_nothing_stored(
     slug, api_client, organizer_client
 ):

@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='challenge',
-            constraint=models.CheckConstraint(condition=models.Q(('slug__in', ('generators', 'listening', 'objective')), _negated=True), name='challenge_slug_not_reserved'),
+            constraint=models.CheckConstraint(condition=models.Q(('slug__in', ('generators', 'listening', 'objective', 'text-prompts')), _negated=True), name='challenge_slug_not_reserved'),
         ),
     ]
