@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from raters import demo as raters_demo
 from raters import services as raters_services
 from raters.models import Rater
-from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo
+from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
 from stimuli.generators import generation
 from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
 from stimuli.objective import pipeline
@@ -38,6 +38,8 @@ class DemoRun:
     password: str
     listen_path: str
     published: bool
+    text_challenge: Challenge | None = None
+    text_judge_path: str = ""
 
 
 def run_demo(
@@ -99,12 +101,16 @@ def run_demo(
         services.publish(challenge, ensure_organizer())
         published = True
     challenge.refresh_from_db()
+    text_challenge, created = seed_text_demo()
+    say(f"{'Created' if created else 'Found'} the text-prompt study '{text_challenge.name}'.")
     return DemoRun(
         challenge=challenge,
         username=DEMO_USER,
         password=DEMO_PASSWORD,
         listen_path=f"/listen/{challenge.slug}/join/{listener.access_key}/",
         published=published,
+        text_challenge=text_challenge,
+        text_judge_path=raters_demo.open_text_study(text_challenge),
     )
 
 
