@@ -15,7 +15,6 @@ from datetime import timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Max, Q
 from django.http import HttpResponse
@@ -1167,15 +1166,6 @@ def listened_now(
     test = test or listening_test(rater.challenge)
     _, row, audio = _sound(rater, token, test)
     return row, listening.listened(row, audio.duration_s, test)
-
-
-def team_for_name(challenge: Challenge, name: str) -> Team | None:
-    if not name:
-        return None
-    team = Team.objects.filter(challenge=challenge, name=name).first()
-    if team is None:
-        raise ValidationError(f"No team named {name!r}.")
-    return team
 
 
 def pick_stimuli(challenge: Challenge, *, per_category: int = 20, systems=None) -> int:
