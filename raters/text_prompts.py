@@ -378,6 +378,48 @@ def _locked_judge(judge: TextJudge) -> TextJudge:
     return TextJudge.objects.select_for_update(no_key=True).get(pk=judge.pk)
 
 
+def _save_in_order(
+    judge: TextJudge,
+    token: str,
+    test: str,
+    model: type,
+    *,
+    key: str,
+    require_heard: bool,
+    verb: str,
+    already: str,
+    values: dict,
+    began,
+) -> tuple:
+    """One answer to one of the judge's sounds of `test`: in the order given, heard when asked,
+    stored once (the same key again returns it). `began` is when the first answer's clock
+    starts."""
+    key = services._check_key(key)
+    with transaction.atomic():
+        _locked_judge(judge)
+        trial = _trial(judge, token, test)
+        previous = _previous(model, key, "trial", trial.pk)
+        if previous is not None:
+            return previous, False
+        if model.objects.filter(trial=trial).exists():
+            raise ListeningError(already, 409)
+        _check_open(judge)
+        step = next_step(judge)
+        if step.trial is None or step.trial.pk != trial.pk:
+            raise ListeningError(f"Please {verb} the sounds in the order they are given.", 409)
+        verdict = _heard(judge, trial)
+        if require_heard and not verdict.ok:
+            raise ListeningError(verdict.reason, 409)
+        last = services._last_answer_at(model.objects.filter(trial__judge=judge))
+        answer = model.objects.create(
+            trial=trial,
+            idempotency_key=key,
+            **values,
+            **services._record(verdict, last or began),
+        )
+    return answer, True
+
+
 def save_description(
     judge: TextJudge, token: str, *, text: str, key: str, require_heard: bool = False
 ) -> tuple[DescriptionAnswer, bool]:
@@ -386,30 +428,12 @@ def save_description(
         raise ListeningError("Please write what you think the sound is.")
     if len(text) > MAX_DESCRIPTION_CHARS:
         raise ListeningError(f"A description has at most {MAX_DESCRIPTION_CHARS} characters.")
-    key = services._check_key(key)
-    with transaction.atomic():
-        _locked_judge(judge)
-        trial = _trial(judge, token, INTERPRETABILITY)
-        previous = _previous(DescriptionAnswer, key, "trial", trial.pk)
-        if previous is not None:
-            return previous, False
-        if DescriptionAnswer.objects.filter(trial=trial).exists():
-            raise ListeningError("This sound is already described.", 409)
-        _check_open(judge)
-        step = next_step(judge)
-        if step.trial is None or step.trial.pk != trial.pk:
-            raise ListeningError("Please describe the sounds in the order they are given.", 409)
-        verdict = _heard(judge, trial)
-        if require_heard and not verdict.ok:
-            raise ListeningError(verdict.reason, 409)
-        began = services._last_answer_at(DescriptionAnswer.objects.filter(trial__judge=judge))
-        answer = DescriptionAnswer.objects.create(
-            trial=trial,
-            text=text,
-            idempotency_key=key,
-            **services._record(verdict, began or judge.started_at),
-        )
-    return answer, True
+    return _save_in_order(
+        judge, token, INTERPRETABILITY, DescriptionAnswer,
+        key=key, require_heard=require_heard, verb="describe",
+        already="This sound is already described.", values={"text": text},
+        began=judge.started_at,
+    )  # fmt: skip
 
 
 def reveal_rows(judge: TextJudge) -> list[TextTrial]:
@@ -445,30 +469,12 @@ def save_realism(
 ) -> tuple[RealismAnswer, bool]:
     if str(says_real) not in ("real", "generated"):
         raise ListeningError("Mark the sound real or generated.")
-    key = services._check_key(key)
-    with transaction.atomic():
-        _locked_judge(judge)
-        trial = _trial(judge, token, REALISM)
-        previous = _previous(RealismAnswer, key, "trial", trial.pk)
-        if previous is not None:
-            return previous, False
-        if RealismAnswer.objects.filter(trial=trial).exists():
-            raise ListeningError("This sound is already marked.", 409)
-        _check_open(judge)
-        step = next_step(judge)
-        if step.trial is None or step.trial.pk != trial.pk:
-            raise ListeningError("Please mark the sounds in the order they are given.", 409)
-        verdict = _heard(judge, trial)
-        if require_heard and not verdict.ok:
-            raise ListeningError(verdict.reason, 409)
-        began = services._last_answer_at(RealismAnswer.objects.filter(trial__judge=judge))
-        answer = RealismAnswer.objects.create(
-            trial=trial,
-            says_real=str(says_real) == "real",
-            idempotency_key=key,
-            **services._record(verdict, began or judge.revealed_at),
-        )
-    return answer, True
+    return _save_in_order(
+        judge, token, REALISM, RealismAnswer,
+        key=key, require_heard=require_heard, verb="mark",
+        already="This sound is already marked.", values={"says_real": str(says_real) == "real"},
+        began=judge.revealed_at,
+    )  # fmt: skip
 
 
 def submit_prompt(judge: TextJudge, prompt: str, *, key: str) -> tuple[PromptSet, bool]:
