@@ -9,17 +9,20 @@ A scratch PostgreSQL database (on the server of DATABASE_URL, default the local 
 challenge whose listening test is open (tests/listening_setup.py: 4 categories, 2 finalists per
 track, 4 s sounds at 22.05 kHz, about 176 kB each) and the raters, each with a category begun.
 gunicorn (DEBUG=0) is started on it as a child process and stopped by its PID at the end. Each
-simulated rater, on its own httpx client (its own cookies), loops as a browser does: GET the
-trial page, fetch its sound with a `Range` header and preload the next one, think 5-15 s, POST
-the answer (and at a category's end: the break page, the next category, its examples). With
-`--nginx`, deploy/nginx.conf runs in front and sends the sounds (X-Accel-Redirect). The
-server's listening check is set to "the whole file was delivered" (listened_fraction 0): the
-player's events are not simulated.
+simulated rater, on its own aiohttp session (its own cookies, at most 6 connections, idle ones
+closed after 5 s), loops as a browser does: GET the trial page, fetch its sound with a `Range`
+header and preload the next one, think 5-15 s, POST the answer (and at a category's end: the
+break page, the next category, its examples). With `--nginx`, deploy/nginx.conf runs in front
+and sends the sounds (X-Accel-Redirect). The server's listening check is set to "the whole file
+was delivered" (listened_fraction 0): the player's events are not simulated.
 
 Printed per run: ratings/s, p50/p95/p99 of save, page and audio, errors (HTTP >= 400 and client
 time-outs; requests resent once on a kept-alive connection the server had closed, as browsers
 do, are counted apart), and the integrity check (answers stored = answers acknowledged, none twice). `uptime`
-is printed at the start and the end: the machine may be shared.
+is printed at the start and the end: the machine may be shared. After the table, per run, the load
+generator's own CPU (this process, which runs nothing else during the storm: gunicorn and nginx are
+child processes) per acknowledged rating and as a share of one core: it runs on the same cores as
+the server.
 
 `--cost` measures in-process (Django's test client, no gunicorn) the queries and the time of a
 trial page and of a save with 100 and with 10,000 sessions in the database (medians).
@@ -41,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -180,16 +184,15 @@ def start_gunicorn(env: dict[str, str], options: str, log: Path) -> tuple[subpro
         command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
     )
     url = f"http://127.0.0.1:{port}"
-    import httpx
-
     deadline = time.monotonic() + 120
     while True:  # until it answers (or exits)
         if process.poll() is not None:
             raise SystemExit(f"gunicorn exited: {log.read_text()[-2000:]}")
         try:
-            if httpx.get(f"{url}/accounts/login/", timeout=5).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
+            with urllib.request.urlopen(f"{url}/accounts/login/", timeout=5) as response:
+                if response.status == 200:
+                    return process, url
+        except OSError:  # refused, reset, timed out, or an HTTP error status
             pass
         if time.monotonic() > deadline:
             process.kill()
@@ -228,40 +231,65 @@ class Tally:
 
 
 async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple[float, float]):
-    import httpx
+    import aiohttp
 
-    timeout = httpx.Timeout(60.0)
-    async with httpx.AsyncClient(base_url=base, timeout=timeout) as client:
+    # A browser's connections: a few at most, kept alive between requests and dropped after 5 s
+    # idle (as the httpx client this replaced did, so the server sees the same connections).
+    connector = aiohttp.TCPConnector(limit=6, force_close=False, keepalive_timeout=5.0)
+    session = aiohttp.ClientSession(
+        connector=connector,
+        cookie_jar=aiohttp.CookieJar(unsafe=True),  # cookies on 127.0.0.1 (an IP host)
+        timeout=aiohttp.ClientTimeout(total=60.0),
+    )
+    # aiohttp resends a GET once, silently, when a kept-alive connection was closed under it:
+    # this loop resends itself, every method alike, and counts it.
+    session._retry_connection = False
+    async with session:
 
-        async def timed(kind: str, method: str, url: str, **kw):
+        async def fetch(method: str, path: str, body: str, **kw) -> tuple[int, str]:
+            """One request, its answer read to the end (not followed if a redirect): the
+            status and, for body "text", the text (body "discard": the bytes are dropped)."""
+            async with session.request(
+                method, base + path, allow_redirects=False, **kw
+            ) as response:
+                if body == "text":
+                    return response.status, (await response.read()).decode(errors="replace")
+                # The whole body, dropped chunk by chunk (cheaper than one `read()` of it).
+                async for _ in response.content.iter_chunked(1 << 16):
+                    pass
+                return response.status, ""
+
+        async def timed(kind: str, method: str, path: str, body: str = "text", **kw):
             started = time.perf_counter()
             try:
                 try:
-                    response = await client.request(method, url, **kw)
-                except (httpx.RemoteProtocolError, httpx.ReadError):
+                    answer = await fetch(method, path, body, **kw)
+                except aiohttp.ClientConnectorError:
+                    raise  # no connection at all: an error, not a closed one
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                     # The server closed a kept-alive connection as the request went out on it:
                     # browsers send the request again on a new connection, and so does this
                     # (an answer resent carries its key, so it is stored once).
                     tally.resent += 1
-                    response = await client.request(method, url, **kw)
-            except httpx.HTTPError as exc:
+                    answer = await fetch(method, path, body, **kw)
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 tally.error(f"{kind}: {type(exc).__name__}")
                 return None
             getattr(tally, kind).append(time.perf_counter() - started)
-            if response.status_code >= 400:
-                tally.error(f"{kind}: HTTP {response.status_code}")
+            if answer[0] >= 400:
+                tally.error(f"{kind}: HTTP {answer[0]}")
                 return None
-            return response
+            return answer
 
         # Arrivals spread over the first think time, as a crowd trickles in.
         await asyncio.sleep(random.uniform(0, think[1]))
-        await client.get(f"/listen/{SLUG}/join/{key}/")
+        await fetch("GET", f"/listen/{SLUG}/join/{key}/", "discard")
         while time.monotonic() < deadline:
             response = await timed("page", "GET", f"/listen/{SLUG}/")
             if response is None:
                 await asyncio.sleep(1)
                 continue
-            page = response.text
+            page = response[1]
             csrf = CSRF.search(page)
             csrf = csrf.group(1) if csrf else ""
             token = TOKEN.search(page)
@@ -276,6 +304,7 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
                         "audio",
                         "GET",
                         f"/listen/{SLUG}/audio/{sound}/",
+                        "discard",
                         headers={"Range": "bytes=0-"},
                     )
                 await asyncio.sleep(random.uniform(*think))
@@ -287,8 +316,8 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
                     "csrfmiddlewaretoken": csrf,
                 }
                 tally.attempted += 1
-                saved = await timed("save", "POST", f"/listen/{SLUG}/rate/", data=form)
-                if saved is not None and saved.status_code == 303:
+                saved = await timed("save", "POST", f"/listen/{SLUG}/rate/", "discard", data=form)
+                if saved is not None and saved[0] == 303:
                     tally.acknowledged.append((form["key"], token))
                     tally.acknowledged_at.append(time.monotonic())
             elif 'name="session"' in page:  # a new category's examples
@@ -297,14 +326,20 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
                         "audio",
                         "GET",
                         f"/listen/{SLUG}/audio/{example}/",
+                        "discard",
                         headers={"Range": "bytes=0-"},
                     )
-                session = SESSION.search(page).group(1)
-                await client.post(
-                    f"/listen/{SLUG}/start/", data={"session": session, "csrfmiddlewaretoken": csrf}
+                session_id = SESSION.search(page).group(1)
+                await fetch(
+                    "POST",
+                    f"/listen/{SLUG}/start/",
+                    "discard",
+                    data={"session": session_id, "csrfmiddlewaretoken": csrf},
                 )
             elif f"/listen/{SLUG}/next/" in page:  # the break between categories
-                await client.post(f"/listen/{SLUG}/next/", data={"csrfmiddlewaretoken": csrf})
+                await fetch(
+                    "POST", f"/listen/{SLUG}/next/", "discard", data={"csrfmiddlewaretoken": csrf}
+                )
             else:  # the end, or a page this loop does not know: this rater is done
                 return
 
@@ -394,6 +429,7 @@ def run_storms(args) -> None:
         )
         print("|---|---|---|---|---|---|---|")
         offset = 0
+        generator = []  # per run: the load generator's own CPU
         for n in args.raters:
             # Each run with raters of its own while there are enough, so runs start alike.
             group = keys[offset : offset + n] if offset + n <= len(keys) else keys[:n]
@@ -401,7 +437,15 @@ def run_storms(args) -> None:
             from django.utils import timezone
 
             since = timezone.now()
+            cpu = time.process_time()  # this process only: gunicorn and nginx are its children
             tally = asyncio.run(storm(base, group, args.duration, (args.think_min, args.think_max)))
+            cpu = time.process_time() - cpu
+            ratings = len(tally.acknowledged)
+            generator.append(
+                f"load generator, {n} raters: "
+                f"{f'{1000 * cpu / ratings:.1f}' if ratings else '-'} ms CPU per rating "
+                f"({100 * cpu / (tally.ended - tally.began):.0f}% of one core)"
+            )
             # Ratings per second once every rater has arrived (the first think time) until the
             # last cycle under way at the end finished: under overload a cycle outlasts the run.
             window = (tally.began + args.think_max, tally.ended)
@@ -418,6 +462,8 @@ def run_storms(args) -> None:
                 flush=True,
             )
             connection.close()
+        for line in generator:  # after the table, which stays whole
+            print(line)
     finally:
         if proxy is not None:
             from tests.nginx_site import stop_nginx
