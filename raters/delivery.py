@@ -80,11 +80,22 @@ def align(samples: np.ndarray, sample_rate: int, target_lufs: float) -> tuple[np
     return samples * gain, gain_db
 
 
+def delivery_settings(test: ListeningTest) -> tuple[bool, float, int]:
+    """The delivery settings a rendered sound is keyed by: aligned, target, sample rate."""
+    aligned = test.loudness_alignment
+    return aligned, float(test.target_lufs) if aligned else 0.0, test.challenge.sample_rate
+
+
+def delivered_of(row, test: ListeningTest) -> AudioFile:
+    """The delivered audio of a row read with it (`lookups.trial_of`, `lookups.trial_to_answer`:
+    `row.delivered`), or looked up (and rendered if it was not yet)."""
+    found = getattr(row, "delivered", None)
+    return found if found is not None else delivered_audio(row.audio, test)
+
+
 def delivered_audio(source: AudioFile, test: ListeningTest) -> AudioFile:
     """The delivered version of `source` under the test's settings, rendered once and cached."""
-    rate = test.challenge.sample_rate
-    aligned = test.loudness_alignment
-    target = float(test.target_lufs) if aligned else 0.0
+    aligned, target, rate = delivery_settings(test)
     found = (
         DeliveredAudio.objects.filter(
             source=source, aligned=aligned, target_lufs=target, sample_rate=rate

@@ -74,6 +74,13 @@ def record_delivery(model: type[Heard], pk: int, start: int, end: int, size: int
         row.save(update_fields=fields)
 
 
+def recorded(row: Heard, start: int, end: int, size: int) -> bool:
+    """Whether bytes start..end were already recorded as delivered on `row` as read (ranges
+    only grow, so what was covered stays covered)."""
+    ranges = row.delivered_ranges
+    return row.served_at is not None and merge([*ranges, [start, end + 1]]) == ranges
+
+
 # --- Events from the page ------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid, Team
 
-from . import anchors, delivery, listening, selectors
+from . import anchors, delivery, listening, lookups, selectors
 from .design import counterbalanced_order, spread_slots, williams
 from .errors import ListeningError
 from .models import (
@@ -66,7 +66,11 @@ KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
 def listening_test(challenge: Challenge) -> ListeningTest:
-    test, _ = ListeningTest.objects.get_or_create(challenge=challenge)
+    """The challenge's listening-test settings (created with the defaults when missing); as read
+    with the rater at the start of a rater's request, when it was (`lookups.rater_by_key`)."""
+    test = getattr(challenge, "listening_test_of_request", None)
+    if test is None:
+        test, _ = ListeningTest.objects.get_or_create(challenge=challenge)
     test.challenge = challenge  # read for its sample rate: no second query
     return test
 
@@ -852,26 +856,25 @@ def save_rating(
     quality = _check_value("Quality", quality)
     fit = _check_value("Fit", fit)
     key = _check_key(key)
+    test = listening_test(rater.challenge)
     with transaction.atomic():
         # Answers to one session are stored one at a time (its row is locked with the trial's
         # lookup): the answer that completes the session must see every other one, or the
-        # session would stay open with nothing left to rate.
-        trial = (
-            Trial.objects.select_related("session", "session__rater", "audio")
-            .select_for_update(of=("session",), no_key=True)
-            .filter(token=token)
-            .first()
-        )
+        # session would stay open with nothing left to rate. The same query reads the sound as
+        # delivered and the trial of an answer already stored with this key, if any.
+        trial = lookups.trial_to_answer(token, test)
         if trial is None:
             raise ListeningError("No such trial.", 404)
         session = trial.session
         if session.rater_id != rater.pk:
             raise ListeningError("This trial belongs to another rater.", 403)
-        previous = Rating.objects.filter(idempotency_key=key).first()
-        if previous is not None:
-            if previous.trial_id != trial.pk:
+        session.rater = rater  # the one already read: no second query
+        # Read after the session's lock: an answer with this key stored meanwhile is seen.
+        keyed_trial = lookups.keyed_trial(key)
+        if keyed_trial is not None:
+            if keyed_trial != trial.pk:
                 raise ListeningError("This request key was already used for another trial.", 409)
-            return previous, False
+            return Rating.objects.get(idempotency_key=key), False
         # The first two unanswered trials: the one rated must be first (order), and whether a
         # second exists says if this answer completes the session.
         # Answers are stored in order, so a trial before the first unanswered one is answered.
@@ -893,9 +896,7 @@ def save_rating(
             # The counterbalanced order is part of the design; the page preloads the next
             # sound, so its token is known before its turn.
             raise ListeningError("Please rate the sounds in the order they are given.", 409)
-        verdict = listening.listened(
-            trial, delivery.delivered_audio(trial.audio, test).duration_s, test
-        )
+        verdict = listening.listened(trial, delivery.delivered_of(trial, test).duration_s, test)
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
         rating = Rating.objects.create(
@@ -1114,25 +1115,32 @@ def _owners(rater: Rater) -> tuple[tuple[type, Q], ...]:
 def _sound(
     rater: Rater, token: str, test: ListeningTest | None = None
 ) -> tuple[type, Heard, AudioFile]:
-    """The row behind one of the rater's tokens and the audio its browser receives."""
-    for model, owner in _owners(rater):
-        related = "item__audio" if model is DiversityTrial else "audio"
-        row = model.objects.filter(owner, token=token).select_related(related).first()
-        if row is None:
+    """The row behind one of the rater's tokens and the audio its browser receives: one query
+    for a trial (the kinds are tried in the order a listening test asks for them)."""
+    test = test or listening_test(rater.challenge)
+    trial = lookups.trial_of(rater, token, test)
+    if trial is not None:
+        return Trial, trial, delivery.delivered_of(trial, test)
+    for model, owner in _owners(rater)[1:]:
+        rows = model.objects.filter(owner, token=token)
+        if model is DiversityTrial:  # rendered from delivered audio already
+            row = rows.select_related("item__audio").first()
+            if row is not None:
+                return model, row, row.item.audio
             continue
-        if model is DiversityTrial:
-            return model, row, row.item.audio  # rendered from delivered audio already
-        test = test or listening_test(rater.challenge)
-        return model, row, delivery.delivered_audio(row.audio, test)
+        row = rows.select_related("audio").first()
+        if row is not None:
+            return model, row, delivery.delivered_audio(row.audio, test)
     raise ListeningError("No such audio.", 404)
 
 
 def serve_audio(rater: Rater, token: str, range_header: str = "") -> HttpResponse:
-    """The delivered audio behind one of the rater's tokens; the bytes served are recorded."""
+    """The delivered audio behind one of the rater's tokens; the bytes served are recorded (a
+    range already recorded changes nothing, so it is not written again)."""
     model, row, audio = _sound(rater, token)
     response = delivery.audio_response(audio, range_header)
     served = delivery.served_range(response)
-    if served is not None:
+    if served is not None and not listening.recorded(row, *served):
         listening.record_delivery(model, row.pk, *served)
     return response
 
@@ -1165,6 +1173,19 @@ def listened_now(
     for the page to open its scales."""
     test = test or listening_test(rater.challenge)
     _, row, audio = _sound(rater, token, test)
+    return row, listening.listened(row, audio.duration_s, test)
+
+
+def shown_now(
+    rater: Rater, token: str, test: ListeningTest | None = None
+) -> tuple[Heard, listening.Listened]:
+    """A page showing one of the rater's sounds (re)loaded: whatever of it was playing stops
+    (written only when something was), and the sound as it is now with the server's verdict."""
+    test = test or listening_test(rater.challenge)
+    model, row, audio = _sound(rater, token, test)
+    if row.playing_from is not None:
+        listening.page_shown(model, [token])
+        row.playing_from = row.playing_since = None
     return row, listening.listened(row, audio.duration_s, test)
 
 

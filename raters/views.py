@@ -1,7 +1,7 @@
 """Raters' pages: consent, instructions, familiarization, trials, breaks, the end, and diversity.
 
-Thin: every action is a service call. A rater is found from the browser session (invitation and
-crowd links) or the logged-in account; pages show only that rater's own sessions.
+Thin: every action is a service call. A rater is found from a signed cookie (set by the invitation
+and crowd links) or the logged-in account; pages show only that rater's own sessions.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import secrets
 from functools import wraps
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -19,38 +20,57 @@ from django.views.decorators.http import require_POST
 from stimuli.models import Challenge
 from stimuli.permissions import is_organizer
 
-from . import services
-from .models import CategorySession, DiversityTrial, FamiliarizationClip, Rater, TextJudge, Trial
+from . import lookups, services
+from .models import CategorySession, FamiliarizationClip, Rater, TextJudge
 
-SESSION_KEY = "listening-rater-{}"
-
-
-def _session_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
-    rater_id = request.session.get(SESSION_KEY.format(challenge.pk))
-    if rater_id:
-        # With its text-prompt judge role, if any, in the same query (every page asks).
-        rater = (
-            Rater.objects.filter(pk=rater_id, challenge=challenge)
-            .select_related("text_judge")
-            .first()
-        )
-        if rater:
-            rater.challenge = challenge  # the one already read: no second query
-            return rater
-    if request.user.is_authenticated:
-        rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
-        if rater is None and is_organizer(request.user):
-            # Only organizers enrol themselves. A participant account rates in the challenge it
-            # was made for, with its team: enrolled anywhere else it would have no team, and its
-            # ratings of its own team's systems could not be removed.
-            rater = services.enrol_user(challenge, request.user, kind=Rater.Kind.ORGANIZER)
-        return rater
-    return None
+# A rater's browser is known by a signed cookie holding its access key (the secret of its
+# invitation link), scoped to the challenge's pages: the hot pages find the rater and the
+# challenge in one query, without reading a server-side session.
+RATER_COOKIE = "rater-{}"  # by the challenge's slug
+RATER_SALT = "raters.identity"
 
 
-def _remember(request: HttpRequest, rater: Rater) -> None:
-    request.session.cycle_key()
-    request.session[SESSION_KEY.format(rater.challenge_id)] = rater.pk
+def _rater_path(slug: str) -> str:
+    return reverse("raters:home", args=[slug])
+
+
+def _cookie_rater(request: HttpRequest, slug: str) -> Rater | None:
+    key = request.get_signed_cookie(
+        RATER_COOKIE.format(slug),
+        default=None,
+        salt=RATER_SALT,
+        max_age=settings.SESSION_COOKIE_AGE,
+    )
+    if not key:
+        return None
+    # With the challenge and its text-prompt judge role, if any, in the same query.
+    return lookups.rater_by_key(key, slug)
+
+
+def _account_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
+    if not request.user.is_authenticated:
+        return None
+    rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
+    if rater is None and is_organizer(request.user):
+        # Only organizers enrol themselves. A participant account rates in the challenge it
+        # was made for, with its team: enrolled anywhere else it would have no team, and its
+        # ratings of its own team's systems could not be removed.
+        rater = services.enrol_user(challenge, request.user, kind=Rater.Kind.ORGANIZER)
+    return rater
+
+
+def _remember(response: HttpResponse, rater: Rater, slug: str) -> HttpResponse:
+    response.set_signed_cookie(
+        RATER_COOKIE.format(slug),
+        rater.access_key,
+        salt=RATER_SALT,
+        max_age=settings.SESSION_COOKIE_AGE,
+        path=_rater_path(slug),
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Lax",
+    )
+    return response
 
 
 def _refuse(request: HttpRequest, challenge: Challenge, message: str, status: int) -> HttpResponse:
@@ -66,8 +86,12 @@ def rater_view(view):
 
     @wraps(view)
     def wrapper(request: HttpRequest, slug: str, *args, **kwargs):
-        challenge = get_object_or_404(Challenge, slug=slug)
-        rater = _session_rater(request, challenge)
+        rater = _cookie_rater(request, slug)
+        if rater is not None:
+            challenge = rater.challenge
+        else:
+            challenge = get_object_or_404(Challenge, slug=slug)
+            rater = _account_rater(request, challenge)
         if rater is None and view.__name__ == "home" and request.method == "GET":
             # The public's way in (the home page links here): how to take part, not a 403.
             return render(request, "raters/how_to_join.html", {"challenge": challenge})
@@ -96,20 +120,17 @@ def join(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     rater = Rater.objects.filter(challenge=challenge, access_key=key).first()
     if rater is None:
         raise Http404("This invitation link is not valid.")
-    _remember(request, rater)
-    return redirect("raters:home", slug=slug)
+    return _remember(redirect("raters:home", slug=slug), rater, slug)
 
 
 def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     """A crowd-sourcing link, e.g. `...?PROLIFIC_PID=..&STUDY_ID=..&SESSION_ID=..`."""
     challenge = get_object_or_404(Challenge, slug=slug)
     participant = request.GET.get("PROLIFIC_PID", request.GET.get("participant", "")).strip()
-    held = Rater.objects.filter(
-        pk=request.session.get(SESSION_KEY.format(challenge.pk)) or 0,
-        challenge=challenge,
-        participant_id=participant,
-    ).first()
-    if held is not None and participant:  # this browser's own worker, back through the link
+    held = _cookie_rater(request, slug)
+    if (
+        held is not None and participant and held.participant_id == participant
+    ):  # this browser's own worker, back through the link
         return redirect("raters:home", slug=slug)
     try:
         rater = services.enrol_crowd(
@@ -121,8 +142,7 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
         )
     except services.ListeningError as exc:
         return _refuse(request, challenge, exc.message, exc.status)
-    _remember(request, rater)
-    return redirect("raters:home", slug=slug)
+    return _remember(redirect("raters:home", slug=slug), rater, slug)
 
 
 def _is_judge(rater: Rater) -> bool:
@@ -174,8 +194,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
     if point is None:  # every trial answered: the session closes on its last answer
         services.close_session(session)
         return redirect("raters:home", slug=challenge.slug)
-    services.page_shown(Trial, [point.token])
-    trial, listened = services.listened_now(rater, point.token, test)
+    trial, listened = services.shown_now(rater, point.token, test)
     return render(
         request,
         "raters/trial.html",
@@ -384,8 +403,7 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
             {"challenge": challenge, "count": len(trials)},
         )
     following = next((t.token for t in trials if t.position > trial.position), None)
-    services.page_shown(DiversityTrial, [trial.token])
-    trial, listened = services.listened_now(rater, trial.token)
+    trial, listened = services.shown_now(rater, trial.token)
     return render(
         request,
         "raters/diversity.html",

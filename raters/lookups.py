@@ -1,0 +1,163 @@
+"""The listening test's hot lookups, in SQL built once per process: the rater behind a browser's
+cookie (with its challenge, test settings and judge role), and a trial by its token with the
+audio the rater's browser receives.
+
+Every request of a rater makes them (a page, each sound, each answer). Through the ORM, building
+these joins cost more CPU than the database spends answering them (about 0.7 ms of Python per
+query, most of a sound fetch), and at crowd scale that CPU is what runs out. The statements
+are built from the models' metadata, and each row becomes model instances as the ORM makes
+them (the fields' converters, then `Model.from_db`), so callers get ordinary objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from django.db import connection
+from django.db.models import Model
+
+from stimuli.models import AudioFile, Challenge
+
+from .delivery import delivery_settings
+from .models import (
+    CategorySession,
+    DeliveredAudio,
+    ListeningTest,
+    Rater,
+    Rating,
+    TextJudge,
+    Trial,
+)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One model's columns in a statement: where they are in the row, and how to read them."""
+
+    model: type[Model]
+    names: tuple[str, ...]
+    converters: tuple[tuple, ...]  # per column, (converter, expression) pairs as the ORM runs them
+    start: int
+
+    def build(self, row: tuple) -> Model | None:
+        values = list(row[self.start : self.start + len(self.names)])
+        if values[0] is None:  # the primary key of an outer join that found nothing
+            return None
+        for n, steps in enumerate(self.converters):
+            for convert, expression in steps:
+                values[n] = convert(values[n], expression, connection)
+        return self.model.from_db(connection.alias, list(self.names), values)
+
+
+def _part(model: type[Model], alias: str, start: int) -> tuple[_Part, str]:
+    fields = [model._meta.pk] + [f for f in model._meta.concrete_fields if not f.primary_key]
+    converters = []
+    for field in fields:
+        column = field.get_col(alias)
+        steps = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        converters.append(tuple((step, column) for step in steps))
+    quote = connection.ops.quote_name
+    sql = ", ".join(f"{alias}.{quote(field.column)}" for field in fields)
+    return _Part(model, tuple(f.attname for f in fields), tuple(converters), start), sql
+
+
+def _table(model: type[Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+@cache
+def _rater_statement(vendor: str) -> tuple[str, tuple[_Part, ...]]:
+    rater, rater_sql = _part(Rater, "r", 0)
+    challenge, challenge_sql = _part(Challenge, "c", len(rater.names))
+    test, test_sql = _part(ListeningTest, "t", challenge.start + len(challenge.names))
+    judge, judge_sql = _part(TextJudge, "j", test.start + len(test.names))
+    sql = (
+        f"SELECT {rater_sql}, {challenge_sql}, {test_sql}, {judge_sql} "
+        f"FROM {_table(Rater)} r JOIN {_table(Challenge)} c ON c.id = r.challenge_id "
+        f"LEFT JOIN {_table(ListeningTest)} t ON t.challenge_id = c.id "
+        f"LEFT JOIN {_table(TextJudge)} j ON j.rater_id = r.id "
+        "WHERE r.access_key = %s AND c.slug = %s"
+    )
+    return sql, (rater, challenge, test, judge)
+
+
+def rater_by_key(access_key: str, slug: str) -> Rater | None:
+    """The rater with this access key in the challenge `slug`, with its challenge, the
+    challenge's listening test and the rater's text-prompt judge role read in the same query."""
+    sql, (rater_part, challenge_part, test_part, judge_part) = _rater_statement(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [access_key, slug])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    rater, challenge = rater_part.build(row), challenge_part.build(row)
+    # For `services.listening_test` during this request only (a Challenge's cached relation
+    # would be read by code that expects the settings as they are now).
+    challenge.listening_test_of_request = test_part.build(row)
+    Rater.text_judge.related.set_cached_value(rater, judge_part.build(row))
+    rater.challenge = challenge
+    return rater
+
+
+@cache
+def _trial_statement(vendor: str, *, answering: bool) -> tuple[str, tuple[_Part, ...]]:
+    trial, trial_sql = _part(Trial, "tr", 0)
+    delivered, delivered_sql = _part(AudioFile, "a", len(trial.names))
+    columns, parts = [trial_sql, delivered_sql], [trial, delivered]
+    if answering:
+        session, session_sql = _part(CategorySession, "s", delivered.start + len(delivered.names))
+        columns.append(session_sql)
+        parts.append(session)
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {_table(Trial)} tr "
+        f"JOIN {_table(CategorySession)} s ON s.id = tr.session_id "
+        f"LEFT JOIN {_table(DeliveredAudio)} d ON d.source_id = tr.audio_id "
+        "AND d.aligned = %s AND d.target_lufs = %s AND d.sample_rate = %s "
+        f"LEFT JOIN {_table(AudioFile)} a ON a.id = d.audio_id "
+        "WHERE tr.token = %s"
+    )
+    if not answering:
+        sql += " AND s.rater_id = %s"
+    elif connection.features.has_select_for_no_key_update:
+        # Answers to one session are stored one at a time: see `services.save_rating`.
+        sql += " FOR NO KEY UPDATE OF s"
+    return sql, tuple(parts)
+
+
+def _trial(row: tuple, parts: tuple[_Part, ...]) -> Trial:
+    trial = parts[0].build(row)
+    # The delivered sound, as `delivery.delivered_of` reads it; None: not rendered yet.
+    trial.delivered = parts[1].build(row)
+    return trial
+
+
+def trial_of(rater: Rater, token: str, test: ListeningTest) -> Trial | None:
+    """The rater's trial with this token, with the audio its browser receives (`delivered`)."""
+    sql, parts = _trial_statement(connection.vendor, answering=False)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*delivery_settings(test), token, rater.pk])
+        row = cursor.fetchone()
+    return None if row is None else _trial(row, parts)
+
+
+def trial_to_answer(token: str, test: ListeningTest) -> Trial | None:
+    """The trial with this token to store an answer to, with its session, locked until the
+    answer's transaction ends (on PostgreSQL), and `delivered`."""
+    sql, parts = _trial_statement(connection.vendor, answering=True)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*delivery_settings(test), token])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    trial = _trial(row, parts)
+    trial.session = parts[2].build(row)
+    return trial
+
+
+def keyed_trial(key: str) -> int | None:
+    """The trial of the answer stored with this request key, if any."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT trial_id FROM {_table(Rating)} WHERE idempotency_key = %s", [key])
+        row = cursor.fetchone()
+    return None if row is None else row[0]

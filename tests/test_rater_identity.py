@@ -1,0 +1,98 @@
+"""A rater's browser is known by a signed cookie scoped to its challenge's pages: set by the
+invitation link, refused when forged or brought to another challenge, and read together with
+the challenge and the test's settings in one query (no server-side session on the hot pages)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import signing
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from raters import lookups, services
+from raters.models import Rater, Trial
+from raters.views import RATER_COOKIE, RATER_SALT
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def listening(db):
+    challenge = build_listening_challenge(slug="identity", listened_fraction=0.0)
+    services.set_open(challenge, True)
+    return challenge
+
+
+def _joined(challenge, rater: Rater) -> Client:
+    client = Client()
+    assert client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/").status_code == 302
+    return client
+
+
+def test_the_invitation_sets_a_signed_http_only_cookie_for_the_challenge_pages_only(listening):
+    rater = services.invite(listening)
+    client = _joined(listening, rater)
+    cookie = client.cookies[RATER_COOKIE.format(listening.slug)]
+    assert cookie["path"] == f"/listen/{listening.slug}/"
+    assert cookie["httponly"] and cookie["samesite"] == "Lax"
+    assert cookie.value != rater.access_key  # signed, not the bare key
+    assert "sessionid" not in client.cookies  # no server-side session was needed
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(f"/listen/{listening.slug}/").status_code in (200, 302)
+    assert not [q for q in queries.captured_queries if "django_session" in q["sql"]]
+
+
+def test_a_forged_or_foreign_cookie_is_refused(listening):
+    rater = services.invite(listening)
+    name = RATER_COOKIE.format(listening.slug)
+    forged = Client()
+    forged.cookies[name] = rater.access_key  # the key itself, unsigned
+    assert forged.get(f"/listen/{listening.slug}/consent/").status_code == 403
+    wrong_key = Client()
+    wrong_key.cookies[name] = signing.get_cookie_signer(salt=name + "other").sign(rater.access_key)
+    assert wrong_key.get(f"/listen/{listening.slug}/consent/").status_code == 403
+    # A rater of another challenge, its key properly signed for this challenge's cookie: no
+    # rater of this challenge has that key.
+    other = build_listening_challenge(slug="identity-other", listened_fraction=0.0)
+    stranger = services.invite(other)
+    moved = Client()
+    moved.cookies[name] = signing.get_cookie_signer(salt=name + RATER_SALT).sign(
+        stranger.access_key
+    )
+    assert moved.get(f"/listen/{listening.slug}/consent/").status_code == 403
+    assert _joined(listening, rater).get(f"/listen/{listening.slug}/consent/").status_code == 200
+
+
+def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
+    rater = services.invite(listening)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    services.complete_familiarization(session, require_heard=False)
+    trial = session.trials.order_by("position").first()
+    services.serve_audio(rater, trial.token, "bytes=0-")
+
+    found = lookups.rater_by_key(rater.access_key, listening.slug)
+    expected = Rater.objects.get(pk=rater.pk)
+    fields = [f.attname for f in Rater._meta.concrete_fields]
+    assert [getattr(found, f) for f in fields] == [getattr(expected, f) for f in fields]
+    assert found.challenge.phase == listening.phase and found.challenge.slug == listening.slug
+    test = services.listening_test(found.challenge)
+    assert test.pk == services.listening_test(listening).pk  # as read with the rater
+    assert lookups.rater_by_key(rater.access_key, "another-slug") is None
+
+    read = lookups.trial_of(rater, trial.token, test)
+    stored = Trial.objects.get(pk=trial.pk)
+    fields = [f.attname for f in Trial._meta.concrete_fields]
+    assert [getattr(read, f) for f in fields] == [getattr(stored, f) for f in fields]
+    assert read.delivered_ranges == [[0, read.delivered.size_bytes]]  # JSON, decoded
+    assert read.delivered == services.delivery.delivered_audio(stored.audio, test)
+    assert read.delivered.file and read.delivered.duration_s == pytest.approx(
+        listening.clip_duration_s, abs=0.01
+    )
+    other = services.invite(listening)
+    assert lookups.trial_of(other, trial.token, test) is None  # another rater's trial
+    answering = lookups.trial_to_answer(trial.token, test)
+    assert answering.session.pk == session.pk and answering.session.rater_id == rater.pk
