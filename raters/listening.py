@@ -56,22 +56,31 @@ def covered(intervals: list[list[float]]) -> float:
 # --- Delivery ------------------------------------------------------------------------------------
 
 
-def record_delivery(model: type[Heard], pk: int, start: int, end: int, size: int) -> None:
-    """Note that bytes start..end (inclusive) of a file of `size` bytes were served."""
+def _delivery_fields(row: Heard, start: int, end: int, size: int, moment: datetime) -> dict:
+    """What serving bytes start..end (inclusive) of a file of `size` bytes changes on `row`."""
+    # Byte ranges are stored half-open, so adjacent pieces merge into one.
+    ranges = merge([*row.delivered_ranges, [start, end + 1]])
+    fields = {"delivered_ranges": ranges}
+    if row.served_at is None:
+        fields["served_at"] = moment
+    if row.delivered_at is None and ranges[0][0] <= 0 and ranges[0][1] >= size:
+        fields["delivered_at"] = moment
+    return fields
+
+
+def record_delivery(model: type[Heard], row: Heard, start: int, end: int, size: int) -> None:
+    """Note that bytes start..end (inclusive) of a file of `size` bytes were served; `row` as
+    read by the request. One statement when nothing changed the row since it was read (it
+    writes only if the ranges are still those read); otherwise under the row's lock."""
+    moment = now()
+    fields = _delivery_fields(row, start, end, size, moment)
+    if model.objects.filter(pk=row.pk, delivered_ranges=row.delivered_ranges).update(**fields):
+        return
     with transaction.atomic():
-        row = model.objects.select_for_update(no_key=True).get(pk=pk)
-        moment = now()
-        # Byte ranges are stored half-open, so adjacent pieces merge into one.
-        ranges = merge([*row.delivered_ranges, [start, end + 1]])
-        fields = ["delivered_ranges"]
-        row.delivered_ranges = ranges
-        if row.served_at is None:
-            row.served_at = moment
-            fields.append("served_at")
-        if row.delivered_at is None and ranges[0][0] <= 0 and ranges[0][1] >= size:
-            row.delivered_at = moment
-            fields.append("delivered_at")
-        row.save(update_fields=fields)
+        current = model.objects.select_for_update(no_key=True).get(pk=row.pk)
+        model.objects.filter(pk=row.pk).update(
+            **_delivery_fields(current, start, end, size, moment)
+        )
 
 
 def recorded(row: Heard, start: int, end: int, size: int) -> bool:

@@ -10,11 +10,11 @@ import json
 from collections import defaultdict
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.db.models import Count, Q
 from django.utils.module_loading import import_string
 
-from stimuli.models import Challenge
+from stimuli.models import Category, Challenge
 
 from .models import (
     CategorySession,
@@ -74,28 +74,45 @@ def rules_key(rules: QualityRules) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+ANSWER_FIELDS = (
+    "session",
+    "rater",
+    "category",
+    "role",
+    "quality",
+    "fit",
+    "heard_fraction",
+    "answer_s",
+)
+
+
 def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> list[dict]:
     """Every quality/fit answer (or those of `sessions` only), as the rules read it (the
-    export's columns, fetched lean)."""
-    fields = {
-        "session": "trial__session_id",
-        "rater": "trial__session__rater__code",
-        "category": "trial__session__category__slug",
-        "role": "trial__role",
-        "quality": "quality",
-        "fit": "fit",
-        "heard_fraction": "heard_fraction",
-        "answer_s": "answer_s",
+    export's columns), in each session's order. One hand-written statement: every save reads
+    its session's answers to judge it (see `lookups`)."""
+    if sessions is not None and not sessions:
+        return []
+    table = {
+        model: connection.ops.quote_name(model._meta.db_table)
+        for model in (Rating, Trial, CategorySession, Rater, Category)
     }
-    where = (
-        Q(trial__session__rater__challenge=challenge)
-        if sessions is None
-        else Q(trial__session_id__in=sessions)
+    if sessions is None:
+        where, params = "r.challenge_id = %s", [challenge.pk]
+    else:
+        where, params = f"t.session_id IN ({', '.join(['%s'] * len(sessions))})", list(sessions)
+    sql = (
+        "SELECT t.session_id, r.code, c.slug, t.role, k.quality, k.fit, k.heard_fraction, "
+        f"k.answer_s FROM {table[Rating]} k JOIN {table[Trial]} t ON t.id = k.trial_id "
+        f"JOIN {table[CategorySession]} s ON s.id = t.session_id "
+        f"JOIN {table[Rater]} r ON r.id = s.rater_id JOIN {table[Category]} c ON c.id = s.category_id "
+        f"WHERE {where} ORDER BY t.session_id, t.position"
     )
-    rows = Rating.objects.filter(where).values_list(*fields.values())
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     result = []
     for values in rows:
-        row = dict(zip(fields, values, strict=True))
+        row = dict(zip(ANSWER_FIELDS, values, strict=True))
         row["session"] = f"{row['rater']}-{row['session']}"  # CategorySession.code
         result.append(row)
     return result

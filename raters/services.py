@@ -1141,7 +1141,7 @@ def serve_audio(rater: Rater, token: str, range_header: str = "") -> HttpRespons
     response = delivery.audio_response(audio, range_header)
     served = delivery.served_range(response)
     if served is not None and not listening.recorded(row, *served):
-        listening.record_delivery(model, row.pk, *served)
+        listening.record_delivery(model, row, *served)
     return response
 
 
