@@ -7,10 +7,16 @@ these joins cost more CPU than the database spends answering them (about 0.7 ms 
 query, most of a sound fetch), and at crowd scale that CPU is what runs out. The statements
 are built from the models' metadata, and each row becomes model instances as the ORM makes
 them (the fields' converters, then `Model.from_db`), so callers get ordinary objects.
+
+On PostgreSQL each statement is prepared once per database connection (`run`): planning these
+joins took the server four to six times as long as running them.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+import weakref
 from dataclasses import dataclass
 from functools import cache
 
@@ -29,6 +35,37 @@ from .models import (
     TextJudge,
     Trial,
 )
+
+# The statements prepared on each PostgreSQL connection (a connection that is closed, or lost
+# with its server, takes its statements with it, and its entry goes with it).
+_prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_prepared_lock = threading.Lock()
+
+
+def _numbered(sql: str) -> str:
+    """`%s` placeholders as PostgreSQL's `$1, $2, ...` (the statements hold no other `%`)."""
+    count = iter(range(1, sql.count("%s") + 1))
+    return re.sub("%s", lambda _: f"${next(count)}", sql)
+
+
+def run(name: str | None, sql: str, params: list) -> list[tuple]:
+    """The rows of one statement (`%s` placeholders); with a `name`, on PostgreSQL, prepared on
+    this connection the first time and executed by name after. A statement whose text varies
+    (a list of ids) has no name."""
+    with connection.cursor() as cursor:
+        if name is None or connection.vendor != "postgresql":
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+        raw = connection.connection
+        with _prepared_lock:
+            names = _prepared.setdefault(raw, set())
+            known = name in names
+        if not known:
+            cursor.execute(f"PREPARE {name} AS {_numbered(sql)}")
+            with _prepared_lock:
+                names.add(name)
+        cursor.execute(f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params)
+        return cursor.fetchall()
 
 
 @dataclass(frozen=True)
@@ -86,11 +123,10 @@ def rater_by_key(access_key: str, slug: str) -> Rater | None:
     """The rater with this access key in the challenge `slug`, with its challenge, the
     challenge's listening test and the rater's text-prompt judge role read in the same query."""
     sql, (rater_part, challenge_part, test_part, judge_part) = _rater_statement(connection.vendor)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [access_key, slug])
-        row = cursor.fetchone()
-    if row is None:
+    rows = run("foley_rater_by_key", sql, [access_key, slug])
+    if not rows:
         return None
+    row = rows[0]
     rater, challenge = rater_part.build(row), challenge_part.build(row)
     # For `services.listening_test` during this request only (a Challenge's cached relation
     # would be read by code that expects the settings as they are now).
@@ -135,21 +171,18 @@ def _trial(row: tuple, parts: tuple[_Part, ...]) -> Trial:
 def trial_of(rater: Rater, token: str, test: ListeningTest) -> Trial | None:
     """The rater's trial with this token, with the audio its browser receives (`delivered`)."""
     sql, parts = _trial_statement(connection.vendor, answering=False)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*delivery_settings(test), token, rater.pk])
-        row = cursor.fetchone()
-    return None if row is None else _trial(row, parts)
+    rows = run("foley_trial_of", sql, [*delivery_settings(test), token, rater.pk])
+    return _trial(rows[0], parts) if rows else None
 
 
 def trial_to_answer(token: str, test: ListeningTest) -> Trial | None:
     """The trial with this token to store an answer to, with its session, locked until the
     answer's transaction ends (on PostgreSQL), and `delivered`."""
     sql, parts = _trial_statement(connection.vendor, answering=True)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*delivery_settings(test), token])
-        row = cursor.fetchone()
-    if row is None:
+    rows = run("foley_trial_to_answer", sql, [*delivery_settings(test), token])
+    if not rows:
         return None
+    row = rows[0]
     trial = _trial(row, parts)
     trial.session = parts[2].build(row)
     return trial
@@ -157,7 +190,24 @@ def trial_to_answer(token: str, test: ListeningTest) -> Trial | None:
 
 def keyed_trial(key: str) -> int | None:
     """The trial of the answer stored with this request key, if any."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT trial_id FROM {_table(Rating)} WHERE idempotency_key = %s", [key])
-        row = cursor.fetchone()
-    return None if row is None else row[0]
+    sql = f"SELECT trial_id FROM {_table(Rating)} WHERE idempotency_key = %s"
+    rows = run("foley_keyed_trial", sql, [key])
+    return rows[0][0] if rows else None
+
+
+def _unanswered_sql() -> str:
+    return (
+        f"SELECT t.id, t.position, t.token, k.id FROM {_table(Trial)} t "
+        f"LEFT JOIN {_table(Rating)} k ON k.trial_id = t.id WHERE t.session_id = %s"
+    )
+
+
+def session_trials(session_id: int) -> list[tuple[int, int, str, int | None]]:
+    """(trial id, position, token, answer id or None) of every trial of the session, in order."""
+    return run("foley_session_trials", _unanswered_sql() + " ORDER BY t.position", [session_id])
+
+
+def first_unanswered(session_id: int, n: int = 2) -> list[tuple[int, int]]:
+    """(trial id, position) of the session's first `n` trials without an answer."""
+    sql = _unanswered_sql() + f" AND k.id IS NULL ORDER BY t.position LIMIT {int(n)}"
+    return [row[:2] for row in run(f"foley_first_unanswered_{int(n)}", sql, [session_id])]

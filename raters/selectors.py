@@ -16,6 +16,7 @@ from django.utils.module_loading import import_string
 
 from stimuli.models import Category, Challenge
 
+from . import lookups
 from .models import (
     CategorySession,
     DiversityRating,
@@ -97,9 +98,12 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
         for model in (Rating, Trial, CategorySession, Rater, Category)
     }
     if sessions is None:
-        where, params = "r.challenge_id = %s", [challenge.pk]
+        name, where, params = "foley_answers_of_challenge", "r.challenge_id = %s", [challenge.pk]
+    elif len(sessions) == 1:  # a save judging its session
+        name, where, params = "foley_answers_of_session", "t.session_id = %s", list(sessions)
     else:
-        where, params = f"t.session_id IN ({', '.join(['%s'] * len(sessions))})", list(sessions)
+        name, where = None, f"t.session_id IN ({', '.join(['%s'] * len(sessions))})"
+        params = list(sessions)
     sql = (
         "SELECT t.session_id, r.code, c.slug, t.role, k.quality, k.fit, k.heard_fraction, "
         f"k.answer_s FROM {table[Rating]} k JOIN {table[Trial]} t ON t.id = k.trial_id "
@@ -107,11 +111,8 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
         f"JOIN {table[Rater]} r ON r.id = s.rater_id JOIN {table[Category]} c ON c.id = s.category_id "
         f"WHERE {where} ORDER BY t.session_id, t.position"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
     result = []
-    for values in rows:
+    for values in lookups.run(name, sql, params):
         row = dict(zip(ANSWER_FIELDS, values, strict=True))
         row["session"] = f"{row['rater']}-{row['session']}"  # CategorySession.code
         result.append(row)

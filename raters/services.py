@@ -814,9 +814,10 @@ class Resume:
 
 def resume(session: CategorySession) -> Resume | None:
     """The trial page's view of a session in one query; None when every trial is answered."""
-    trials = list(
-        session.trials.order_by("position").values_list("position", "token", "rating__id")
-    )
+    trials = [
+        (position, token, answer)
+        for _, position, token, answer in lookups.session_trials(session.pk)
+    ]
     pending = [(position, token) for position, token, answer in trials if answer is None]
     if not pending:
         return None
@@ -878,11 +879,7 @@ def save_rating(
         # The first two unanswered trials: the one rated must be first (order), and whether a
         # second exists says if this answer completes the session.
         # Answers are stored in order, so a trial before the first unanswered one is answered.
-        pending = list(
-            session.trials.filter(rating__isnull=True)
-            .order_by("position")
-            .values_list("pk", "position")[:2]
-        )
+        pending = lookups.first_unanswered(session.pk, 2)
         if trial.pk not in [pk for pk, _ in pending] and (
             not pending or trial.position < pending[0][1]
         ):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.core import signing
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -96,3 +96,23 @@ def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
     assert lookups.trial_of(other, trial.token, test) is None  # another rater's trial
     answering = lookups.trial_to_answer(trial.token, test)
     assert answering.session.pk == session.pk and answering.session.rater_id == rater.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lookups_prepared_on_a_connection_outlive_a_rollback_and_come_back_after_a_new_one():
+    challenge = build_listening_challenge(slug="prepared", listened_fraction=0.0)
+    rater = services.invite(challenge)
+
+    def found() -> bool:
+        return lookups.rater_by_key(rater.access_key, challenge.slug).pk == rater.pk
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert found()  # prepared inside a transaction that is rolled back
+        raise RuntimeError
+    assert found()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM pg_prepared_statements")
+            assert "foley_rater_by_key" in {name for (name,) in cursor.fetchall()}
+    connection.close()  # a new connection has no prepared statements: prepared again
+    assert found()
