@@ -16,7 +16,9 @@ break page, the next category, its examples). With `--nginx`, deploy/nginx.conf 
 and sends the sounds (X-Accel-Redirect). The server's listening check is set to "the whole file
 was delivered" (listened_fraction 0): the player's events are not simulated.
 
-Printed per run: ratings/s, p50/p95/p99 of save, page and audio, errors (HTTP >= 400 and client
+Printed per run: ratings/s in the steady state (from when every rater has arrived and answered
+once, two maximum think times, to the end; beside it the rate offered, one answer per mean think
+time each), p50/p95/p99 of save, page and audio, errors (HTTP >= 400 and client
 time-outs; requests resent once on a kept-alive connection the server had closed, as browsers
 do, are counted apart), and the integrity check (answers stored = answers acknowledged, none twice). `uptime`
 is printed at the start and the end: the machine may be shared. After the table, per run, the load
@@ -394,6 +396,8 @@ async def storm(base: str, keys: list[str], duration: float, think: tuple[float,
 
 
 def run_storms(args) -> None:
+    if args.duration < 3 * args.think_max:  # the steady window: see the rate below
+        raise SystemExit(f"--duration must be at least {3 * args.think_max:g} s")
     scratch = Path(tempfile.mkdtemp(prefix="foley-load-"))
     url, admin = scratch_database()
     env = site_environment(url, scratch)
@@ -424,7 +428,7 @@ def run_storms(args) -> None:
                 upstream, scratch / "media", static, scratch / "nginx", workers=1
             )
         print(
-            "| raters at once | ratings/s | save p50 / p95 / p99 | page p50 / p95 / p99 "
+            "| raters at once | ratings/s (offered) | save p50 / p95 / p99 | page p50 / p95 / p99 "
             "| audio p50 / p95 / p99 | errors | integrity |"
         )
         print("|---|---|---|---|---|---|---|")
@@ -446,17 +450,20 @@ def run_storms(args) -> None:
                 f"{f'{1000 * cpu / ratings:.1f}' if ratings else '-'} ms CPU per rating "
                 f"({100 * cpu / (tally.ended - tally.began):.0f}% of one core)"
             )
-            # Ratings per second once every rater has arrived (the first think time) until the
-            # last cycle under way at the end finished: under overload a cycle outlasts the run.
-            window = (tally.began + args.think_max, tally.ended)
+            # Ratings per second in the steady state: once every rater has arrived (the first
+            # think time) and answered once (a second one), until the end of the run (raters
+            # thinking then still answer, ever fewer: a tail, not the rate). The offered rate
+            # is what the raters would give with no wait at all: one answer per mean think time.
+            window = (tally.began + 2 * args.think_max, tally.began + args.duration)
             steady = sum(window[0] <= t <= window[1] for t in tally.acknowledged_at)
             rate = steady / (window[1] - window[0])
+            offered = n / ((args.think_min + args.think_max) / 2)
             errors = sum(tally.errors.values())
             detail = ", ".join(f"{k}: {v}" for k, v in sorted(tally.errors.items()))
             if tally.resent:
                 detail += f"{'; ' if detail else ''}resent on a closed connection: {tally.resent}"
             print(
-                f"| {n} | {rate:.1f} | {percentiles(tally.save)} | {percentiles(tally.page)} "
+                f"| {n} | {rate:.1f} ({offered:.0f}) | {percentiles(tally.save)} | {percentiles(tally.page)} "
                 f"| {percentiles(tally.audio)} | {errors}{f' ({detail})' if detail else ''} "
                 f"| {integrity(tally, group, since)} |",
                 flush=True,

@@ -535,7 +535,7 @@ class DeliveredAudio(models.Model):
 
 # --- The text-prompt protocol: a second kind of listening test -----------------------------------
 #
-# Judges are raters of the challenge (invitation links, browser sessions, audio by token and the
+# Judges are raters of the challenge (invitation links, rater cookies, audio by token and the
 # server's listening checks are the listening test's); what they take is three tests of
 # text-conditioned systems: interpretability, realism, and their own prompts.
 

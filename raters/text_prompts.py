@@ -2,7 +2,7 @@
 tests (interpretability, realism, the judges' own prompts), with answers stored exactly once.
 
 A second kind of listening test beside the DCASE one: judges are raters of the challenge,
-coming in through the same invitation links and browser sessions; their sounds are served by
+coming in through the same invitation links and rater cookies; their sounds are served by
 token through `services.serve_audio`, with the same listening checks; answers carry request keys
 and unique constraints as ratings do, and a judge resumes at the first item without an answer.
 """
