@@ -14,7 +14,10 @@ closed after 5 s), loops as a browser does: GET the trial page, fetch its sound 
 header and preload the next one, think 5-15 s, POST the answer (and at a category's end: the
 break page, the next category, its examples). With `--nginx`, deploy/nginx.conf runs in front
 and sends the sounds (X-Accel-Redirect). The server's listening check is set to "the whole file
-was delivered" (listened_fraction 0): the player's events are not simulated.
+was delivered" (listened_fraction 0): the player's events are not simulated. With `--listen`
+each browser plays its sound to the end (4 s, within its think time) and posts the player's
+events as the page does (play, a checkpoint a second, ended: 5 per sound), and the server
+requires 90% of each sound heard before an answer, the DCASE default.
 
 Printed per run: ratings/s in the steady state (from when every rater has arrived and answered
 once, two maximum think times, to the end; beside it the rate offered, one answer per mean think
@@ -55,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 SLUG = "crowd"
+DURATION = 4.0  # seconds of each sound, as in DCASE 2023 Task 7
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -126,7 +130,7 @@ def django_setup(env: dict[str, str]) -> None:
     call_command("migrate", verbosity=0)
 
 
-def build_challenge():
+def build_challenge(listened_fraction: float = 0.0):
     from raters import services
     from tests.listening_setup import build_listening_challenge
 
@@ -136,10 +140,10 @@ def build_challenge():
         systems_per_track=2,
         clips_per_system=5,
         dev_per_category=12,
-        duration=4.0,
+        duration=DURATION,
         sample_rate=22_050,
         target_ratings=1000,
-        listened_fraction=0.0,
+        listened_fraction=listened_fraction,
     )
     services.set_open(challenge, True)
     return challenge
@@ -220,6 +224,7 @@ class Tally:
     page: list[float] = field(default_factory=list)
     save: list[float] = field(default_factory=list)
     audio: list[float] = field(default_factory=list)
+    event: list[float] = field(default_factory=list)  # the player's events (with --listen)
     errors: dict[str, int] = field(default_factory=dict)
     acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (key, trial token)
     acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic() of each
@@ -232,7 +237,14 @@ class Tally:
         self.errors[what] = self.errors.get(what, 0) + 1
 
 
-async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple[float, float]):
+async def rater(
+    base: str,
+    key: str,
+    deadline: float,
+    tally: Tally,
+    think: tuple[float, float],
+    listen: bool = False,
+):
     import aiohttp
 
     # A browser's connections: a few at most, kept alive between requests and dropped after 5 s
@@ -283,6 +295,32 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
                 return None
             return answer
 
+        async def play(token: str, csrf: str) -> float:
+            """Play a sound to its end as the page's player reports it: play, a checkpoint a
+            second, ended; returns the seconds it took (part of the think time)."""
+            started = time.monotonic()
+            headers = {"X-CSRFToken": csrf, "Accept": "application/json"}
+            for event, t in [("play", 0.0)] + [("timeupdate", float(s)) for s in (1, 2, 3)]:
+                await asyncio.sleep(max(0.0, started + t - time.monotonic()))
+                await timed(
+                    "event",
+                    "POST",
+                    f"/listen/{SLUG}/player/",
+                    "discard",
+                    json={"token": token, "event": event, "t": t},
+                    headers=headers,
+                )
+            await asyncio.sleep(max(0.0, started + DURATION - time.monotonic()))
+            await timed(
+                "event",
+                "POST",
+                f"/listen/{SLUG}/player/",
+                "discard",
+                json={"token": token, "event": "ended", "t": DURATION},
+                headers=headers,
+            )
+            return time.monotonic() - started
+
         # Arrivals spread over the first think time, as a crowd trickles in.
         await asyncio.sleep(random.uniform(0, think[1]))
         await fetch("GET", f"/listen/{SLUG}/join/{key}/", "discard")
@@ -309,7 +347,10 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
                         "discard",
                         headers={"Range": "bytes=0-"},
                     )
-                await asyncio.sleep(random.uniform(*think))
+                pause = random.uniform(*think)
+                if listen:  # the sound is heard in full, within the think time
+                    pause -= await play(token, csrf)
+                await asyncio.sleep(max(0.0, pause))
                 form = {
                     "token": token,
                     "key": KEY.search(page).group(1),
@@ -331,6 +372,8 @@ async def rater(base: str, key: str, deadline: float, tally: Tally, think: tuple
                         "discard",
                         headers={"Range": "bytes=0-"},
                     )
+                    if listen:
+                        await play(example, csrf)
                 session_id = SESSION.search(page).group(1)
                 await fetch(
                     "POST",
@@ -377,11 +420,13 @@ def integrity(tally: Tally, raters: list[str], since) -> str:
     )
 
 
-async def storm(base: str, keys: list[str], duration: float, think: tuple[float, float]) -> Tally:
+async def storm(
+    base: str, keys: list[str], duration: float, think: tuple[float, float], listen: bool
+) -> Tally:
     tally = Tally()
     tally.began = time.monotonic()
     deadline = tally.began + duration
-    tasks = [asyncio.create_task(rater(base, key, deadline, tally, think)) for key in keys]
+    tasks = [asyncio.create_task(rater(base, key, deadline, tally, think, listen)) for key in keys]
     # Bounded: every rater finishes its cycle under way, or is cancelled 90 s after the end.
     done, pending = await asyncio.wait(tasks, timeout=duration + 90)
     for task in pending:
@@ -408,7 +453,8 @@ def run_storms(args) -> None:
     try:
         django_setup(env)
         started = time.perf_counter()
-        challenge = build_challenge()
+        # With --listen the server's check is the DCASE default (0.9 of each sound heard).
+        challenge = build_challenge(0.9 if args.listen else 0.0)
         keys = enrol(challenge, max(args.raters))
         print(f"set-up: {time.perf_counter() - started:.0f} s for {len(keys)} raters")
         from django.db import connection
@@ -442,7 +488,8 @@ def run_storms(args) -> None:
 
             since = timezone.now()
             cpu = time.process_time()  # this process only: gunicorn and nginx are its children
-            tally = asyncio.run(storm(base, group, args.duration, (args.think_min, args.think_max)))
+            think = (args.think_min, args.think_max)
+            tally = asyncio.run(storm(base, group, args.duration, think, args.listen))
             cpu = time.process_time() - cpu
             ratings = len(tally.acknowledged)
             generator.append(
@@ -450,6 +497,11 @@ def run_storms(args) -> None:
                 f"{f'{1000 * cpu / ratings:.1f}' if ratings else '-'} ms CPU per rating "
                 f"({100 * cpu / (tally.ended - tally.began):.0f}% of one core)"
             )
+            if args.listen:
+                generator.append(
+                    f"player events, {n} raters: {len(tally.event)}, "
+                    f"p50 / p95 / p99 {percentiles(tally.event)}"
+                )
             # Ratings per second in the steady state: once every rater has arrived (the first
             # think time) and answered once (a second one), until the end of the run (raters
             # thinking then still answer, ever fewer: a tail, not the rate). The offered rate
@@ -565,6 +617,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--nginx", action="store_true", help="deploy/nginx.conf in front, sounds sent by nginx"
+    )
+    parser.add_argument(
+        "--listen",
+        action="store_true",
+        help="browsers report the player's events as they play each sound to its end, and the "
+        "server checks 90%% was heard before an answer (the DCASE default)",
     )
     parser.add_argument("--cost", action="store_true", help="queries and time per request")
     parser.add_argument("--sessions", type=int, nargs="+", default=[100, 10_000])

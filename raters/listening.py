@@ -115,39 +115,56 @@ def _close_stretch(row: Heard, at: float, moment: datetime) -> None:
     row.playing_since = None
 
 
+# What an event of the page's player changes on a row.
+EVENT_FIELDS = ("plays", "seeks", "heard", "playing_from", "playing_since")
+
+
+def _apply_event(
+    row: Heard, kind: str, t: float, left: float | None, duration: float, moment: datetime
+) -> None:
+    if kind == "play":
+        was_playing = row.playing_from is not None
+        _close_stretch(row, t, moment)
+        row.plays += not was_playing
+        row.playing_from, row.playing_since = t, moment
+    elif kind == "timeupdate":
+        # A checkpoint while playing: what was played so far is kept if the page goes away.
+        if row.playing_from is not None:
+            _close_stretch(row, t, moment)
+            row.playing_from, row.playing_since = t, moment
+    elif kind == "seeking":
+        playing = row.playing_from is not None
+        _close_stretch(row, row.playing_from if left is None else left, moment)
+        # Play again after the end restarts at 0: that is listening again, not a seek.
+        if not (left is not None and left >= duration - 0.05 and t <= 0.05):
+            row.seeks += 1
+        if playing:
+            row.playing_from, row.playing_since = t, moment
+    else:  # pause, ended
+        _close_stretch(row, duration if kind == "ended" else t, moment)
+
+
 def record_event(
-    model: type[Heard], pk: int, kind: str, t, duration: float, *, seek_from=None
+    model: type[Heard], row: Heard, kind: str, t, duration: float, *, seek_from=None
 ) -> Heard:
-    """Apply one event of the page's player: `t` is the media time it reports (for `seeking`, the
-    position sought; `seek_from` the position left)."""
+    """Apply one event of the page's player to `row` (as read by the request): `t` is the media
+    time it reports (for `seeking`, the position sought; `seek_from` the position left). One
+    statement when the row is still as read (a page sends its events one at a time); otherwise
+    applied again under the row's lock to the row as it is."""
     if kind not in EVENTS:
         raise ListeningError(f"Unknown player event {kind!r}; use one of {', '.join(EVENTS)}.")
     t = _media_time(t, duration, "The media time")
     left = None if seek_from is None else _media_time(seek_from, duration, "The seek origin")
+    moment = now()
+    read = {name: getattr(row, name) for name in EVENT_FIELDS}
+    _apply_event(row, kind, t, left, duration, moment)
+    changed = {name: getattr(row, name) for name in EVENT_FIELDS}
+    if model.objects.filter(pk=row.pk, **read).update(**changed):
+        return row
     with transaction.atomic():
-        row = model.objects.select_for_update(no_key=True).get(pk=pk)
-        moment = now()
-        if kind == "play":
-            was_playing = row.playing_from is not None
-            _close_stretch(row, t, moment)
-            row.plays += not was_playing
-            row.playing_from, row.playing_since = t, moment
-        elif kind == "timeupdate":
-            # A checkpoint while playing: what was played so far is kept if the page goes away.
-            if row.playing_from is not None:
-                _close_stretch(row, t, moment)
-                row.playing_from, row.playing_since = t, moment
-        elif kind == "seeking":
-            playing = row.playing_from is not None
-            _close_stretch(row, row.playing_from if left is None else left, moment)
-            # Play again after the end restarts at 0: that is listening again, not a seek.
-            if not (left is not None and left >= duration - 0.05 and t <= 0.05):
-                row.seeks += 1
-            if playing:
-                row.playing_from, row.playing_since = t, moment
-        else:  # pause, ended
-            _close_stretch(row, duration if kind == "ended" else t, moment)
-        row.save(update_fields=["plays", "seeks", "heard", "playing_from", "playing_since"])
+        row = model.objects.select_for_update(no_key=True).get(pk=row.pk)
+        _apply_event(row, kind, t, left, duration, moment)
+        row.save(update_fields=list(EVENT_FIELDS))
     return row
 
 

@@ -29,10 +29,15 @@ from .delivery import delivery_settings
 from .models import (
     CategorySession,
     DeliveredAudio,
+    DiversityTrial,
+    FamiliarizationClip,
     ListeningTest,
+    PromptClip,
+    PromptSet,
     Rater,
     Rating,
     TextJudge,
+    TextTrial,
     Trial,
 )
 
@@ -211,3 +216,39 @@ def first_unanswered(session_id: int, n: int = 2) -> list[tuple[int, int]]:
     """(trial id, position) of the session's first `n` trials without an answer."""
     sql = _unanswered_sql() + f" AND k.id IS NULL ORDER BY t.position LIMIT {int(n)}"
     return [row[:2] for row in run(f"foley_first_unanswered_{int(n)}", sql, [session_id])]
+
+
+# The kinds of sound a rater hears, in `playing`'s order, each with the joins to its rater.
+_HEARD = (
+    (Trial, "JOIN {session} s ON s.id = x.session_id WHERE s.rater_id = %s"),
+    (FamiliarizationClip, "JOIN {session} s ON s.id = x.session_id WHERE s.rater_id = %s"),
+    (DiversityTrial, "WHERE x.rater_id = %s"),
+    (TextTrial, "JOIN {judge} j ON j.id = x.judge_id WHERE j.rater_id = %s"),
+    (
+        PromptClip,
+        "JOIN {prompt_set} p ON p.id = x.prompt_set_id JOIN {judge} j ON j.id = p.judge_id "
+        "WHERE j.rater_id = %s",
+    ),
+)
+
+
+@cache
+def _playing_statement(vendor: str) -> str:
+    tables = {
+        "session": _table(CategorySession),
+        "judge": _table(TextJudge),
+        "prompt_set": _table(PromptSet),
+    }
+    return " UNION ALL ".join(
+        f"SELECT {n}, x.id FROM {_table(model)} x {joins.format(**tables)} "
+        "AND x.playing_from IS NOT NULL"
+        for n, (model, joins) in enumerate(_HEARD)
+    )
+
+
+def playing(rater: Rater) -> list[tuple[type, int]]:
+    """(kind, id) of each of the rater's sounds still playing by the server's record: one
+    statement for every kind (a `play` stops the others)."""
+    sql = _playing_statement(connection.vendor)
+    rows = run("foley_playing", sql, [rater.pk] * len(_HEARD))
+    return [(_HEARD[n][0], pk) for n, pk in rows]

@@ -1147,13 +1147,10 @@ def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> l
     rater's sounds; returns the server's verdict on it so far."""
     model, row, audio = _sound(rater, token)
     if kind == "play":
-        for other, owner in _owners(rater):
-            for pk in other.objects.filter(owner, playing_from__isnull=False).values_list(
-                "pk", flat=True
-            ):
-                if (other, pk) != (model, row.pk):
-                    listening.stop(other, pk)
-    row = listening.record_event(model, row.pk, kind, t, audio.duration_s, seek_from=seek_from)
+        for other, pk in lookups.playing(rater):
+            if (other, pk) != (model, row.pk):
+                listening.stop(other, pk)
+    row = listening.record_event(model, row, kind, t, audio.duration_s, seek_from=seek_from)
     what = {FamiliarizationClip: "example", DiversityTrial: "file"}.get(model, "sound")
     return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)
 

@@ -9,12 +9,14 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from raters import listening, selectors, services
 from raters.models import FamiliarizationClip, Rating, Trial
-from tests.listening_setup import build_listening_challenge
+from tests.listening_setup import add_closed_sessions, build_listening_challenge
 
 pytestmark = pytest.mark.django_db
 
@@ -298,3 +300,51 @@ def test_two_sounds_played_at_once_count_as_one(challenge, clock):
     verdict = _event(client, challenge.slug, form["token"], "ended", DURATION)
     assert not verdict["heard"] and verdict["heard_fraction"] < 0.2
     assert _rate(client, challenge.slug, form).status_code == 409
+
+
+def test_an_event_applied_to_a_row_read_before_another_event_sees_that_event(challenge, clock):
+    """An event is written in one statement only while its row is as the request read it; when
+    another event landed in between, it is applied again, under the row's lock, to the row as
+    it is (nothing of the other event is lost)."""
+    rater = services.invite(challenge)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    services.complete_familiarization(session, require_heard=False)
+    trial = session.trials.order_by("position").first()
+    services.serve_audio(rater, trial.token)
+    model, stale, audio = services._sound(rater, trial.token)  # read before the play below
+    services.player_event(rater, trial.token, "play", 0.0)
+    clock.advance(1.0)
+    row = listening.record_event(model, stale, "timeupdate", 1.0, audio.duration_s)
+    assert (row.plays, row.heard, row.playing_from) == (1, [[0.0, 1.0]], 1.0)
+    trial.refresh_from_db()
+    assert (trial.plays, trial.heard, trial.playing_from) == (1, [[0.0, 1.0]], 1.0)
+
+
+def test_a_player_event_is_a_few_statements_whatever_the_test_holds(challenge, clock):
+    client = Client()
+    rater = services.invite(challenge)
+    slug = challenge.slug
+    client.get(f"/listen/{slug}/join/{rater.access_key}/")
+    client.post(f"/listen/{slug}/consent/", {"agree": "yes"})
+    client.post(f"/listen/{slug}/instructions/")
+    session = rater.sessions.get()
+    services.complete_familiarization(session, require_heard=False)
+    tokens = list(session.trials.order_by("position").values_list("token", flat=True))
+
+    def events(token: str) -> dict[str, int]:
+        counts = {}
+        for event, t in (("play", 0.0), ("timeupdate", 1.0), ("ended", DURATION)):
+            clock.advance(1.0)
+            with CaptureQueriesContext(connection) as queries:
+                _event(client, slug, token, event, t)
+            counts[event] = len(queries)
+        return counts
+
+    events(tokens[0])  # statements prepared on this connection
+    small = events(tokens[1])
+    add_closed_sessions(challenge, 300)
+    assert events(tokens[2]) == small
+    # The rater and the sound; for a play, which of the rater's sounds still play; the write.
+    assert small == {"play": 4, "timeupdate": 3, "ended": 3}, small
