@@ -23,6 +23,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from . import lookups
 from .errors import ListeningError
 from .models import Heard, ListeningTest
 
@@ -74,7 +75,8 @@ def record_delivery(model: type[Heard], row: Heard, start: int, end: int, size: 
     writes only if the ranges are still those read); otherwise under the row's lock."""
     moment = now()
     fields = _delivery_fields(row, start, end, size, moment)
-    if model.objects.filter(pk=row.pk, delivered_ranges=row.delivered_ranges).update(**fields):
+    read = {"delivered_ranges": row.delivered_ranges}
+    if lookups.update_if_unchanged(model, row.pk, read, fields):
         return
     with transaction.atomic():
         current = model.objects.select_for_update(no_key=True).get(pk=row.pk)
@@ -159,7 +161,7 @@ def record_event(
     read = {name: getattr(row, name) for name in EVENT_FIELDS}
     _apply_event(row, kind, t, left, duration, moment)
     changed = {name: getattr(row, name) for name in EVENT_FIELDS}
-    if model.objects.filter(pk=row.pk, **read).update(**changed):
+    if lookups.update_if_unchanged(model, row.pk, read, changed):
         return row
     with transaction.atomic():
         row = model.objects.select_for_update(no_key=True).get(pk=row.pk)

@@ -14,6 +14,7 @@ joins took the server four to six times as long as running them.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import weakref
@@ -53,23 +54,27 @@ def _numbered(sql: str) -> str:
     return re.sub("%s", lambda _: f"${next(count)}", sql)
 
 
+def _execute(cursor, name: str | None, sql: str, params: list) -> None:
+    if name is None or connection.vendor != "postgresql":
+        cursor.execute(sql, params)
+        return
+    raw = connection.connection
+    with _prepared_lock:
+        names = _prepared.setdefault(raw, set())
+        known = name in names
+    if not known:
+        cursor.execute(f"PREPARE {name} AS {_numbered(sql)}")
+        with _prepared_lock:
+            names.add(name)
+    cursor.execute(f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params)
+
+
 def run(name: str | None, sql: str, params: list) -> list[tuple]:
     """The rows of one statement (`%s` placeholders); with a `name`, on PostgreSQL, prepared on
     this connection the first time and executed by name after. A statement whose text varies
     (a list of ids) has no name."""
     with connection.cursor() as cursor:
-        if name is None or connection.vendor != "postgresql":
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-        raw = connection.connection
-        with _prepared_lock:
-            names = _prepared.setdefault(raw, set())
-            known = name in names
-        if not known:
-            cursor.execute(f"PREPARE {name} AS {_numbered(sql)}")
-            with _prepared_lock:
-                names.add(name)
-        cursor.execute(f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params)
+        _execute(cursor, name, sql, params)
         return cursor.fetchall()
 
 
@@ -252,3 +257,30 @@ def playing(rater: Rater) -> list[tuple[type, int]]:
     sql = _playing_statement(connection.vendor)
     rows = run("foley_playing", sql, [rater.pk] * len(_HEARD))
     return [(_HEARD[n][0], pk) for n, pk in rows]
+
+
+@cache
+def _update_statement(vendor: str, model: type[Model], sets: tuple, wheres: tuple) -> str:
+    quote = connection.ops.quote_name
+    same = "IS NOT DISTINCT FROM" if vendor == "postgresql" else "IS"  # NULL-safe equality
+    column = {name: quote(model._meta.get_field(name).column) for name in sets + wheres}
+    return (
+        f"UPDATE {_table(model)} SET {', '.join(f'{column[n]} = %s' for n in sets)} "
+        f"WHERE {quote(model._meta.pk.column)} = %s AND "
+        + " AND ".join(f"{column[n]} {same} %s" for n in wheres)
+    )
+
+
+def update_if_unchanged(model: type[Model], pk: int, read: dict, changed: dict) -> bool:
+    """Write `changed` on the row only if its fields in `read` still hold the values read
+    (NULL equal to NULL); whether it did. One prepared statement: a listening request's write."""
+    sets, wheres = tuple(changed), tuple(read)
+    sql = _update_statement(connection.vendor, model, sets, wheres)
+    fields = {name: model._meta.get_field(name) for name in sets + wheres}
+    params = [fields[n].get_db_prep_value(v, connection) for n, v in changed.items()]
+    params.append(pk)
+    params += [fields[n].get_db_prep_value(v, connection) for n, v in read.items()]
+    name = "foley_update_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
+    with connection.cursor() as cursor:
+        _execute(cursor, name, sql, params)
+        return cursor.rowcount == 1

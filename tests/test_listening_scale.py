@@ -86,7 +86,9 @@ def test_page_save_and_sound_cost_as_many_queries_at_1000_sessions_as_at_10(list
     assert large == small
     # A handful each, the rater and challenge included (one query: no server-side session),
     # with the savepoints the test's own transaction adds around each atomic block.
-    assert small == {"page": 5, "sound": 3, "save": 11}, small
+    # (On PostgreSQL a save also reads the test's row FOR SHARE: publishing waits for it.)
+    save = 11 if connection.vendor == "postgresql" else 10
+    assert small == {"page": 5, "sound": 3, "save": save}, small
     assert rater.sessions.get().state == CategorySession.State.OPEN  # still mid-session
 
 
@@ -109,7 +111,12 @@ def test_a_sound_fetched_again_is_two_reads_and_no_write(listening):
     statements = [q["sql"] for q in again.captured_queries]
     assert len(statements) == 4, statements
     assert all(q.split()[0] in ("SELECT", "EXECUTE") for q in statements), statements
-    assert not [q for q in statements if "UPDATE" in q.upper()], statements
+    writes = [
+        q
+        for q in statements
+        if q.split()[0].upper() in ("UPDATE", "INSERT", "DELETE") or "foley_update" in q
+    ]
+    assert not writes, statements
     after = services.Trial.objects.get(token=form["token"])
     assert (after.served_at, after.delivered_at, after.delivered_ranges) == (
         trial.served_at,

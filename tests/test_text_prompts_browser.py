@@ -136,6 +136,7 @@ def test_realism(live_server, chromium_path, tmp_path):
     assert sorted(answers.values_list("says_real", flat=True)) == [0, 0, 1, 1]
 
 
+@pytest.mark.integration  # a real Celery worker, which needs PostgreSQL and Redis
 def test_prompts_generated_on_a_worker_while_the_judge_types(
     celery_worker, live_server, chromium_path, tmp_path
 ):
