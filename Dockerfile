@@ -39,4 +39,6 @@ RUN SECRET_KEY=collectstatic-only DEBUG=0 python manage.py collectstatic --no-in
 
 USER foley
 EXPOSE 8000
-CMD ["gunicorn", "foley_platform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "16", "--keep-alive", "75", "--timeout", "120", "--access-logfile", "-"]
+# gunicorn's sync workers, WEB_CONCURRENCY of them (docs/deployment.md, "Web workers").
+ENV WEB_CONCURRENCY=5
+CMD ["gunicorn", "foley_platform.wsgi:application", "--bind", "0.0.0.0:8000", "--timeout", "120", "--access-logfile", "-"]

@@ -612,7 +612,7 @@ def main() -> None:
     parser.add_argument("--think-max", type=float, default=15.0)
     parser.add_argument(
         "--gunicorn",
-        default="--workers 2 --threads 16 --keep-alive 75",
+        default="--workers 5",
         help="gunicorn options (worker model and counts); the default is docker-compose's",
     )
     parser.add_argument(

@@ -103,11 +103,12 @@ def test_nginx_in_front_serves_static_files_and_sounds_from_the_volumes(compose)
     assert web["environment"]["STATIC_ROOT"] == "/data/static" and "alias /data/static/;" in conf
     assert "collectstatic" in " ".join(services["migrate"]["command"])
     assert "server web:8000;" in conf
-    # Threads, so that page views do not hold up saves (docs/deployment.md, "Web workers").
+    # Sync workers, as many as WEB_CONCURRENCY says (docs/deployment.md, "Web workers"): no
+    # threads, whose kept-alive upstream connections would need gunicorn's --keep-alive above
+    # nginx's keepalive_timeout (or a POST sent on a closing connection gets a 502).
     command = web["command"]
-    assert int(command[command.index("--threads") + 1]) > 1
-    # gunicorn keeps nginx's upstream connections longer than nginx does (no 502 on a POST).
-    assert int(command[command.index("--keep-alive") + 1]) > 60
+    assert "--threads" not in command and "--workers" not in command
+    assert web["environment"]["WEB_CONCURRENCY"] == "${WEB_CONCURRENCY:-5}"
     assert "keepalive_timeout 60s;" in conf
 
 
