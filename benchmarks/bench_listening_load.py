@@ -300,7 +300,8 @@ async def rater(
             second, ended; returns the seconds it took (part of the think time)."""
             started = time.monotonic()
             headers = {"X-CSRFToken": csrf, "Accept": "application/json"}
-            for event, t in [("play", 0.0)] + [("timeupdate", float(s)) for s in (1, 2, 3)]:
+            checkpoints = [("timeupdate", float(s)) for s in range(1, int(DURATION))]
+            for event, t in [("play", 0.0), *checkpoints, ("ended", DURATION)]:
                 await asyncio.sleep(max(0.0, started + t - time.monotonic()))
                 await timed(
                     "event",
@@ -310,15 +311,6 @@ async def rater(
                     json={"token": token, "event": event, "t": t},
                     headers=headers,
                 )
-            await asyncio.sleep(max(0.0, started + DURATION - time.monotonic()))
-            await timed(
-                "event",
-                "POST",
-                f"/listen/{SLUG}/player/",
-                "discard",
-                json={"token": token, "event": "ended", "t": DURATION},
-                headers=headers,
-            )
             return time.monotonic() - started
 
         # Arrivals spread over the first think time, as a crowd trickles in.

@@ -68,6 +68,16 @@ def build_listening_challenge(
     return challenge
 
 
+def rater_at_trials(challenge: Challenge) -> tuple[Rater, CategorySession]:
+    """An invited rater past consent, instructions and its first category's examples."""
+    rater = services.invite(challenge)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    services.complete_familiarization(session, require_heard=False)
+    return rater, session
+
+
 def answer_session(rater, session, quality: int = 7, fit: int = 7) -> None:
     """Answer every open trial of a session through the service, as a browser would."""
     services.complete_familiarization(session, require_heard=False)

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from raters import listening, selectors, services
 from raters.models import FamiliarizationClip, Rating, Trial
-from tests.listening_setup import add_closed_sessions, build_listening_challenge
+from tests.listening_setup import add_closed_sessions, build_listening_challenge, rater_at_trials
 
 pytestmark = pytest.mark.django_db
 
@@ -306,11 +306,7 @@ def test_an_event_applied_to_a_row_read_before_another_event_sees_that_event(cha
     """An event is written in one statement only while its row is as the request read it; when
     another event landed in between, it is applied again, under the row's lock, to the row as
     it is (nothing of the other event is lost)."""
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
+    rater, session = rater_at_trials(challenge)
     trial = session.trials.order_by("position").first()
     services.serve_audio(rater, trial.token)
     model, stale, audio = services._sound(rater, trial.token)  # read before the play below

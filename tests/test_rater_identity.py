@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from raters import lookups, services
 from raters.models import Rater, Trial
 from raters.views import RATER_COOKIE, RATER_SALT
-from tests.listening_setup import build_listening_challenge
+from tests.listening_setup import build_listening_challenge, rater_at_trials
 
 pytestmark = pytest.mark.django_db
 
@@ -66,11 +66,7 @@ def test_a_forged_or_foreign_cookie_is_refused(listening):
 
 
 def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
-    rater = services.invite(listening)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
+    rater, session = rater_at_trials(listening)
     trial = session.trials.order_by("position").first()
     services.serve_audio(rater, trial.token, "bytes=0-")
 
