@@ -1,15 +1,19 @@
-"""The listening test's hot lookups, in SQL built once per process: the rater behind a browser's
-cookie (with its challenge, test settings and judge role), and a trial by its token with the
-audio the rater's browser receives.
+"""The statements every request of a rater makes, in SQL built once per process: the rater
+behind a browser's cookie (with its challenge, test settings and judge role), a trial by its
+token with the audio the rater's browser receives, a session's trials and its first unanswered
+ones, which of the rater's sounds still play, and the one conditional write of a sound's
+delivery or a player's event.
 
-Every request of a rater makes them (a page, each sound, each answer). Through the ORM, building
-these joins cost more CPU than the database spends answering them (about 0.7 ms of Python per
-query, most of a sound fetch), and at crowd scale that CPU is what runs out. The statements
-are built from the models' metadata, and each row becomes model instances as the ORM makes
-them (the fields' converters, then `Model.from_db`), so callers get ordinary objects.
+Every request of a rater makes some of them (a page, each sound, each event, each answer).
+Through the ORM, building these joins cost more CPU than the database spends answering them
+(about 0.7 ms of Python per query, most of a sound fetch), and at crowd scale that CPU is what
+runs out. The statements are built from the models' metadata, and each row becomes model
+instances as the ORM makes them (the fields' converters, then `Model.from_db`), so callers get
+ordinary objects.
 
 On PostgreSQL each statement is prepared once per database connection (`run`): planning these
-joins took the server four to six times as long as running them.
+joins took the server four to six times as long as running them. A connection pooler in front
+must therefore keep one server connection per client connection (docs/deployment.md).
 """
 
 from __future__ import annotations
