@@ -371,3 +371,21 @@ def test_oversized_output_is_refused_from_its_header_without_loading_it():
     assert caught.value.code == "wrong_shape"
     assert "[2, 134217728]" in caught.value.message and "[2, 88200]" in caught.value.message
     assert peak < 50 * 1024**2, f"{peak:,} bytes allocated to refuse it"
+
+
+def test_a_job_refuses_a_model_whose_rate_is_not_the_challenges_when_it_runs():
+    """Both generation paths (category clips, clips from judges' prompts) start the submitted
+    code through one checked start: validation passed once proves nothing about the next run,
+    so a model reporting another sample rate is refused there, with the rate in the message."""
+    from stimuli.generators.generation import GenerationError, start_checked
+
+    lines: list[str] = []
+    source = GeneratorSource.from_module(f"{FIXTURES}.wrong_rate")
+    sandbox = Sandbox(source, limits=LIMITS)
+    try:
+        with pytest.raises(GenerationError) as caught:
+            start_checked(sandbox, OutputSpec(22_050, 4.0), lines.append)
+    finally:
+        sandbox.close()
+    assert "model.sample_rate is 16000; the challenge needs 22050 Hz" in str(caught.value)
+    assert lines and lines[0].startswith("loaded ")

@@ -65,6 +65,33 @@ class GenerationConflict(GenerationError):
     status = 409
 
 
+def job_sandbox(
+    generator: Generator, source: GeneratorSource, spec: OutputSpec, job: Job, *, use_gpu: bool
+) -> Sandbox:
+    """A job's sandbox for the submitted code (not started): the platform's limits, the
+    generator's trust, the job's heartbeat while it waits."""
+    return Sandbox(
+        source,
+        spec,
+        Limits.from_settings(),
+        use_gpu=use_gpu,
+        trusted=generator.trusted,
+        on_wait=Heartbeat(job),
+    )
+
+
+def start_checked(sandbox: Sandbox, spec: OutputSpec, log: Callable[[str], None]) -> None:
+    """Load the model in the sandbox and check its sample rate again, not only at validation:
+    submitted code may report one rate when validated and another when it runs."""
+    info = sandbox.start()
+    log(f"loaded {sandbox.source.module} in {info['seconds']:.1f} s")
+    if info.get("sample_rate") != spec.sample_rate:
+        raise GenerationError(
+            f"model.sample_rate is {info.get('sample_rate')}; the challenge needs "
+            f"{spec.sample_rate} Hz"
+        )
+
+
 def output_spec(challenge: Challenge) -> OutputSpec:
     return OutputSpec(challenge.sample_rate, challenge.clip_duration_s, challenge.channels)
 
@@ -514,25 +541,12 @@ def generate_clips(
         except SandboxError as exc:  # the module is not installed here, or the archive is broken
             log(f"[{exc.code}] {exc.message}")
             return {"clips": done, "_failed": True, "_error": f"[{exc.code}] {exc.message}"}
-        sandbox = Sandbox(
-            source,
-            spec,
-            Limits.from_settings(),
-            use_gpu=use_gpu,
-            trusted=generator.trusted,
-            on_wait=Heartbeat(job),
-        )
+        sandbox = job_sandbox(generator, source, spec, job, use_gpu=use_gpu)
         log(f"device: {'cuda' if use_gpu else 'cpu'}")
         for rule, what in enforcement(use_gpu, generator.trusted).items():
             log(f"sandbox {rule}: {what}")
         try:
-            info = sandbox.start()
-            log(f"loaded {source.module} in {info['seconds']:.1f} s")
-            if info.get("sample_rate") != spec.sample_rate:
-                raise GenerationError(
-                    f"model.sample_rate is {info.get('sample_rate')}; the challenge needs "
-                    f"{spec.sample_rate} Hz"
-                )
+            start_checked(sandbox, spec, log)
             for category in categories:
                 have = stored.get(category.slug, set())
                 for start in range(0, n, batch_size):

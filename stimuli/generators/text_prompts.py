@@ -42,8 +42,8 @@ from ..models import (
 from ..selectors import category_lookup, normalise_folder
 from .contract import check_output, to_float
 from .errors import SandboxError
-from .generation import Heartbeat, output_spec, prepared_source
-from .sandbox import Limits, Sandbox, cuda_visible
+from .generation import job_sandbox, output_spec, prepared_source, start_checked
+from .sandbox import Sandbox, cuda_visible
 
 MAX_PROMPT_CHARS = 300
 # Prompts in one generator call: the call's time limit (FOLEY_SANDBOX_CALL_TIMEOUT_S) covers all.
@@ -294,16 +294,14 @@ def serve_pending(job: Job, progress, log) -> dict:
             n = group[0].n
             try:
                 if sandbox is None:
-                    sandbox = Sandbox(
-                        source,
-                        spec,
-                        Limits.from_settings(),
-                        use_gpu=use_gpu,
-                        trusted=generator.trusted,
-                        on_wait=Heartbeat(job),
-                    )
-                    info = sandbox.start()
-                    log(f"loaded {source.module} in {info['seconds']:.1f} s")
+                    fresh = job_sandbox(generator, source, spec, job, use_gpu=use_gpu)
+                    try:
+                        start_checked(fresh, spec, log)
+                    except BaseException:  # not loaded, or loaded at another rate: not kept
+                        log(fresh.log_tail(1000))
+                        fresh.close()
+                        raise
+                    sandbox = fresh
                 counts["calls"] += 1
                 array = sandbox.generate_from_texts(
                     [g.prompt for g in group], n, [g.seed for g in group]
