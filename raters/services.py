@@ -1097,10 +1097,10 @@ def next_diversity_trial(rater: Rater) -> DiversityTrial | None:
 # --- Audio by token ------------------------------------------------------------------------------
 
 
-def _owners(rater: Rater) -> tuple[tuple[type, Q], ...]:
-    """The kinds of sound a rater hears, each with the filter to the rater's own."""
+def _other_sounds(rater: Rater) -> tuple[tuple[type, Q], ...]:
+    """The kinds of sound a rater hears besides trials (`lookups.trial_of` reads those), each
+    with the filter to the rater's own, in the order a listening test asks for them."""
     return (
-        (Trial, Q(session__rater=rater)),
         (FamiliarizationClip, Q(session__rater=rater)),
         (DiversityTrial, Q(rater=rater)),
         # The text-prompt protocol's sounds: a generated clip once it is made.
@@ -1113,12 +1113,12 @@ def _sound(
     rater: Rater, token: str, test: ListeningTest | None = None
 ) -> tuple[type, Heard, AudioFile]:
     """The row behind one of the rater's tokens and the audio its browser receives: one query
-    for a trial (the kinds are tried in the order a listening test asks for them)."""
+    for a trial, the most asked for."""
     test = test or listening_test(rater.challenge)
     trial = lookups.trial_of(rater, token, test)
     if trial is not None:
         return Trial, trial, delivery.delivered_of(trial, test)
-    for model, owner in _owners(rater)[1:]:
+    for model, owner in _other_sounds(rater):
         rows = model.objects.filter(owner, token=token)
         if model is DiversityTrial:  # rendered from delivered audio already
             row = rows.select_related("item__audio").first()

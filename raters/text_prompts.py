@@ -193,41 +193,31 @@ def start(judge: TextJudge) -> None:
             texts.append(rng.choice(pool).text)
         kinds = [True] * real_n + [False] * (r - real_n)
         rng.shuffle(kinds)
-        rows = [
-            TextTrial(
-                judge=judge,
-                test=INTERPRETABILITY,
-                position=n,
-                is_real=True,
-                described=clip,
-                text=clip.text,
-                audio=clip.audio,
-            )
-            for n, clip in enumerate(drawn[:k])
-        ]
+        rows = [_real(judge, INTERPRETABILITY, n, clip) for n, clip in enumerate(drawn[:k])]
         for n, text in enumerate(texts[:k]):
             rows.append(_generated(judge, INTERPRETABILITY, k + n, text))
         real_left, text_left = iter(drawn[k:]), iter(texts[k:])
         for n, is_real in enumerate(kinds):
             if is_real:
-                clip = next(real_left)
-                rows.append(
-                    TextTrial(
-                        judge=judge,
-                        test=REALISM,
-                        position=n,
-                        is_real=True,
-                        described=clip,
-                        text=clip.text,
-                        audio=clip.audio,
-                    )
-                )
+                rows.append(_real(judge, REALISM, n, next(real_left)))
             else:
                 rows.append(_generated(judge, REALISM, n, next(text_left)))
         TextTrial.objects.bulk_create(rows)
         TextJudge.objects.filter(pk=judge.pk).update(started_at=timezone.now())
     judge.refresh_from_db()
     generation.dispatch([judge.system_id])
+
+
+def _real(judge: TextJudge, test: str, position: int, clip: DescribedClip) -> TextTrial:
+    return TextTrial(
+        judge=judge,
+        test=test,
+        position=position,
+        is_real=True,
+        described=clip,
+        text=clip.text,
+        audio=clip.audio,
+    )
 
 
 def _generated(judge: TextJudge, test: str, position: int, text: str) -> TextTrial:
