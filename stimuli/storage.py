@@ -61,3 +61,25 @@ def audio_row(sha: str, check: AudioCheck, size: int) -> AudioFile:
             "is_clipped": check.is_clipped,
         },
     )
+
+
+def stored_row(row: AudioFile) -> tuple[AudioFile, bool]:
+    """The stored row of `row`'s hash and whether it is new: the existing one, or `row` saved
+    (another worker may store the same sound at the same moment)."""
+    return AudioFile.objects.get_or_create(
+        sha256=row.sha256,
+        defaults={
+            f.attname: getattr(row, f.attname)
+            for f in AudioFile._meta.concrete_fields
+            if f.attname not in ("id", "sha256")
+        },
+    )
+
+
+def stored_audio(check: AudioCheck) -> tuple[AudioFile, bool]:
+    """The row of a checked sound, created with its file when new (inside the caller's
+    transaction); the file is written again where the storage lost it."""
+    audio, created = stored_row(audio_row(check.sha256, check, len(check.wav_bytes)))
+    if created or not default_storage.exists(audio.file):
+        put_audio(check.sha256, check.wav_bytes)
+    return audio, created

@@ -43,7 +43,7 @@ from ..jobs import (
     run_job,
     stale_after_s,
 )
-from ..models import AudioFile, Challenge, Clip, Generator, Job, System
+from ..models import Challenge, Clip, Generator, Job, System
 from ..phases import PhaseError, check_clips_can_change
 from .contract import OutputSpec, check_output, derive_seed, to_float
 from .errors import SandboxError
@@ -614,19 +614,9 @@ def _store_batch(job, system, category, array, items, audio_spec: ClipSpec) -> N
         with transaction.atomic():
             ensure_still_mine(job)  # a worker given up for dead stores no batch
             for index, check in checks:
-                row = storage.audio_row(check.sha256, check, len(check.wav_bytes))
-                audio, created = AudioFile.objects.get_or_create(
-                    sha256=check.sha256,
-                    defaults={
-                        f.attname: getattr(row, f.attname)
-                        for f in AudioFile._meta.concrete_fields
-                        if f.attname not in ("id", "sha256")
-                    },
-                )
-                if created or not default_storage.exists(audio.file):
-                    storage.put_audio(check.sha256, check.wav_bytes)
-                    if created:
-                        written.append(check.sha256)
+                audio, created = storage.stored_audio(check)
+                if created:
+                    written.append(check.sha256)
                 name = clip_name(category.slug, index)
                 twin = (
                     Clip.objects.filter(system=system, category=category, audio=audio)

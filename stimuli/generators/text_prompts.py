@@ -30,7 +30,6 @@ from ..audio import AudioCheck, encode_wav, inspect_audio
 from ..errors import Refused
 from ..jobs import JobLost, JobProgress, enqueue, ensure_still_mine, run_job
 from ..models import (
-    AudioFile,
     Challenge,
     DescribedClip,
     Generator,
@@ -141,7 +140,7 @@ def import_described_clips(
         with transaction.atomic():
             Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
             for name, check, text in staged:
-                audio, created = _stored_audio(check)
+                audio, created = storage.stored_audio(check)
                 if created:
                     written.append(audio.sha256)
                 DescribedClip.objects.update_or_create(
@@ -152,22 +151,6 @@ def import_described_clips(
             storage.delete_audio(sha)
         raise
     return len(staged)
-
-
-def _stored_audio(check: AudioCheck) -> tuple[AudioFile, bool]:
-    """The audio row of a checked sound, created with its file when new (inside a transaction)."""
-    row = storage.audio_row(check.sha256, check, len(check.wav_bytes))
-    audio, created = AudioFile.objects.get_or_create(
-        sha256=check.sha256,
-        defaults={
-            f.attname: getattr(row, f.attname)
-            for f in AudioFile._meta.concrete_fields
-            if f.attname not in ("id", "sha256")
-        },
-    )
-    if created or not storage.default_storage.exists(audio.file):
-        storage.put_audio(check.sha256, check.wav_bytes)
-    return audio, created
 
 
 # --- Text-conditioned systems --------------------------------------------------------------------
@@ -384,7 +367,7 @@ def _store_generation(job: Job, generation: TextGeneration, array, audio_spec) -
             if locked.state != TextGeneration.State.PENDING:
                 return  # served by another worker meanwhile
             for index, check in enumerate(checks):
-                audio, created = _stored_audio(check)
+                audio, created = storage.stored_audio(check)
                 if created:
                     written.append(audio.sha256)
                 TextClip.objects.create(generation=locked, index=index, audio=audio)

@@ -227,14 +227,7 @@ def _store(
             except IntegrityError:
                 created = []
                 for row in new_rows:
-                    obj, was_created = AudioFile.objects.get_or_create(
-                        sha256=row.sha256,
-                        defaults={
-                            f.attname: getattr(row, f.attname)
-                            for f in AudioFile._meta.concrete_fields
-                            if f.attname not in ("id", "sha256")
-                        },
-                    )
+                    obj, was_created = storage.stored_row(row)
                     audio_rows[row.sha256] = obj
                     if was_created:
                         created.append(obj)
