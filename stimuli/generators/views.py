@@ -65,6 +65,17 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     return response
 
 
+def _refused(
+    request: HttpRequest,
+    challenge: Challenge,
+    system: System,
+    message: str,
+    refusal: Refused | None = None,
+) -> HttpResponse:
+    """The panel with one system's refusal: the refusal's status, or 400 for a bad form."""
+    return _panel(request, challenge, {system.pk: message}, page_status(request.htmx, refusal))
+
+
 @organizer_required
 def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
@@ -88,14 +99,9 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
             user=request.user, trusted=request.POST.get("trusted") == "on",
         )  # fmt: skip
     except ValueError as exc:
-        return _panel(
-            request,
-            challenge,
-            {system.pk: f"settings are not JSON: {exc}"},
-            page_status(request.htmx),
-        )
+        return _refused(request, challenge, system, f"settings are not JSON: {exc}")
     except generation.GenerationError as exc:
-        return _panel(request, challenge, {system.pk: str(exc)}, page_status(request.htmx, exc))
+        return _refused(request, challenge, system, str(exc), exc)
     return _panel(request, challenge)
 
 
@@ -122,14 +128,9 @@ def generate(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
             user=request.user,
         )
     except ValueError:
-        return _panel(
-            request,
-            challenge,
-            {system.pk: "clips, seed and batch size are whole numbers"},
-            page_status(request.htmx),
-        )
+        return _refused(request, challenge, system, "clips, seed and batch size are whole numbers")
     except generation.GenerationError as exc:
-        return _panel(request, challenge, {system.pk: str(exc)}, page_status(request.htmx, exc))
+        return _refused(request, challenge, system, str(exc), exc)
     return _panel(request, challenge)
 
 
