@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from raters import views as raters_views
 from stimuli import views as stimuli_views
 
 urlpatterns = [
@@ -16,6 +17,8 @@ urlpatterns = [
     path("organize/text-prompts/", include("raters.text_organize_urls")),
     path("organize/", include("stimuli.urls")),
     path("listen/", include("raters.urls")),
+    # Under nginx's internal /_sounds/ location: only nginx's post_action reaches it.
+    path("_sounds/delivered/", raters_views.delivered, name="sound-delivered"),
     path("api/results/", include("scoring.api_urls")),
     path("api/listening/", include("raters.api_urls")),
     path("api/", include("stimuli.api_urls")),

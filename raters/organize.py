@@ -112,6 +112,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "open_refused": services.open_refused(challenge),
         "crowd_warning": services.crowd_warning(challenge),
         "completion_code": services.completion_code(test),
+        "rules": selectors.rules_table(challenge),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),

@@ -15,13 +15,13 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from stimuli.models import Challenge
 from stimuli.permissions import is_organizer
 
-from . import lookups, services
-from .models import CategorySession, FamiliarizationClip, Rater, TextJudge
+from . import delivery, lookups, services
+from .models import CategorySession, Rater, TextJudge
 
 # A rater's browser is known by a signed cookie holding its access key (the secret of its
 # invitation link), scoped to the challenge's pages: the hot pages find the rater and the
@@ -176,7 +176,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
         clips = list(session.familiarization.order_by("position"))
-        services.page_shown(FamiliarizationClip, [clip.token for clip in clips])
+        services.page_shown(rater)
         for clip in clips:
             _, clip.listened = services.listened_now(rater, clip.token, test)
         return render(
@@ -259,14 +259,16 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 def _end(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     test = services.listening_test(challenge)
     crowd = rater.kind == Rater.Kind.CROWD
+    paid = crowd and services.completion_earned(rater)
     return render(
         request,
         "raters/end.html",
         {
             "challenge": challenge,
             "rater": rater,
-            "completion_url": services.completion_link(test) if crowd else "",
-            "completion_code": services.completion_code(test) if crowd else "",
+            "completion_url": services.completion_link(test) if paid else "",
+            "completion_code": services.completion_code(test) if paid else "",
+            "no_code": crowd and not paid,
         },
     )
 
@@ -354,14 +356,34 @@ def next_category(request: HttpRequest, challenge: Challenge, rater: Rater) -> H
 def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     services.finish(rater)
     test = services.listening_test(challenge)
-    if rater.kind == Rater.Kind.CROWD and test.completion_url:
+    if rater.kind == Rater.Kind.CROWD and test.completion_url and services.completion_earned(rater):
         return HttpResponseRedirect(services.completion_link(test))
     return redirect("raters:home", slug=challenge.slug)
 
 
 @rater_view
+@require_GET  # a HEAD sends no byte of the sound, so it is not a delivery
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
-    return services.serve_audio(rater, token, request.headers.get("Range", ""))
+    return services.serve_audio(
+        rater,
+        token,
+        request.headers.get("Range", ""),
+        sock=request.environ.get("gunicorn.socket"),
+    )
+
+
+def delivered(request: HttpRequest) -> HttpResponse:
+    """The web server in front has finished sending a sound (deploy/nginx.conf's post_action):
+    its receipt is redeemed when the file went out whole. Reachable only through that server's
+    internal location, and a receipt is signed by the process that wrote it."""
+    if not settings.AUDIO_ACCEL_REDIRECT:
+        raise Http404
+    services.redeem_receipt(
+        request.headers.get(delivery.RECEIPT_HEADER, ""),
+        request.headers.get("X-Foley-Completion", ""),
+        request.headers.get("X-Foley-Bytes-Sent", ""),
+    )
+    return HttpResponse(status=204)
 
 
 @rater_view

@@ -279,17 +279,34 @@ def celery_worker(transactional_db, settings, tmp_path):
             pass
 
 
+def wait_until(check, what: str, timeout: float = 60):
+    """Poll `check()` until it returns something true, and return that: a state other
+    processes reach (a worker's job, nginx's report of a sent file)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached in {timeout} s")
+        time.sleep(0.1)
+
+
 def wait_for_job(job_id: int, timeout: float = 120):
     """Poll a job row until it finishes, as the pages do."""
     from stimuli.models import Job
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def finished():
         job = Job.objects.get(pk=job_id)
-        if job.is_finished:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish in {timeout} s: {job.state} {job.message}")
+        return job if job.is_finished else None
+
+    try:
+        return wait_until(finished, f"job {job_id} finished", timeout)
+    except AssertionError:
+        job = Job.objects.get(pk=job_id)
+        raise AssertionError(
+            f"job {job_id} did not finish in {timeout} s: {job.state} {job.message}"
+        ) from None
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from raters import lookups, services
 from raters.models import Rater, Trial
 from raters.views import RATER_COOKIE, RATER_SALT
-from tests.listening_setup import build_listening_challenge, rater_at_trials
+from tests.listening_setup import build_listening_challenge, deliver, rater_at_trials
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +68,7 @@ def test_a_forged_or_foreign_cookie_is_refused(listening):
 def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
     rater, session = rater_at_trials(listening)
     trial = session.trials.order_by("position").first()
-    services.serve_audio(rater, trial.token, "bytes=0-")
+    deliver(rater, trial.token, "bytes=0-")
 
     found = lookups.rater_by_key(rater.access_key, listening.slug)
     expected = Rater.objects.get(pk=rater.pk)

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy.stats import spearmanr
 
+from raters.quality import DCASE_MISRATING
 from scoring.compute import (
     DIVERSITY_COLUMNS,
     FAD_COLUMNS,
@@ -159,13 +160,16 @@ def test_exclusion_is_per_category_session():
 @pytest.mark.parametrize(
     ("role", "q", "f", "is_misrated"),
     [
-        ("anchor_hq_goodfit", 4, 4, False),
+        ("anchor_hq_goodfit", 6, 6, False),
+        ("anchor_hq_goodfit", 5, 9, True),  # mid-scale on a scale expected high
         ("anchor_hq_goodfit", 3, 9, True),
         ("anchor_hq_goodfit", 9, 3, True),
-        ("anchor_hq_poorfit", 9, 6, False),
+        ("anchor_hq_poorfit", 9, 4, False),
+        ("anchor_hq_poorfit", 9, 5, True),
         ("anchor_hq_poorfit", 9, 7, True),  # fit "high": the scales confused
         ("anchor_hq_poorfit", 3, 1, True),
-        ("anchor_lq_poorfit", 6, 6, False),
+        ("anchor_lq_poorfit", 4, 4, False),
+        ("anchor_lq_poorfit", 5, 1, True),
         ("anchor_lq_poorfit", 7, 1, True),
         ("anchor_lq_poorfit", 1, 7, True),
     ],
@@ -179,20 +183,17 @@ def test_misrating_rules_and_thresholds(role, q, f, is_misrated):
 def test_thresholds_and_rules_are_settings():
     ratings = [anchor("x", "anchor_hq_poorfit", 9, 6) for _ in range(5)] + [trial("x", "S1", 5, 5)]
     inputs = Inputs(ratings, [], [], teams("S1"))
-    assert score(inputs, NO_BOOT)["excluded_sessions"] == []
-    assert (
-        score(inputs, Rules(bootstrap=0, checks_per_session=0, high=6))["excluded_sessions"] != []
-    )
+    # By default a fit of 6 on a poor-fit anchor is on the wrong half of the scale.
+    assert score(inputs, NO_BOOT)["excluded_sessions"] != []
+    # DCASE 2023 Task 7's own rule: only the opposite extreme (7 and up) misrates.
+    dcase = {"bootstrap": 0, "checks_per_session": 0, "misrating": DCASE_MISRATING}
+    assert score(inputs, Rules(**dcase))["excluded_sessions"] == []
+    assert score(inputs, Rules(**dcase, high=6))["excluded_sessions"] != []
     lenient = Rules(
         bootstrap=0, checks_per_session=0, high=6, misrating={"anchor_hq_poorfit": ["quality_low"]}
     )
     assert score(inputs, lenient)["excluded_sessions"] == []
-    assert (
-        score(inputs, Rules(bootstrap=0, checks_per_session=0, high=6, exclude_at=6))[
-            "excluded_sessions"
-        ]
-        == []
-    )
+    assert score(inputs, Rules(**dcase, high=6, exclude_at=6))["excluded_sessions"] == []
     with pytest.raises(ScoringInputError, match="unknown condition"):
         Rules(misrating={"anchor_hq_poorfit": ["loud"]})
     with pytest.raises(ScoringInputError, match="unknown scoring settings"):
