@@ -1160,11 +1160,14 @@ def serve_audio(rater: Rater, token: str, range_header: str = "", *, sock=None) 
         if not listening.recorded(row, start, end, size):
             listening.record_delivery(model, row, start, end, size)
 
+    # A sound already delivered whole (preloaded, then fetched again in its turn) needs no
+    # receipt: nginx then skips the report.
+    whole = row.delivered_at is not None
     return delivery.audio_response(
         audio,
         range_header,
-        sent=sent,
-        receipt_for=(listening.KIND_OF[model], row.pk),
+        sent=None if whole else sent,
+        receipt_for=None if whole else (listening.KIND_OF[model], row.pk),
         sock=sock,
     )
 

@@ -10,6 +10,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from raters import services
+from tests.listening_setup import rater_at_trials
+
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
 PRELOAD = re.compile(r'<audio preload="auto" src="[^"]*/audio/([^/"]+)/" hidden')
@@ -123,3 +126,22 @@ class Browser:
             sock.setsockopt(
                 socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
             )
+
+
+def rater_at_trial(challenge, browser: Browser):
+    """An invited rater past its first category's examples, in `browser`: (rater, the trial
+    page's form)."""
+    rater, _ = rater_at_trials(challenge)
+    browser.join(rater.access_key)
+    return rater, browser.trial()
+
+
+def rater_at_examples(challenge, browser: Browser):
+    """An invited rater at its first category's examples, in `browser`: (rater, the session's
+    id, the examples' tokens)."""
+    rater = services.invite(challenge)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    services.next_session(rater)
+    browser.join(rater.access_key)
+    return (rater, *browser.examples())

@@ -9,8 +9,9 @@ import pytest
 
 from raters import services
 from raters.models import Rating, Trial
+from tests.adversary.bots import rater_at_trial
 from tests.conftest import wait_until
-from tests.listening_setup import build_listening_challenge, rater_at_trials
+from tests.listening_setup import build_listening_challenge
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -30,19 +31,13 @@ def challenge():
     return challenge
 
 
-def _at_trial(challenge, browser_at, stack):
-    rater, _ = rater_at_trials(challenge)
-    browser = browser_at(stack, challenge.slug)
-    browser.join(rater.access_key)
-    return browser, browser.trial()
-
-
 def _delivered(token: str) -> bool:
     return Trial.objects.filter(token=token, delivered_at__isnull=False).exists()
 
 
 def test_head_abandoned_and_multi_range_requests_deliver_nothing(challenge, stack, browser_at):
-    browser, form = _at_trial(challenge, browser_at, stack)
+    browser = browser_at(stack, challenge.slug)
+    _, form = rater_at_trial(challenge, browser)
     token = form["token"]
     assert browser.http.head(browser.path(f"audio/{token}/")).status_code == 405
     refused = browser.sound(token, Range="bytes=0-0,2-2")

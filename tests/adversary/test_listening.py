@@ -14,7 +14,8 @@ import pytest
 
 from raters import services
 from raters.models import FamiliarizationClip, Rater, Rating
-from tests.listening_setup import build_listening_challenge, rater_at_trials
+from tests.adversary.bots import rater_at_examples, rater_at_trial
+from tests.listening_setup import build_listening_challenge
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -30,16 +31,10 @@ def _challenge(slug: str, duration: float, **settings):
     return challenge
 
 
-def _at_trial(challenge, browser_at, site):
-    rater, _ = rater_at_trials(challenge)
-    browser = browser_at(site, challenge.slug)
-    browser.join(rater.access_key)
-    return browser, browser.trial(), rater
-
-
 def test_checkpoint_flooding_and_overlapped_waits_store_nothing(site, browser_at):
     challenge = _challenge("flood", LONG)
-    browser, form, _ = _at_trial(challenge, browser_at, site)
+    browser = browser_at(site, challenge.slug)
+    _, form = rater_at_trial(challenge, browser)
     this, following = form["token"], form["next"]
     for token in (this, following):
         assert browser.sound(token).status_code == 200
@@ -66,13 +61,8 @@ def test_checkpoint_flooding_and_overlapped_waits_store_nothing(site, browser_at
 
 def test_plays_fired_side_by_side_count_as_one_sound(browser_at, site):
     challenge = _challenge("parallel", SHORT, familiarization_clips=6)
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    services.next_session(rater)
     browser = browser_at(site, challenge.slug)
-    browser.join(rater.access_key)
-    session, tokens = browser.examples()
+    rater, session, tokens = rater_at_examples(challenge, browser)
     assert len(tokens) == 6
     for token in tokens:
         assert browser.sound(token).status_code == 200
@@ -98,13 +88,8 @@ def test_plays_fired_side_by_side_count_as_one_sound(browser_at, site):
 
 def test_an_honest_real_time_player_gets_every_answer_stored(site, browser_at):
     challenge = _challenge("honest", SHORT, familiarization_clips=2)
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    services.next_session(rater)
     browser = browser_at(site, challenge.slug)
-    browser.join(rater.access_key)
-    session, tokens = browser.examples()
+    rater, session, tokens = rater_at_examples(challenge, browser)
     for token in tokens:
         assert browser.listen(token, SHORT)["heard"]
     assert browser.post("start/", {"session": session}).status_code == 302
