@@ -13,12 +13,15 @@ track and pooled over tracks:
   system carries the agreement);
 - `quality`, `fit`, `diversity`: rho against each scale alone, with `quality_ci`, `fit_ci`,
   `diversity_ci` from the same bootstrap draws as `spearman_ci`.
+
+Where the rows carry KAD (`kad_eval`, `kad_dev`), every model is ranked by its KAD the same way,
+under `kad` (`tracks` and `pooled` there as for FAD): the same embeddings, another distance.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -50,8 +53,9 @@ def is_designated(row: Mapping, model: str) -> bool:
     return not model or not named or named == model
 
 
-def _fad_matrix(rows, model, systems, categories) -> np.ndarray:
-    """[system, category] FAD-Eval, FAD-Dev where the system has no FAD-Eval; NaN if none."""
+def _fad_matrix(rows, model, systems, categories, metric: str = "fad") -> np.ndarray:
+    """[system, category] FAD-Eval, FAD-Dev where the system has no FAD-Eval; NaN if none
+    (KAD's with `metric="kad"`)."""
     s_index = {s: i for i, s in enumerate(systems)}
     c_index = {c: j for j, c in enumerate(categories)}
     ev = np.full((len(systems), len(categories)), np.nan)
@@ -62,7 +66,7 @@ def _fad_matrix(rows, model, systems, categories) -> np.ndarray:
         i, j = s_index.get(str(row["system"]).strip()), c_index.get(str(row["category"]).strip())
         if i is None or j is None:
             continue
-        for target, key in ((ev, "fad_eval"), (dev, "fad_dev")):
+        for target, key in ((ev, f"{metric}_eval"), (dev, f"{metric}_dev")):
             value = _float(row.get(key))
             if value is not None:
                 target[i, j] = value
@@ -183,10 +187,11 @@ def metric_league(
     confidence: float = 0.95,
     seed: int = 2023,
 ) -> dict:
-    """Per track and pooled, per model: its FAD ranking against the listening test's."""
+    """Per track and pooled, per model: its FAD ranking (and its KAD ranking, under `kad`, where
+    the rows carry KAD) against the listening test's."""
     models = fad_models(rows)
 
-    def table(members: Sequence[Mapping]) -> dict:
+    def table(members: Sequence[Mapping], metric: str = "fad") -> dict:
         systems = [row["system"] for row in members]
         scores = {
             key: np.array([np.nan if row[key] is None else row[key] for row in members], float)
@@ -194,7 +199,7 @@ def metric_league(
         }
         return {
             model: _entry(
-                _fad_matrix(rows, model, systems, categories),
+                _fad_matrix(rows, model, systems, categories, metric),
                 scores,
                 replicates=replicates,
                 confidence=confidence,
@@ -203,9 +208,21 @@ def metric_league(
             for model in models
         }
 
-    return {
+    everyone = [row for ranked in tracks.values() for row in ranked]
+    out = {
         "designated": designated,
         "models": models,
         "tracks": {track: table(ranked) for track, ranked in tracks.items()},
-        "pooled": table([row for ranked in tracks.values() for row in ranked]),
+        "pooled": table(everyone),
     }
+    if has_kad(rows):
+        out["kad"] = {
+            "tracks": {track: table(ranked, "kad") for track, ranked in tracks.items()},
+            "pooled": table(everyone, "kad"),
+        }
+    return out
+
+
+def has_kad(rows: Iterable[Mapping]) -> bool:
+    """Whether any FAD row carries a KAD value (the leaderboard then shows KAD beside FAD)."""
+    return any(_float(row.get(key)) is not None for row in rows for key in ("kad_eval", "kad_dev"))

@@ -130,3 +130,48 @@ def test_the_league_is_published_with_its_table_and_downloads(client, challenge,
     as_json = client.get(f"/results/{challenge.slug}/1/download/metric-league.json").json()
     for key in ("spearman", "quality", "fit", "diversity"):
         assert as_json["rows"][0][f"{key}_low"] is not None
+
+
+def with_kad(inputs: Inputs) -> Inputs:
+    """The league's inputs with KAD beside FAD: each model's KAD orders systems the other way
+    from its FAD (an embedding that agrees with listeners under one distance only)."""
+    out = copy.deepcopy(inputs)
+    for row in out.fad:
+        row["kad_eval"] = round(100 - row["fad_eval"], 6)
+        row["kad_dev"] = round(100 - row["fad_dev"], 6)
+    return out
+
+
+@pytest.mark.django_db
+def test_each_model_is_ranked_by_fad_and_by_kad_on_the_page_and_in_downloads(
+    client, challenge, organizer
+):
+    result = score(with_kad(league_inputs()), Rules(bootstrap=100))
+    league = result["metric_league"]
+    check_league(league, ["A", "B"])  # FAD's entries as before
+    for scope in [
+        league["kad"]["tracks"]["A"],
+        league["kad"]["tracks"]["B"],
+        league["kad"]["pooled"],
+    ]:
+        assert scope[AGREES]["spearman"] == -1.0 and scope[REVERSES]["spearman"] == 1.0
+    assert result["kad"] is True
+    top = result["tracks"]["A"][0]
+    assert top["kad_eval"] > result["tracks"]["A"][-1]["kad_eval"]
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 50
+    settings.save()
+    services.publish(challenge, organizer, with_kad(league_inputs()))
+    page = client.get(f"/results/{challenge.slug}/1/").content.decode()
+    assert "KAD-Eval" in page
+    got = client.get(f"/results/{challenge.slug}/1/download/metric-league.csv")
+    rows = list(csv.DictReader(io.StringIO(got.content.decode())))
+    assert len(rows) == 2 * 3 * 2  # two models, two tracks and all, FAD and KAD
+    assert {(r["scope"], r["model"], r["metric"], r["spearman"]) for r in rows} >= {
+        ("A", AGREES, "FAD", "1.0"),
+        ("A", AGREES, "KAD", "-1.0"),
+    }
+    board = client.get(f"/results/{challenge.slug}/1/download/leaderboard-A.csv").content.decode()
+    assert "kad_eval,kad_eval_low,kad_eval_high" in board.splitlines()[0]
+    api = client.get(f"/api/results/{challenge.slug}/snapshots/1/leaderboards/A/").json()
+    assert "kad_eval" in api["rows"][0]
