@@ -856,7 +856,9 @@ def bootstrap(
         return Uncertainty(rules.confidence)
     if rules.intervals == JACKKNIFE_T:
         strata = rater_and_sound_strata(n_raters, agg.t_rater, agg.unit_cell)
-        jack = Jackknife(agg.estimate, agg.point, strata, n_raters, n_units)
+        jack = Jackknife(
+            agg.estimate, agg.point, strata, n_raters, n_units, bounds=(0.0, SCALE_MAX)
+        )
         return Uncertainty(rules.confidence, jack=jack)
     # The percentile bootstrap (the other method Rules allows): a rating counts as often as its
     # rater and its sound were drawn. Raters of trials and raters of diversity alone (in DCASE,
