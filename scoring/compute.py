@@ -42,7 +42,14 @@ from stimuli.errors import Refused
 
 from .intervals import JACKKNIFE_T, Jackknife, rater_and_sound_strata
 from .intervals import METHODS as INTERVAL_METHODS
-from .league import designated_model, fad_models, has_kad, is_designated, metric_league
+from .league import (
+    SUBSET_SIZES,
+    designated_model,
+    fad_models,
+    has_kad,
+    is_designated,
+    metric_league,
+)
 
 RATING_COLUMNS = (
     "rater",
@@ -64,6 +71,13 @@ FAD_INF_COLUMNS = ("fad_dev_inf", "fad_eval_inf")
 KAD_COLUMNS = ("kad_dev", "kad_eval")
 # The distances a FAD row may carry, each against the development and the evaluation reference.
 METRICS = ("fad", "kad")
+# Optional: each distance on one draw of 25, 50, 100 clips (the league's stability).
+SUBSET_COLUMNS = tuple(
+    f"{metric}_{ref}_{size}"
+    for metric in METRICS
+    for ref in ("dev", "eval")
+    for size in SUBSET_SIZES
+)
 TEAM_COLUMNS = ("system", "team", "track")
 
 TRIAL = "trial"
@@ -178,6 +192,8 @@ class Inputs:
             fad_columns = (*fad_columns, *FAD_INF_COLUMNS)
         if has_kad(self.fad):
             fad_columns = (*fad_columns, *KAD_COLUMNS)
+        if any(name in row for row in self.fad for name in SUBSET_COLUMNS):
+            fad_columns = (*fad_columns, *SUBSET_COLUMNS)
         return {
             name: table_hash(rows, columns)
             for name, rows, columns in (
@@ -190,7 +206,8 @@ class Inputs:
 
 
 NUMERIC_COLUMNS = {
-    "quality", "fit", "diversity", "fad_dev", "fad_eval", *FAD_INF_COLUMNS, *KAD_COLUMNS
+    "quality", "fit", "diversity", "fad_dev", "fad_eval", *FAD_INF_COLUMNS, *KAD_COLUMNS,
+    *SUBSET_COLUMNS,
 }  # fmt: skip
 
 

@@ -99,6 +99,15 @@ SCALE_COLUMNS = [
 
 # FAD-inf beside FAD where the objective settings computed it (the result says so).
 FAD_INF_COLUMNS = [Column("fad_dev_inf", "FAD∞-Dev"), Column("fad_eval_inf", "FAD∞-Eval")]
+# How much a model's ranking keeps on fewer clips (the league's stability, where computed).
+STABILITY_COLUMNS = [
+    Column("tau_25", "Kendall vs all clips: 25"),
+    Column("tau_50", "50"),
+    Column("tau_100", "100"),
+    Column("drift_25", "Drift: 25"),
+    Column("drift_50", "50"),
+    Column("unstable", "Reorders on 50 clips"),
+]
 # KAD beside FAD where the objective stage computed it (the result says so).
 KAD_COLUMNS = [Column("kad_dev", "KAD-Dev", ci=True), Column("kad_eval", "KAD-Eval", ci=True)]
 KAD_PLAIN_COLUMNS = [Column("kad_dev", "KAD-Dev"), Column("kad_eval", "KAD-Eval")]
@@ -246,6 +255,11 @@ def tables(result: dict) -> list[Table]:
                     Column("quality", "vs quality", ci=True),
                     Column("fit", "vs fit", ci=True),
                     Column("diversity", "vs diversity", ci=True),
+                    *(
+                        STABILITY_COLUMNS
+                        if "tau_50" in next(iter(league["pooled"].values()), {})
+                        else []
+                    ),
                 ],
                 league_rows(league),
             )

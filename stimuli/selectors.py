@@ -86,7 +86,9 @@ def fad_rows(
 ) -> list[dict]:
     """`system, track, category, fad_dev, fad_eval` per system and category (the FAD CSV format),
     with intervals where computed and `fad_dev_inf`, `fad_eval_inf` where FAD-inf is enabled;
-    `kad_dev`, `kad_eval` (with their intervals) in every row where any result has a KAD.
+    `kad_dev`, `kad_eval` (with their intervals) in every row where any result has a KAD;
+    `fad_eval_25`, `kad_eval_50`... the metric on one draw of that many clips, where the system
+    has more (the embedding league's stability).
 
     With several embedding models on record, `model_id` picks one; by default the model most
     recently computed for this challenge. `every_model`: the rows of every model, each with a
@@ -127,6 +129,10 @@ def fad_rows(
             row[kad_key] = kad
             if ci := result.details.get("kad_ci95"):
                 row[f"{kad_key}_low"], row[f"{kad_key}_high"] = ci
+        # One draw of 25, 50, 100 clips (where the system has more): the league's stability.
+        for size, values in ((result.details or {}).get("subsets") or {}).items():
+            for metric, value in values.items():
+                row[f"{metric}{key.removeprefix('fad')}_{size}"] = value
     if any("kad_dev" in row or "kad_eval" in row for row in rows.values()):
         for row in rows.values():
             row.setdefault("kad_dev", None)

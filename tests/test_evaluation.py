@@ -561,3 +561,24 @@ def test_kad_needs_the_reference_audio_and_says_so_for_published_statistics(obje
         system=system(objective, "Close"), category__slug="rain", reference="evaluation"
     )
     assert "kad" not in rain.details and "published statistics" in rain.details["kad_error"]
+
+
+def test_subsets_of_25_and_50_clips_give_the_leagues_stability_inputs():
+    from stimuli.objective.fad import ReferenceFactor, frechet_distance
+    from stimuli.objective.kad import KadReference, kernel_distance
+
+    rng = np.random.default_rng(0)
+    clips = [rng.normal(0.3, 1.0, size=(2, 4)) for _ in range(60)]
+    reference = rng.normal(size=(300, 4))
+    factor = ReferenceFactor.of(GaussianStats.from_embeddings(reference))
+    kad_reference = KadReference.of(reference)
+    found = pipeline._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
+    assert set(found) == {"25", "50"}  # 100 clips would be all 60: the value itself
+    again = pipeline._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
+    assert found == again  # one seeded draw per system and category
+    full = frechet_distance(GaussianStats.from_embeddings(clips), factor)
+    assert found["25"]["fad"] != full and found["25"]["kad"] != kernel_distance(
+        clips, kad_reference
+    )
+    # Without a KAD reference (published statistics) only FAD.
+    assert set(pipeline._subset_details(clips, factor, "why", seed=7)["subsets"]["25"]) == {"fad"}

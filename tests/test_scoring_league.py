@@ -175,3 +175,34 @@ def test_each_model_is_ranked_by_fad_and_by_kad_on_the_page_and_in_downloads(
     assert "kad_eval,kad_eval_low,kad_eval_high" in board.splitlines()[0]
     api = client.get(f"/api/results/{challenge.slug}/snapshots/1/leaderboards/A/").json()
     assert "kad_eval" in api["rows"][0]
+
+
+def test_stability_kendall_tau_and_drift_on_fewer_clips_flag_a_model_that_reorders(tmp_path):
+    inputs = league_inputs()
+    for row in inputs.fad:
+        value = row["fad_eval"]
+        # AGREES keeps its order on every subset, its FAD 50 % higher on 25 clips (the bias);
+        # REVERSES turns its order round on 50 clips.
+        stable = row["model"] == AGREES
+        row["fad_eval_25"] = value * 1.5 if stable else value
+        row["fad_eval_50"] = value if stable else 100 - value
+        row["fad_eval_100"] = value
+    result = score(inputs, Rules(bootstrap=0))
+    for scope in (result["metric_league"]["tracks"]["A"], result["metric_league"]["pooled"]):
+        agrees, reverses = scope[AGREES], scope[REVERSES]
+        assert agrees["tau_25"] == agrees["tau_50"] == agrees["tau_100"] == 1.0
+        assert agrees["drift_25"] == pytest.approx(0.5) and agrees["drift_50"] == 0.0
+        assert agrees["unstable"] is False
+        assert reverses["tau_50"] == -1.0 and reverses["unstable"] is True
+    table = selectors.table(result, "metric-league")
+    assert {"tau_50", "drift_25", "unstable"} <= set(table.flat_columns)
+    # score_offline reports it from the same columns.
+    paths = _csvs(tmp_path, Inputs(**{**inputs.__dict__, "fad": []}))
+    columns = ("system", "track", "category", "fad_dev", "fad_eval", "model",
+               "fad_eval_25", "fad_eval_50", "fad_eval_100")  # fmt: skip
+    paths["fad"] = _write(tmp_path / "fad_models.csv", columns, inputs.fad)
+    out = io.StringIO()
+    call_command("score_offline", *[f"--{k}={v}" for k, v in paths.items()], "--bootstrap=0",
+                 stdout=out)  # fmt: skip
+    offline = json.loads(out.getvalue())["metric_league"]["pooled"]
+    assert offline[REVERSES]["unstable"] is True and offline[AGREES]["tau_50"] == 1.0

@@ -570,6 +570,35 @@ def kad_references(
     return out
 
 
+# The clip counts a metric's stability is measured at (the league's Kendall tau and drift):
+# DCASE 2023 Task 7 had 100 clips per system and category.
+SUBSET_SIZES = (25, 50, 100)
+
+
+def _subset_details(
+    clips: list[np.ndarray],
+    factor: ReferenceFactor,
+    kad_reference: KadReference | str | None,
+    seed: int,
+) -> dict:
+    """FAD and KAD of one random draw of 25, 50 and 100 of the clips (only sizes below the
+    clip count: at or above it the subset is every clip, the value itself)."""
+    from .kad import kernel_distance
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, dict[str, float]] = {}
+    for size in SUBSET_SIZES:
+        if size >= len(clips):
+            break
+        picked = [clips[i] for i in np.sort(rng.choice(len(clips), size=size, replace=False))]
+        stats = GaussianStats.from_embeddings(picked)
+        entry = {"fad": frechet_distance(stats, factor)}
+        if isinstance(kad_reference, KadReference):
+            entry["kad"] = kernel_distance(picked, kad_reference)
+        out[str(size)] = entry
+    return {"subsets": out} if out else {}
+
+
 def _kad_details(clips: list[np.ndarray], reference: KadReference | str | None) -> dict:
     """KAD with its interval (or why either is missing), as a FAD row's details record it."""
     if reference is None:
@@ -653,6 +682,12 @@ def compute_fad_results(
                         "reference_source": source,
                         **_fad_extras(clips, audio_ids, factor, obj),
                         **_kad_details(clips, kad_refs[reference].get(category_id)),
+                        **_subset_details(
+                            clips,
+                            factor,
+                            kad_refs[reference].get(category_id),
+                            seed=system.pk * 1000 + category_id,
+                        ),
                     },
                 }
                 computed.append((system, category_id, reference, values))
