@@ -101,12 +101,16 @@ SCALE_COLUMNS = [
 FAD_INF_COLUMNS = [Column("fad_dev_inf", "FAD∞-Dev"), Column("fad_eval_inf", "FAD∞-Eval")]
 # How much a model's ranking keeps on fewer clips (the league's stability, where computed).
 STABILITY_COLUMNS = [
-    Column("tau_25", "Kendall vs all clips: 25"),
-    Column("tau_50", "50"),
-    Column("tau_100", "100"),
-    Column("drift_25", "Drift: 25"),
-    Column("drift_50", "50"),
-    Column("unstable", "Reorders on 50 clips"),
+    Column("scope", "Track"),
+    Column("model", "Embedding model"),
+    Column("metric", "Distance"),
+    Column("tau_25", "Kendall: 25 clips"),
+    Column("tau_50", "50 clips"),
+    Column("tau_100", "100 clips"),
+    Column("drift_25", "Drift: 25 clips"),
+    Column("drift_50", "50 clips"),
+    Column("drift_100", "100 clips"),
+    Column("unstable", "Flag"),
 ]
 # KAD beside FAD where the objective stage computed it (the result says so).
 KAD_COLUMNS = [Column("kad_dev", "KAD-Dev", ci=True), Column("kad_eval", "KAD-Eval", ci=True)]
@@ -255,15 +259,24 @@ def tables(result: dict) -> list[Table]:
                     Column("quality", "vs quality", ci=True),
                     Column("fit", "vs fit", ci=True),
                     Column("diversity", "vs diversity", ci=True),
-                    *(
-                        STABILITY_COLUMNS
-                        if "tau_50" in next(iter(league["pooled"].values()), {})
-                        else []
-                    ),
                 ],
                 league_rows(league),
             )
         )
+        if "tau_50" in next(iter(league["pooled"].values()), {}):
+            out.append(
+                Table(
+                    "league-stability",
+                    "Embedding league: how much each model's ranking keeps on fewer clips "
+                    "(Kendall's tau with the ranking on all clips; drift of the distance, "
+                    "relative to its size; flagged below 0.8 on 50 clips)",
+                    STABILITY_COLUMNS,
+                    [
+                        {**row, "unstable": "reorders" if row.get("unstable") else ""}
+                        for row in league_rows(league)
+                    ],
+                )
+            )
     out.append(
         Table(
             "quality-fit",

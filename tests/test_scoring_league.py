@@ -194,8 +194,10 @@ def test_stability_kendall_tau_and_drift_on_fewer_clips_flag_a_model_that_reorde
         assert agrees["drift_25"] == pytest.approx(0.5) and agrees["drift_50"] == 0.0
         assert agrees["unstable"] is False
         assert reverses["tau_50"] == -1.0 and reverses["unstable"] is True
-    table = selectors.table(result, "metric-league")
+    table = selectors.table(result, "league-stability")
     assert {"tau_50", "drift_25", "unstable"} <= set(table.flat_columns)
+    flags = {(r["scope"], r["model"]): r["unstable"] for r in table.rows}
+    assert flags[("A", REVERSES)] == "reorders" and flags[("A", AGREES)] == ""
     # score_offline reports it from the same columns.
     paths = _csvs(tmp_path, Inputs(**{**inputs.__dict__, "fad": []}))
     columns = ("system", "track", "category", "fad_dev", "fad_eval", "model",
