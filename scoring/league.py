@@ -19,8 +19,8 @@ under `kad` (`tracks` and `pooled` there as for FAD): the same embeddings, anoth
 
 Stability, where the rows carry the metric on one draw of 25, 50 and 100 clips per system and
 category (`fad_eval_25`, `kad_eval_50`...; a system with no more clips than that keeps its own
-value): `tau_25`, `tau_50`, `tau_100`, Kendall's tau-b between the systems' ranking on that many
-clips and on all of them; `drift_25`... the mean change of the systems' metric from all clips to
+value; none where no system has more): `tau_25`, `tau_50`, `tau_100`, Kendall's tau-b between the
+systems' ranking on that many clips and on all of them; `drift_25`... the mean change of the systems' metric from all clips to
 that many, relative to its mean size (FAD's bias grows as clips fall; KAD has none); `unstable`
 when the ranking on half of DCASE's 100 clips keeps less than `STABLE_TAU`: such a model may agree
 with listeners on this test and reorder the systems on the next.
@@ -253,6 +253,9 @@ def stability(full: np.ndarray, parts: Mapping[int, np.ndarray]) -> dict:
     mean_full = _mean_rows(full, np.ones(full.shape[1]))
     out: dict = {}
     for size in SUBSET_SIZES:
+        if not np.isfinite(parts[size]).any():  # no system has more clips: nothing to measure
+            out[f"tau_{size}"] = out[f"drift_{size}"] = None
+            continue
         part = np.where(np.isfinite(parts[size]), parts[size], full)
         mean_part = _mean_rows(part, np.ones(full.shape[1]))
         keep = np.isfinite(mean_full) & np.isfinite(mean_part)
