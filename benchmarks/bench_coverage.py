@@ -80,15 +80,21 @@ def simulate(raters: int, rng: np.random.Generator) -> tuple[Inputs, dict]:
                     "rater": f"org{r}", "rater_team": "", "category": category,
                     "system": system, "track": "A", "diversity": float(d),
                 })  # fmt: skip
+    return _test(ratings, diversity, mu)
+
+
+def _test(ratings: list, diversity: list, cells: np.ndarray) -> tuple[Inputs, dict]:
+    """The inputs of a simulated test and its true values, from the true cell means
+    [quality, fit, diversity][system, category]."""
     teams = [{"system": s, "team": f"team-{s}", "track": "A"} for s in SYSTEMS]
     wq, wf, wd = WEIGHTS
-    cell_final = (wq * mu[0] + wf * mu[1] + wd * mu[2]) / sum(WEIGHTS)
+    cell_final = (wq * cells[0] + wf * cells[1] + wd * cells[2]) / sum(WEIGHTS)
     truth = {
-        "cells": {"quality": mu[0], "fit": mu[1], "diversity": mu[2], "final": cell_final},
+        "cells": {"quality": cells[0], "fit": cells[1], "diversity": cells[2], "final": cell_final},
         "systems": {
-            "quality": mu[0].mean(1),
-            "fit": mu[1].mean(1),
-            "diversity": mu[2].mean(1),
+            "quality": cells[0].mean(1),
+            "fit": cells[1].mean(1),
+            "diversity": cells[2].mean(1),
             "final": cell_final.mean(1),
         },
     }
@@ -134,7 +140,6 @@ def simulate_independent(raters: int, rng: np.random.Generator) -> tuple[Inputs,
                     "rater": f"org{r}", "rater_team": "", "category": category,
                     "system": system, "track": "A", "diversity": float(d),
                 })  # fmt: skip
-    teams = [{"system": s, "team": f"team-{s}", "track": "A"} for s in SYSTEMS]
     draws = 4000
     cells = np.zeros((3, n_s, n_c))
     for s in range(n_s):
@@ -147,18 +152,7 @@ def simulate_independent(raters: int, rng: np.random.Generator) -> tuple[Inputs,
             cells[1, s, c] = answer(mu[1, s, c], pop_c, offset * 0.75, noise[1]).mean()
             org = rng.normal(0, RATER_SD, draws)
             cells[2, s, c] = answer(mu[2, s, c], rng.uniform(0.5, 1.0, draws), org, noise[2]).mean()
-    wq, wf, wd = WEIGHTS
-    cell_final = (wq * cells[0] + wf * cells[1] + wd * cells[2]) / sum(WEIGHTS)
-    truth = {
-        "cells": {"quality": cells[0], "fit": cells[1], "diversity": cells[2], "final": cell_final},
-        "systems": {
-            "quality": cells[0].mean(1),
-            "fit": cells[1].mean(1),
-            "diversity": cells[2].mean(1),
-            "final": cell_final.mean(1),
-        },
-    }
-    return Inputs(ratings, diversity, [], teams), truth
+    return _test(ratings, diversity, cells)
 
 
 MODELS = {"platform": simulate, "independent": simulate_independent}

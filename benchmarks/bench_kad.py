@@ -26,27 +26,22 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import sys
-import time
 import types
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_fad import median_time
 
 from stimuli.objective.kad import KadReference, kad_interval, kernel_distance
 
 
 def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+    return median_time(fn, repeats) * 1000
 
 
 def load_kadtk():
