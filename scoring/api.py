@@ -59,6 +59,15 @@ class LeaderboardRowSerializer(serializers.Serializer):
     fad_eval_inf = serializers.FloatField(
         required=False, help_text="FAD-inf, mean over categories; only with FAD-inf enabled."
     )
+    # Present only where the objective stage computed KAD (its references were audio).
+    kad_dev = serializers.FloatField(
+        required=False, allow_null=True, help_text="KAD, mean over categories; may be below 0."
+    )
+    kad_dev_ci = IntervalField(required=False, allow_null=True)
+    kad_eval = serializers.FloatField(
+        required=False, allow_null=True, help_text="KAD, mean over categories; may be below 0."
+    )
+    kad_eval_ci = IntervalField(required=False, allow_null=True)
     quality = serializers.FloatField(allow_null=True)
     quality_ci = IntervalField(allow_null=True)
     fit = serializers.FloatField(allow_null=True)
