@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from stimuli.models import Challenge, Job, Team
-from stimuli.permissions import organizer_required
+from stimuli.permissions import challenge_organizer_required
 
 from . import selectors, services
 from .models import ListeningTest, Rater
@@ -128,7 +128,7 @@ def _progress_context(challenge: Challenge) -> dict:
     }
 
 
-@organizer_required
+@challenge_organizer_required
 def monitor(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     context = _context(request, challenge)
@@ -143,7 +143,7 @@ def monitor(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "raters/organize.html", context)
 
 
-@organizer_required
+@challenge_organizer_required
 def progress(request: HttpRequest, slug: str) -> HttpResponse:
     """The monitoring tables alone, for the page's periodic refresh."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -158,7 +158,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def prepare(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -167,7 +167,7 @@ def prepare(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -185,7 +185,7 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def invite(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -203,7 +203,7 @@ def invite(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def add_account(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -224,7 +224,7 @@ def add_account(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def rate_diversity(request: HttpRequest, slug: str) -> HttpResponse:
     """The organizer takes the diversity role (allowed only without quality/fit sessions)."""
@@ -243,14 +243,14 @@ def csv_response(text: str, filename: str) -> HttpResponse:
     return response
 
 
-@organizer_required
+@challenge_organizer_required
 def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     text = selectors.to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
     return csv_response(text, f"{slug}-ratings.csv")
 
 
-@organizer_required
+@challenge_organizer_required
 def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     text = selectors.to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)

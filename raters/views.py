@@ -18,7 +18,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
 from stimuli.models import Challenge
-from stimuli.permissions import is_organizer
+from stimuli.permissions import may_read
 
 from . import lookups, services
 from .models import CategorySession, FamiliarizationClip, Rater, TextJudge
@@ -51,7 +51,7 @@ def _account_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
     if not request.user.is_authenticated:
         return None
     rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
-    if rater is None and is_organizer(request.user):
+    if rater is None and may_read(request.user, challenge):
         # Only organizers enrol themselves. A participant account rates in the challenge it
         # was made for, with its team: enrolled anywhere else it would have no team, and its
         # ratings of its own team's systems could not be removed.
