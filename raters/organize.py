@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
 from stimuli.permissions import challenge_organizer_required
 
@@ -246,12 +247,12 @@ def csv_response(text: str, filename: str) -> HttpResponse:
 @challenge_organizer_required
 def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    text = selectors.to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
+    text = to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
     return csv_response(text, f"{slug}-ratings.csv")
 
 
 @challenge_organizer_required
 def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    text = selectors.to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
+    text = to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
     return csv_response(text, f"{slug}-diversity.csv")

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from stimuli.models import Challenge, Job
 from stimuli.permissions import check_challenge, is_organizer, may_read, readable_challenges
@@ -65,6 +65,7 @@ def publish(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("stimuli:job", pk=job.pk)
 
 
+@require_safe
 def preview(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     if not may_read(request.user, challenge):
