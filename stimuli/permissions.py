@@ -173,6 +173,17 @@ class IsOrganizer(BasePermission):
         return True
 
 
+class ApiDocsPermission(BasePermission):
+    """The API's schema and docs: organizers only, unless FOLEY_PUBLIC_API_DOCS opens them."""
+
+    message = "The API documentation is for organizers."
+
+    def has_permission(self, request, view) -> bool:
+        from django.conf import settings
+
+        return settings.FOLEY_PUBLIC_API_DOCS or is_organizer(request.user)
+
+
 def roles(request: HttpRequest) -> dict:
     """Template context: what the navigation may show."""
     return {"is_organizer": is_organizer(getattr(request, "user", None))}

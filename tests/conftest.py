@@ -108,6 +108,22 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def rate_limits_off(settings):
+    """Rate limits count per client address, and every test client is 127.0.0.1: they are off
+    but in the tests of the limits themselves (`rate_limits`)."""
+    from django.core.cache import cache
+
+    settings.FOLEY_RATE_LIMITS_ENABLED = False
+    cache.clear()
+
+
+@pytest.fixture
+def rate_limits(settings):
+    settings.FOLEY_RATE_LIMITS_ENABLED = True
+    return settings
+
+
+@pytest.fixture(autouse=True)
 def media_root(settings, tmp_path):
     """Each test stores audio in its own folder."""
     settings.MEDIA_ROOT = tmp_path / "media"
