@@ -119,12 +119,18 @@ def state() -> tuple:
     return (*counts, Challenge.objects.get(slug="ours").phase)
 
 
-def test_every_organizer_route_refuses_an_organizer_of_another_challenge(two_challenges):
-    page, api = clients(two_challenges["outsider"])
-    before = state()
+def each_route(user):
+    """(name, URL, client) for every organizer route of the challenge "ours", as `user`: pages
+    through a logged-in client, the API with the user's token."""
+    page, api = clients(user)
     for name, kwargs in scoped_routes():
         url = url_for(name, kwargs, "ours")
-        client = api if url.startswith("/api/") else page
+        yield name, url, api if url.startswith("/api/") else page
+
+
+def test_every_organizer_route_refuses_an_organizer_of_another_challenge(two_challenges):
+    before = state()
+    for name, url, client in each_route(two_challenges["outsider"]):
         for method in ("get", *WRITES):
             status = getattr(client, method)(url).status_code
             # 405: a method the route does not take, refused before anything runs.
@@ -133,11 +139,8 @@ def test_every_organizer_route_refuses_an_organizer_of_another_challenge(two_cha
 
 
 def test_every_organizer_route_refuses_a_viewer_where_it_writes(two_challenges):
-    page, api = clients(two_challenges["viewer"])
     before = state()
-    for name, kwargs in scoped_routes():
-        url = url_for(name, kwargs, "ours")
-        client = api if url.startswith("/api/") else page
+    for name, url, client in each_route(two_challenges["viewer"]):
         for method in WRITES:
             status = getattr(client, method)(url).status_code
             assert status in (403, 405), f"{method.upper()} {url} ({name}) answered {status}"
@@ -147,10 +150,7 @@ def test_every_organizer_route_refuses_a_viewer_where_it_writes(two_challenges):
 
 
 def test_the_challenges_organizers_reach_every_route_and_no_route_answers_500(two_challenges):
-    page, api = clients(two_challenges["member"])
-    for name, kwargs in scoped_routes():
-        url = url_for(name, kwargs, "ours")
-        client = api if url.startswith("/api/") else page
+    for name, url, client in each_route(two_challenges["member"]):
         status = client.get(url).status_code
         assert status not in (403, 500), f"GET {url} ({name}) answered {status}"
         suffixed = client.get(url.rstrip("/") + ".json").status_code

@@ -181,6 +181,19 @@ def test_an_oversized_body_is_refused_before_it_is_spooled(db, settings, spool):
     assert response.status_code in (403, 404) and RecordingHandler.seen == ["big.bin"]
 
 
+def test_an_upload_over_its_limit_is_refused_before_it_is_spooled(
+    organizer_client, challenge, settings, spool
+):
+    settings.FOLEY_UPLOAD_MAX_BYTES = settings.FOLEY_BODY_MAX_BYTES
+    size = settings.FOLEY_UPLOAD_MAX_BYTES + 2 * limits.MULTIPART_ROOM
+    response = organizer_client.post(
+        reverse("stimuli:upload", args=[challenge.slug]),
+        {"role": "development", "file": SimpleUploadedFile("set.zip", b"\0" * size)},
+    )
+    assert response.status_code == 413
+    assert RecordingHandler.seen == [] and list(spool.iterdir()) == []
+
+
 def test_upload_paths_take_large_bodies_and_only_they(settings):
     assert limits.body_limit("stimuli:upload") > settings.FOLEY_UPLOAD_MAX_BYTES
     assert limits.body_limit("upload-list") > settings.FOLEY_UPLOAD_MAX_BYTES
