@@ -16,6 +16,7 @@ from .models import AudioFile, Challenge, Clip, Job, Medoid
 from .permissions import (
     challenge_organizer_required,
     check_challenge,
+    is_organizer,
     is_site_staff,
     may_create_challenges,
     organizer_required,
@@ -24,7 +25,15 @@ from .permissions import (
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html", {"challenges": Challenge.objects.all()})
+    # Organizer links only to the challenges the user organizes or views.
+    organized = (
+        set(readable_challenges(request.user).values_list("pk", flat=True))
+        if is_organizer(request.user)
+        else set()
+    )
+    return render(
+        request, "home.html", {"challenges": Challenge.objects.all(), "organized": organized}
+    )
 
 
 @organizer_required

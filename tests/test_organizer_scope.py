@@ -161,8 +161,9 @@ def test_unscoped_organizer_routes_show_only_the_users_challenges(two_challenges
     ours = two_challenges["ours"]
     job = Job.objects.create(challenge=ours, kind="import")
     page, api = clients(two_challenges["outsider"])
-    listed = page.get(reverse("stimuli:challenges")).content.decode()
-    assert "Theirs" in listed and "/organize/ours/" not in listed
+    for where in ("stimuli:challenges", "home"):
+        listed = page.get(reverse(where)).content.decode()
+        assert "/organize/theirs/" in listed and "/organize/ours/" not in listed, where
     assert [c["slug"] for c in api.get("/api/challenges/").json()["results"]] == ["theirs"]
     assert page.get(reverse("stimuli:job", args=[job.pk])).status_code == 403
     assert api.get(f"/api/challenges/ours/jobs/{job.pk}/").status_code == 403
