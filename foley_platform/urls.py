@@ -1,10 +1,11 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from raters import views as raters_views
 from stimuli import views as stimuli_views
+from stimuli.permissions import ApiDocsPermission
 
 urlpatterns = [
     path("", stimuli_views.home, name="home"),
@@ -23,10 +24,17 @@ urlpatterns = [
     path("api/listening/", include("raters.api_urls")),
     path("api/", include("stimuli.api_urls")),
     path("results/", include("scoring.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(permission_classes=[ApiDocsPermission]),
+        name="api-schema",
+    ),
+    # The split view serves its start-up script as a file: no inline script under the CSP.
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[]),
+        SpectacularSwaggerSplitView.as_view(
+            url_name="api-schema", permission_classes=[ApiDocsPermission]
+        ),
         name="api-docs",
     ),
 ]

@@ -12,8 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
-from stimuli.permissions import organizer_required
+from stimuli.permissions import challenge_organizer_required
 
 from . import selectors, services
 from .models import ListeningTest, Rater
@@ -129,7 +130,7 @@ def _progress_context(challenge: Challenge) -> dict:
     }
 
 
-@organizer_required
+@challenge_organizer_required
 def monitor(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     context = _context(request, challenge)
@@ -144,7 +145,7 @@ def monitor(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "raters/organize.html", context)
 
 
-@organizer_required
+@challenge_organizer_required
 def progress(request: HttpRequest, slug: str) -> HttpResponse:
     """The monitoring tables alone, for the page's periodic refresh."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -159,7 +160,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def prepare(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -168,7 +169,7 @@ def prepare(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -186,7 +187,7 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def invite(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -204,7 +205,7 @@ def invite(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def add_account(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -225,7 +226,7 @@ def add_account(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def rate_diversity(request: HttpRequest, slug: str) -> HttpResponse:
     """The organizer takes the diversity role (allowed only without quality/fit sessions)."""
@@ -244,15 +245,15 @@ def csv_response(text: str, filename: str) -> HttpResponse:
     return response
 
 
-@organizer_required
+@challenge_organizer_required
 def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    text = selectors.to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
+    text = to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
     return csv_response(text, f"{slug}-ratings.csv")
 
 
-@organizer_required
+@challenge_organizer_required
 def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    text = selectors.to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
+    text = to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
     return csv_response(text, f"{slug}-diversity.csv")

@@ -3,9 +3,7 @@ organizers' monitoring figures."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from collections import defaultdict
 
@@ -221,14 +219,6 @@ def diversity_rows(challenge: Challenge) -> list[dict]:
         }
         for r in ratings
     ]
-
-
-def to_csv(rows: list[dict], columns: tuple[str, ...]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 def excluded_sessions(challenge: Challenge) -> list[int]:

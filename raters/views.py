@@ -15,10 +15,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from stimuli.models import Challenge
-from stimuli.permissions import is_organizer
+from stimuli.permissions import may_read
 
 from . import delivery, lookups, services
 from .models import CategorySession, Rater, TextJudge
@@ -51,7 +51,7 @@ def _account_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
     if not request.user.is_authenticated:
         return None
     rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
-    if rater is None and is_organizer(request.user):
+    if rater is None and may_read(request.user, challenge):
         # Only organizers enrol themselves. A participant account rates in the challenge it
         # was made for, with its team: enrolled anywhere else it would have no team, and its
         # ratings of its own team's systems could not be removed.
@@ -114,15 +114,30 @@ def rater_view(view):
     return wrapper
 
 
+def _confirm_switch(request: HttpRequest, challenge: Challenge) -> HttpResponse:
+    """A link of another rater than the one this browser holds: the switch needs the person's
+    own POST from this page, so another site's link (a cross-site GET) cannot make the browser
+    someone else."""
+    response = render(request, "raters/switch.html", {"challenge": challenge})
+    add_never_cache_headers(response)
+    return response
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 def join(request: HttpRequest, slug: str, key: str) -> HttpResponse:
-    """An invitation link: the browser becomes this rater."""
+    """An invitation link: the browser becomes this rater (after a confirming POST when it
+    already is another one)."""
     challenge = get_object_or_404(Challenge, slug=slug)
     rater = Rater.objects.filter(challenge=challenge, access_key=key).first()
     if rater is None:
         raise Http404("This invitation link is not valid.")
+    held = _cookie_rater(request, slug)
+    if held is not None and held.pk != rater.pk and request.method != "POST":
+        return _confirm_switch(request, challenge)
     return _remember(redirect("raters:home", slug=slug), rater, slug)
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     """A crowd-sourcing link, e.g. `...?PROLIFIC_PID=..&STUDY_ID=..&SESSION_ID=..`."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -132,6 +147,8 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
         held is not None and participant and held.participant_id == participant
     ):  # this browser's own worker, back through the link
         return redirect("raters:home", slug=slug)
+    if held is not None and request.method != "POST":  # another rater: enrol on confirmation
+        return _confirm_switch(request, challenge)
     try:
         rater = services.enrol_crowd(
             challenge,

@@ -111,7 +111,10 @@ class SnapshotList(PublicMixin, generics.ListAPIView):
 
     def get_queryset(self):
         challenge = get_object_or_404(Challenge, slug=self.kwargs["slug"])
-        return selectors.snapshots(challenge).select_related("challenge")
+        found = selectors.snapshots(challenge).select_related("challenge")
+        if not found.exists():  # before publication the challenge's results are not there
+            raise Http404("No published results.")
+        return found
 
 
 class SnapshotDetail(PublicMixin, generics.RetrieveAPIView):

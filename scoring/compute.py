@@ -39,6 +39,7 @@ from raters.quality import (
     judge,
 )
 from stimuli.errors import Refused
+from stimuli.exports import read_cell
 
 from .intervals import JACKKNIFE_T, Jackknife, rater_and_sound_strata
 from .intervals import METHODS as INTERVAL_METHODS
@@ -265,7 +266,12 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> list[dict]:
                     f"{path.name}: missing column(s) {', '.join(missing)}; "
                     f"expected {', '.join(columns)}"
                 )
-            return [dict(row) for row in reader]
+            # The platform's exports escape formula-like cells (stimuli/exports.py): read back
+            # as written.
+            return [
+                {k: read_cell(v) if isinstance(v, str) else v for k, v in row.items()}
+                for row in reader
+            ]
     except OSError as exc:
         raise ScoringInputError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 

@@ -3,12 +3,11 @@ API all show."""
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 
 from django.db.models import Max, QuerySet
 
+from stimuli.exports import to_csv
 from stimuli.models import Challenge
 
 from .models import Snapshot
@@ -81,12 +80,7 @@ class Table:
         ]
 
     def to_csv(self) -> str:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=self.flat_columns, lineterminator="\n")
-        writer.writeheader()
-        for row in self.flat_rows():
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        return buffer.getvalue()
+        return to_csv(self.flat_rows(), self.flat_columns)
 
 
 SCALE_COLUMNS = [

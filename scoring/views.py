@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from stimuli.models import Challenge, Job
-from stimuli.permissions import is_organizer
+from stimuli.permissions import check_challenge, is_organizer, may_read, readable_challenges
 
 from . import selectors, services
 from .compute import ScoringInputError
@@ -25,7 +24,7 @@ def index(request: HttpRequest) -> HttpResponse:
     published = list(selectors.published_challenges())
     unpublished = []
     if is_organizer(request.user):
-        unpublished = Challenge.objects.exclude(pk__in=[c.pk for c in published])
+        unpublished = readable_challenges(request.user).exclude(pk__in=[c.pk for c in published])
     return render(
         request, "scoring/index.html", {"challenges": published, "unpublished": unpublished}
     )
@@ -36,7 +35,7 @@ def challenge_results(request: HttpRequest, slug: str) -> HttpResponse:
     latest = selectors.latest_snapshot(challenge)
     if latest is not None:
         return redirect("scoring:snapshot", slug=slug, number=latest.number)
-    if not is_organizer(request.user):
+    if not may_read(request.user, challenge):
         # Nothing is public before publication, not even that results are being prepared.
         raise Http404("No published results.")
     return render(request, "scoring/unpublished.html", _publish_context(challenge))
@@ -52,9 +51,8 @@ def _publish_context(challenge: Challenge) -> dict:
 
 @require_POST
 def publish(request: HttpRequest, slug: str) -> HttpResponse:
-    if not is_organizer(request.user):
-        raise PermissionDenied("Only organizers can publish results.")
     challenge = get_object_or_404(Challenge, slug=slug)
+    check_challenge(request.user, challenge, write=True)
     job = services.request_publication(challenge, request.user)
     if job.state == Job.State.SUCCEEDED:
         number = job.result["snapshot"]
@@ -67,10 +65,11 @@ def publish(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("stimuli:job", pk=job.pk)
 
 
+@require_safe
 def preview(request: HttpRequest, slug: str) -> HttpResponse:
-    if not is_organizer(request.user):
-        raise Http404("No published results.")
     challenge = get_object_or_404(Challenge, slug=slug)
+    if not may_read(request.user, challenge):
+        raise Http404("No published results.")
     try:
         result = services.preview(challenge, request.user)
     except ScoringInputError as exc:
@@ -113,7 +112,7 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         "settings_json": json.dumps(snap.settings, indent=2),
         "hashes_json": json.dumps(snap.input_hashes, indent=2),
     }
-    if is_organizer(request.user):
+    if may_read(request.user, snap.challenge):
         context.update(_publish_context(snap.challenge))
     return render(request, "scoring/snapshot.html", context)
 

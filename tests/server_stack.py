@@ -34,6 +34,10 @@ def site_environment(database_url: str, scratch: Path) -> dict[str, str]:
         "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
         "LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "foley_platform.settings",
+        # Every simulated browser comes from loopback: per-client rate limits would throttle a
+        # crowd as one client, and would hide what the listening checks themselves refuse
+        # (nginx's are lifted for loopback by tests/nginx_site.py).
+        "FOLEY_RATE_LIMITS_ENABLED": "0",
     }
 
 

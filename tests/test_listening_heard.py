@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from raters import listening, selectors, services
 from raters.models import FamiliarizationClip, Rater, Rating, Trial
+from stimuli.exports import to_csv
 from tests.listening_setup import (
     add_closed_sessions,
     build_listening_challenge,
@@ -202,7 +203,7 @@ def test_a_normal_listen_is_accepted_and_recorded(challenge, clock):
     [row] = selectors.rating_rows(challenge)
     assert (row["plays"], row["seeks"], row["heard_fraction"]) == (2, 0, 1.0)
     assert row["answer_s"] == rating.answer_s
-    header = selectors.to_csv([row], selectors.RATING_COLUMNS).splitlines()[0]
+    header = to_csv([row], selectors.RATING_COLUMNS).splitlines()[0]
     assert header.endswith("plays,seeks,heard_fraction,answer_s,flags")
 
 

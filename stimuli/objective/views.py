@@ -12,7 +12,7 @@ from .. import jobs, selectors
 from ..errors import Refused, page_status
 from ..jobs import log_tail
 from ..models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
-from ..permissions import organizer_required
+from ..permissions import challenge_organizer_required
 from . import pipeline
 
 OBJECTIVE_KINDS = [Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS]
@@ -51,12 +51,12 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
     return render(request, "stimuli/objective_panel.html", context, status=status)
 
 
-@organizer_required
+@challenge_organizer_required
 def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
 
 
-@organizer_required
+@challenge_organizer_required
 def clip_fad(request: HttpRequest, slug: str, system_id: int, category: str) -> HttpResponse:
     """A system's clips of one category by their own FAD, the worst first, to listen to."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -72,7 +72,7 @@ def clip_fad(request: HttpRequest, slug: str, system_id: int, category: str) -> 
     return render(request, "stimuli/objective_clip_fad.html", context)
 
 
-@organizer_required
+@challenge_organizer_required
 def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     job = get_object_or_404(Job, pk=job_id, challenge=challenge, kind__in=OBJECTIVE_KINDS)
@@ -83,7 +83,7 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     return response
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -100,7 +100,7 @@ def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     return _panel(request, challenge)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -112,7 +112,7 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     return _panel(request, challenge)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def save_settings(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
