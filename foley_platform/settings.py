@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "foley_platform.middleware.method_not_allowed_page",
 ]
 
 ROOT_URLCONF = "foley_platform.urls"
