@@ -11,7 +11,6 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_POST
 
 from stimuli.models import Challenge, Job
 from stimuli.permissions import is_organizer
@@ -33,10 +32,11 @@ def index(request: HttpRequest) -> HttpResponse:
 
 def challenge_results(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    latest = selectors.latest_snapshot(challenge)
+    organizer = is_organizer(request.user)
+    latest = selectors.latest_snapshot(challenge, organizer=organizer)
     if latest is not None:
         return redirect("scoring:snapshot", slug=slug, number=latest.number)
-    if not is_organizer(request.user):
+    if not organizer:
         # Nothing is public before publication, not even that results are being prepared.
         raise Http404("No published results.")
     return render(request, "scoring/unpublished.html", _publish_context(challenge))
@@ -50,19 +50,29 @@ def _publish_context(challenge: Challenge) -> dict:
     }
 
 
-@require_POST
+PUBLISH_KINDS = ("interim", "final")
+
+
 def publish(request: HttpRequest, slug: str) -> HttpResponse:
+    """GET: what each kind of publication closes and keeps, to choose and confirm; POST: publish."""
     if not is_organizer(request.user):
         raise PermissionDenied("Only organizers can publish results.")
     challenge = get_object_or_404(Challenge, slug=slug)
-    job = services.request_publication(challenge, request.user)
+    kind = request.POST.get("kind")
+    if request.method != "POST" or kind not in PUBLISH_KINDS:
+        context = {**_publish_context(challenge), **selectors.publication_state(challenge)}
+        return render(request, "scoring/publish.html", context)
+    final = kind == "final"
+    public = final or request.POST.get("visibility") != "organizers"
+    job = services.request_publication(challenge, request.user, final=final, public=public)
     if job.state == Job.State.SUCCEEDED:
         number = job.result["snapshot"]
-        messages.success(request, f"Published results #{number}.")
+        label = "final results" if final else "interim results"
+        messages.success(request, f"Published {label} #{number}.")
         return redirect("scoring:snapshot", slug=slug, number=number)
     if job.state == Job.State.FAILED:
         messages.error(request, f"Nothing was published: {job.error}")
-        return redirect("scoring:challenge", slug=slug)
+        return redirect("scoring:publish", slug=slug)
     messages.info(request, "Publishing: the results appear when the job has finished.")
     return redirect("stimuli:job", pk=job.pk)
 
@@ -88,17 +98,22 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _snapshot(slug: str, number: int) -> Snapshot:
-    return get_object_or_404(
-        Snapshot.objects.select_related("challenge"), challenge__slug=slug, number=number
-    )
+def _snapshot(request: HttpRequest, slug: str, number: int) -> Snapshot:
+    """A snapshot the visitor may see: an interim one kept for organizers is 404 to others."""
+    found = Snapshot.objects.select_related("challenge").filter(challenge__slug=slug, number=number)
+    if not is_organizer(request.user):
+        found = found.filter(public=True)
+    return get_object_or_404(found)
 
 
 def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     result = snap.result
     all_tables = selectors.tables(result)
-    others = list(selectors.snapshots(snap.challenge).only("number"))
+    organizer = is_organizer(request.user)
+    others = list(
+        selectors.snapshots(snap.challenge, organizer=organizer).only("number", "final", "public")
+    )
     context = {
         "challenge": snap.challenge,
         "snapshot": snap,
@@ -113,13 +128,13 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         "settings_json": json.dumps(snap.settings, indent=2),
         "hashes_json": json.dumps(snap.input_hashes, indent=2),
     }
-    if is_organizer(request.user):
+    if organizer:
         context.update(_publish_context(snap.challenge))
     return render(request, "scoring/snapshot.html", context)
 
 
 def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpResponse:
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     rows = snap.result["tracks"].get(code)
     if rows is None:
         raise Http404("No such track in these results.")
@@ -146,7 +161,7 @@ def plot(
 ) -> HttpResponse:
     if fmt not in ("svg", "png"):
         raise Http404("Plots are SVG or PNG.")
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     found = snap.plots.filter(track=code, kind=kind).first()
     if found is None:
         raise Http404("No such plot.")
@@ -158,7 +173,7 @@ def plot(
 def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) -> HttpResponse:
     if fmt not in ("csv", "json"):
         raise Http404("Downloads are CSV or JSON.")
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     stem = f"{slug}-results-{number}-{name}"
     if name == "result":
         if fmt != "json":
