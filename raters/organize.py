@@ -13,10 +13,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from stimuli.models import Challenge, Job, Team
-from stimuli.permissions import organizer_required
+from stimuli.permissions import organizer_or_403, organizer_required
 
 from . import selectors, services
 from .models import ListeningTest, Rater
+from .workload import workload
 
 
 class SettingsForm(forms.ModelForm):
@@ -32,6 +33,7 @@ class SettingsForm(forms.ModelForm):
         fields = [
             "categories_min",
             "categories_max",
+            "crowd_categories",
             "target_ratings",
             "anchors_per_session",
             "familiarization_clips",
@@ -47,6 +49,7 @@ class SettingsForm(forms.ModelForm):
         labels = {
             "categories_min": "Categories per rater, at least",
             "categories_max": "Categories per rater, at most",
+            "crowd_categories": "Categories per crowd worker",
             "target_ratings": "Ratings wanted per stimulus",
             "anchors_per_session": "Hidden anchors per session",
             "familiarization_clips": "Familiarization examples",
@@ -112,6 +115,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "open_refused": services.open_refused(challenge),
         "crowd_warning": services.crowd_warning(challenge),
         "completion_code": services.completion_code(test),
+        "crowd_workload": workload(challenge, test, test.crowd_categories),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),
@@ -243,14 +247,24 @@ def csv_response(text: str, filename: str) -> HttpResponse:
     return response
 
 
-@organizer_required
+@organizer_or_403
 def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    text = selectors.to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
-    return csv_response(text, f"{slug}-ratings.csv")
+    rows = selectors.export_rating_rows(challenge)
+    return csv_response(
+        selectors.to_csv(rows, selectors.EXPORT_RATING_COLUMNS), f"{slug}-ratings.csv"
+    )
 
 
-@organizer_required
+@organizer_or_403
+def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """Each crowd worker's approve or reject decision, to apply on the recruiting platform."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    rows = selectors.crowd_decisions(challenge)
+    return csv_response(selectors.to_csv(rows, selectors.CROWD_COLUMNS), f"{slug}-crowd.csv")
+
+
+@organizer_or_403
 def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     text = selectors.to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)

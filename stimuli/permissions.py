@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from functools import wraps
+
 from django.contrib.auth.decorators import user_passes_test
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from rest_framework.permissions import BasePermission
 
@@ -23,6 +26,18 @@ def is_organizer(user) -> bool:
 
 # Pages: anyone who is not an organizer is sent to the login page.
 organizer_required = user_passes_test(is_organizer)
+
+
+def organizer_or_403(view):
+    """Downloads: anyone who is not an organizer gets 403, not a login page saved as the file."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        if not is_organizer(request.user):
+            raise PermissionDenied("Only organizers can download this.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 class IsOrganizer(BasePermission):
