@@ -254,6 +254,7 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
             "done": services.rater_done(rater),
             "can_continue": services.can_continue(rater),
             "is_open": test.is_open,
+            "crowd": rater.kind == Rater.Kind.CROWD,
             **_progress(rater, test),
         },
     )

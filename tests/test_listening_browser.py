@@ -219,7 +219,7 @@ def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path
             " {once: true}); }",
         )
         page.wait_for_function(
-            "document.querySelector('ol.examples .heard').textContent.includes('Skipping ahead')"
+            "document.querySelector('ol.examples .heard').textContent.includes('You skipped ahead from 0.0 s')"
         )
         assert page.is_disabled("#start")
         page.eval_on_selector("ol.examples audio", "a => { a.currentTime = 0; a.play(); }")
@@ -236,7 +236,7 @@ def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path
             " {once: true}); }",
         )
         page.wait_for_function(
-            "document.querySelector('.status').textContent.includes('Skipping ahead')"
+            "document.querySelector('.status').textContent.includes('You skipped ahead from 0.0 s')"
         )
         assert page.is_disabled("#quality-scale") and page.is_disabled("#next")
         # Forcing the form open and sending an answer is refused by the server, with the reason.
