@@ -609,6 +609,12 @@ class TextJudge(models.Model):
     revealed_at = models.DateTimeField(
         null=True, blank=True, help_text="When the true texts of the interpretability test showed."
     )
+    reveal_submitted_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the judge submitted their marks of the reveal step; until then a mark "
+        "may change.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
