@@ -15,6 +15,7 @@ from .forms import ChallengeForm, SystemForm, TeamForm, UploadForm
 from .models import AudioFile, Challenge, Clip, Job, Medoid
 from .panels import render_panel
 from .permissions import organizer_required
+from .phases import phase_conflict
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -48,6 +49,8 @@ def _challenge_context(challenge: Challenge, **extra) -> dict:
         "team_form": TeamForm(),
         "system_form": SystemForm(challenge=challenge),
         "upload_form": UploadForm(challenge=challenge),
+        # The upload form is replaced by the reason while an upload would be refused anyway.
+        "upload_closed": phase_conflict(challenge, fixed_by_listening="no clips can be added"),
         **extra,
     }
 

@@ -66,8 +66,13 @@ def test_every_organizer_page_is_inside_the_layout_and_no_table_overflows(
         page.goto(f"{live_server.url}/organize/generators/{slug}/")
         assert page.inner_text("h1") == "Generators"
         assert "layout" in page.inner_text("main .crumbs")
+        # Published: the forms that would be refused give way to the reason.
+        page.goto(f"{live_server.url}/organize/{slug}/")
+        page.wait_for_selector("#generators-frozen")
+        assert "results of this challenge are published" in page.inner_text("#upload-closed")
+        assert page.locator("#upload-form").count() == 0
+        assert page.locator("#generators button:text-is('Generate')").count() == 0
         if viewport is DESKTOP:
-            page.goto(f"{live_server.url}/organize/{slug}/")
             page.wait_for_load_state("networkidle")
             page.screenshot(path=str(DOCS_SCREENSHOTS / "organizer-challenge.png"), full_page=True)
         page.goto(f"{live_server.url}/results/{slug}/1/")

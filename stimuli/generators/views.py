@@ -15,6 +15,7 @@ from ..jobs import is_stale, log_tail
 from ..models import Challenge, Generator, Job, System
 from ..panels import render_panel
 from ..permissions import organizer_required
+from ..phases import phase_conflict
 from . import generation
 
 
@@ -41,7 +42,13 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
     return render_panel(
         request,
         "stimuli/generators_panel.html",
-        {"challenge": challenge, "rows": rows, "errors": errors or {}},
+        {
+            "challenge": challenge,
+            "rows": rows,
+            "errors": errors or {},
+            # Code and generation forms give way to the reason while they would be refused.
+            "frozen": phase_conflict(challenge, fixed_by_listening="system clips cannot change"),
+        },
         title="Generators",
         panel_id="generators",
         status=status,
