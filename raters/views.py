@@ -75,11 +75,19 @@ def _remember(response: HttpResponse, rater: Rater, slug: str) -> HttpResponse:
 
 
 def _refuse(
-    request: HttpRequest, challenge: Challenge, message: str, status: int, *, crowd: bool = False
+    request: HttpRequest,
+    challenge: Challenge,
+    message: str,
+    status: int,
+    *,
+    rater: bool = False,
+    crowd: bool = False,
 ) -> HttpResponse:
+    """The refusal page: a rater's (`rater`) without the site's navigation, a crowd worker's at
+    the link (`crowd`) without a way into a test they are not in."""
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"detail": message}, status=status)
-    context = {"challenge": challenge, "message": message, "crowd": crowd}
+    context = {"challenge": challenge, "message": message, "rater": rater or crowd, "crowd": crowd}
     return render(request, "raters/refused.html", context, status=status)
 
 
@@ -107,7 +115,7 @@ def rater_view(view):
         try:
             response = view(request, challenge, rater, *args, **kwargs)
         except services.ListeningError as exc:
-            response = _refuse(request, challenge, exc.message, exc.status)
+            response = _refuse(request, challenge, exc.message, exc.status, rater=True)
         if not response.has_header("Cache-Control"):
             # Pages are per rater and per moment; only audio sets its own caching.
             add_never_cache_headers(response)

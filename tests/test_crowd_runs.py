@@ -60,6 +60,10 @@ def test_a_crowd_worker_rates_one_category_and_is_told_the_total_time_before_con
     page = client.get(f"/listen/{run.slug}/instructions/").content.decode()
     assert "You will rate 1 category." in page
     client.post(f"/listen/{run.slug}/instructions/")
+    # A refusal in the middle of the test is a rater's page too: no way off it.
+    refused = client.post(f"/listen/{run.slug}/finish/")
+    assert refused.status_code == 409 and b"finish the category" in refused.content
+    assert b"/results/" not in refused.content and b"Log in" not in refused.content
     answer_session(rater, rater.sessions.get())
     # One category, then done: no second one is assigned, and finishing is allowed.
     assert services.next_session(rater).reason == "max"
