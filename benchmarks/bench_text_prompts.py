@@ -69,6 +69,7 @@ def main() -> None:
             elif step.test == "reveal":
                 for trial in text_prompts.reveal_rows(judge):
                     text_prompts.save_mark(judge, trial.token, correct="no", key=next(keys))
+                text_prompts.submit_marks(judge)
             else:
                 text_prompts.save_realism(judge, step.trial.token, says_real="real", key=next(keys))
 

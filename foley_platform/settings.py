@@ -28,6 +28,8 @@ DATA_DIR = Path(env("FOLEY_DATA_DIR", default=str(BASE_DIR / "data")))
 # outlives the process (no sessions, tokens or links), so a fresh install runs them without a
 # secret. The web server, workers and every other command still refuse to start without one.
 KEYLESS_COMMANDS = frozenset({"compute_fad", "compute_kad", "score_offline", "validate_generator"})
+# Asking manage.py what it can do needs no secret either: it runs nothing.
+KEYLESS_COMMANDS |= {"help", "--help", "-h", "--version", "version"}
 
 
 def _keyless_command() -> bool:
@@ -98,6 +100,7 @@ MIDDLEWARE = [
     # without the proxy's (deploy/nginx.conf has the same).
     "foley_platform.limits.RateLimitMiddleware",
     "axes.middleware.AxesMiddleware",
+    "foley_platform.middleware.method_not_allowed_page",
 ]
 
 ROOT_URLCONF = "foley_platform.urls"

@@ -1,5 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -7,8 +9,16 @@ from raters import views as raters_views
 from stimuli import views as stimuli_views
 from stimuli.permissions import ApiDocsPermission
 
+
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    # Resolved per request: the static files' manifest may not exist when URLs are loaded.
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
 urlpatterns = [
     path("", stimuli_views.home, name="home"),
+    # Browsers and feed readers that ignore the page's icon link ask here.
+    path("favicon.ico", favicon),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -33,6 +33,9 @@ class CSVRenderer(BaseRenderer):
 
 class RatingRowSerializer(serializers.Serializer):
     rater = serializers.CharField()
+    participant_id = serializers.CharField(
+        allow_blank=True, help_text="A crowd worker's id on the recruiting platform."
+    )
     rater_team = serializers.CharField(allow_blank=True)
     session = serializers.CharField()
     category = serializers.CharField()
@@ -77,14 +80,14 @@ class _RowsView(APIView):
 
 
 class RatingsView(_RowsView):
-    """One row per quality/fit rating: rater, rater_team, session, category, system, track,
-    stimulus, role, quality, fit."""
+    """One row per quality/fit rating: rater, participant_id, rater_team, session, category,
+    system, track, stimulus, role, quality, fit."""
 
-    columns = selectors.RATING_COLUMNS
+    columns = selectors.EXPORT_RATING_COLUMNS
     name_part = "ratings"
 
     def rows(self, challenge):
-        return selectors.rating_rows(challenge)
+        return selectors.export_rating_rows(challenge)
 
     @extend_schema(responses=RatingRowSerializer(many=True), parameters=[FORMAT])
     def get(self, request, challenge_slug: str, format=None):
@@ -101,6 +104,33 @@ class DiversityView(_RowsView):
         return selectors.diversity_rows(challenge)
 
     @extend_schema(responses=DiversityRowSerializer(many=True), parameters=[FORMAT])
+    def get(self, request, challenge_slug: str, format=None):
+        return super().get(request, challenge_slug, format)
+
+
+class CrowdDecisionSerializer(serializers.Serializer):
+    participant_id = serializers.CharField()
+    submission_id = serializers.CharField(allow_blank=True, help_text="Prolific's SESSION_ID.")
+    study_id = serializers.CharField(allow_blank=True)
+    action = serializers.ChoiceField(choices=["APPROVE", "REJECT", ""])
+    rejection_category = serializers.CharField(allow_blank=True)
+    message = serializers.CharField(allow_blank=True)
+    rater = serializers.CharField()
+    categories_done = serializers.IntegerField()
+    checks_misrated = serializers.IntegerField()
+
+
+class CrowdView(_RowsView):
+    """One row per crowd worker: the submission to approve or reject on the recruiting platform
+    (Prolific's actions and rejection category), with the reason."""
+
+    columns = selectors.CROWD_COLUMNS
+    name_part = "crowd"
+
+    def rows(self, challenge):
+        return selectors.crowd_decisions(challenge)
+
+    @extend_schema(responses=CrowdDecisionSerializer(many=True), parameters=[FORMAT])
     def get(self, request, challenge_slug: str, format=None):
         return super().get(request, challenge_slug, format)
 
@@ -132,6 +162,7 @@ class ProgressView(APIView):
                 "raters": [
                     {
                         "rater": row["rater"].code,
+                        "participant_id": row["rater"].participant_id,
                         "kind": row["rater"].kind,
                         "sessions_closed": row["closed"],
                         "answered": row["answered"],

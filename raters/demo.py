@@ -13,6 +13,7 @@ from stimuli.models import Challenge, Medoid, Team
 from stimuli.permissions import ORGANIZERS_GROUP
 
 from . import services
+from .errors import ListeningError
 from .models import Anchor, Rater, Rating, Stimulus
 
 # What an attentive rater answers for each anchor type (quality, fit).
@@ -55,6 +56,21 @@ def _answer(rng: random.Random, role: str, system: str, careless: bool) -> tuple
     return clip(quality), clip(fit)
 
 
+# Crowd workers a simulation recruits at most beyond its raters (a bound, should the test never
+# fill).
+MAX_RECRUITED = 500
+
+
+def _crowd_worker(challenge: Challenge, test, seed: int, n: int) -> Rater:
+    return services.enrol_crowd(
+        challenge,
+        test.crowd_key,
+        participant_id=f"sim{seed}x{n}",
+        study_id="demo",
+        session_id=f"demo{seed}x{n}",
+    )
+
+
 def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -> dict:
     """Enrol raters and answer every session they are assigned, through the real services.
 
@@ -82,19 +98,17 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
             user = User.objects.filter(username=name).first() or User.objects.create_user(name)
             rater = services.enrol_user(challenge, user, team=owner_team)
         elif n % 2:
-            rater = services.enrol_crowd(
-                challenge,
-                test.crowd_key,
-                participant_id=f"sim{seed}x{n}",
-                study_id="demo",
-                session_id=f"demo{seed}x{n}",
-            )
+            try:
+                rater = _crowd_worker(challenge, test, seed, n)
+            except ListeningError:  # a full test turns crowd workers away at the link
+                continue
         else:
             rater = services.invite(challenge, label=f"simulated listener {n}")
         counts["raters"] += 1
         services.record_consent(rater)
         services.record_instructions(rater)
         raters.append((n, rater))
+    extra = 0
     # Raters take turns, one category each, as people working at the same time would.
     while raters:
         still: list[tuple[int, Rater]] = []
@@ -124,6 +138,16 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
                 counts["ratings"] += 1
             still.append((n, rater))
         raters = still
+        if not raters and extra < MAX_RECRUITED and any(services.category_need(challenge).values()):
+            # As a crowd run does, recruit another worker (each rates the run's few categories)
+            # until every sound has its ratings.
+            n = n_raters + extra
+            extra += 1
+            rater = _crowd_worker(challenge, test, seed, n)
+            counts["raters"] += 1
+            services.record_consent(rater)
+            services.record_instructions(rater)
+            raters = [(n, rater)]
     organizers = Group.objects.get_or_create(name=ORGANIZERS_GROUP)[0]
     for k in range(2):
         name = f"{challenge.slug[:20]}-diversity-{k}"

@@ -60,6 +60,11 @@ class ListeningTest(models.Model):
     categories_max = models.PositiveSmallIntegerField(
         default=7, help_text="Categories a rater may rate at most."
     )
+    crowd_categories = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="Categories each crowd worker rates (DCASE 2023's public phase gave one); "
+        "participants and invited listeners rate between the minimum and the maximum.",
+    )
     target_ratings = models.PositiveSmallIntegerField(
         default=10, help_text="Independent ratings wanted per stimulus."
     )
@@ -104,6 +109,10 @@ class ListeningTest(models.Model):
                 condition=Q(categories_min__gte=1)
                 & Q(categories_max__gte=models.F("categories_min")),
                 name="listening_categories_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(crowd_categories__gte=1) & Q(crowd_categories__lte=100),
+                name="listening_crowd_categories_range",
             ),
             models.CheckConstraint(
                 condition=Q(target_ratings__gte=1) & Q(target_ratings__lte=1000),
@@ -615,6 +624,12 @@ class TextJudge(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     revealed_at = models.DateTimeField(
         null=True, blank=True, help_text="When the true texts of the interpretability test showed."
+    )
+    reveal_submitted_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the judge submitted their marks of the reveal step; until then a mark "
+        "may change.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

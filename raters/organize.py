@@ -14,10 +14,11 @@ from django.views.decorators.http import require_POST
 
 from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
-from stimuli.permissions import challenge_organizer_required
+from stimuli.permissions import challenge_organizer_required, organizer_or_403
 
 from . import selectors, services
 from .models import ListeningTest, Rater
+from .workload import workload
 
 
 class SettingsForm(forms.ModelForm):
@@ -33,6 +34,7 @@ class SettingsForm(forms.ModelForm):
         fields = [
             "categories_min",
             "categories_max",
+            "crowd_categories",
             "target_ratings",
             "anchors_per_session",
             "familiarization_clips",
@@ -48,6 +50,7 @@ class SettingsForm(forms.ModelForm):
         labels = {
             "categories_min": "Categories per rater, at least",
             "categories_max": "Categories per rater, at most",
+            "crowd_categories": "Categories per crowd worker",
             "target_ratings": "Ratings wanted per stimulus",
             "anchors_per_session": "Hidden anchors per session",
             "familiarization_clips": "Familiarization examples",
@@ -114,6 +117,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "crowd_warning": services.crowd_warning(challenge),
         "completion_code": services.completion_code(test),
         "rules": selectors.rules_table(challenge),
+        "crowd_workload": workload(challenge, test, test.crowd_categories),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),
@@ -245,14 +249,22 @@ def csv_response(text: str, filename: str) -> HttpResponse:
     return response
 
 
-@challenge_organizer_required
+@organizer_or_403
 def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    text = to_csv(selectors.rating_rows(challenge), selectors.RATING_COLUMNS)
-    return csv_response(text, f"{slug}-ratings.csv")
+    rows = selectors.export_rating_rows(challenge)
+    return csv_response(to_csv(rows, selectors.EXPORT_RATING_COLUMNS), f"{slug}-ratings.csv")
 
 
-@challenge_organizer_required
+@organizer_or_403
+def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """Each crowd worker's approve or reject decision, to apply on the recruiting platform."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    rows = selectors.crowd_decisions(challenge)
+    return csv_response(to_csv(rows, selectors.CROWD_COLUMNS), f"{slug}-crowd.csv")
+
+
+@organizer_or_403
 def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     text = to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)

@@ -15,4 +15,5 @@ urlpatterns = [
     path("<slug:slug>/diversity/", organize.rate_diversity, name="rate_diversity"),
     path("<slug:slug>/ratings.csv", organize.ratings_csv, name="ratings_csv"),
     path("<slug:slug>/diversity.csv", organize.diversity_csv, name="diversity_csv"),
+    path("<slug:slug>/crowd.csv", organize.crowd_csv, name="crowd_csv"),
 ]

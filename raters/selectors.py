@@ -10,6 +10,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import connection, models
 from django.db.models import Count, Q
+from django.template.defaultfilters import pluralize
 from django.utils.module_loading import import_string
 
 from stimuli.models import Category, Challenge
@@ -43,6 +44,23 @@ RATING_COLUMNS = (
     "heard_fraction",
     "answer_s",
     "flags",
+)
+# The organizers' export: each crowd worker's id on the recruiting platform beside the
+# pseudonym. Scoring reads rating_rows, which has none.
+EXPORT_RATING_COLUMNS = ("rater", "participant_id", *RATING_COLUMNS[1:])
+# One row per crowd worker, as Prolific's submission review takes it: the submission (its
+# SESSION_ID), APPROVE or REJECT, and for a rejection its category and message; no action while
+# the worker has not finished.
+CROWD_COLUMNS = (
+    "participant_id",
+    "submission_id",
+    "study_id",
+    "action",
+    "rejection_category",
+    "message",
+    "rater",
+    "categories_done",
+    "checks_misrated",
 )
 DIVERSITY_COLUMNS = (
     "rater",
@@ -181,6 +199,55 @@ def rating_rows(challenge: Challenge) -> list[dict]:
                 "rater_kind": rater.kind,
                 **_listening(rating),
                 FLAGS_COLUMN: verdicts.get(session.pk, ""),
+            }
+        )
+    return rows
+
+
+def export_rating_rows(challenge: Challenge) -> list[dict]:
+    """rating_rows with each rater's participant id (crowd workers'; "" for anyone else)."""
+    ids = dict(
+        Rater.objects.filter(challenge=challenge)
+        .exclude(participant_id="")
+        .values_list("code", "participant_id")
+    )
+    return [{**row, "participant_id": ids.get(row["rater"], "")} for row in rating_rows(challenge)]
+
+
+def crowd_decisions(challenge: Challenge) -> list[dict]:
+    """Per crowd worker, what to do with their submission on the recruiting platform: reject one
+    whose sessions the rater-quality rules exclude (failed attention checks), approve one who
+    finished, leave one who has not finished."""
+    rows = []
+    for row in rater_progress(challenge):
+        rater = row["rater"]
+        if rater.kind != Rater.Kind.CROWD:
+            continue
+        checks = sum(s.verdict.checks for s in row["sessions"])
+        action = category = ""
+        if row["failing"]:
+            action, category = "REJECT", "FAILED_CHECK"
+            n = len(row["sessions"])
+            message = (
+                f"Failed the attention checks: {row['misrated']} of {checks} hidden checks "
+                f"misrated, {row['failing']} of {n} categor{pluralize(n, 'y,ies')} excluded."
+            )
+        elif rater.finished_at is not None:
+            action, message = "APPROVE", ""
+        else:
+            n = len(row["sessions"])
+            message = f"Not finished: {row['closed']} of {n} categor{pluralize(n, 'y,ies')} done."
+        rows.append(
+            {
+                "participant_id": rater.participant_id,
+                "submission_id": rater.crowd_session_id,
+                "study_id": rater.study_id,
+                "action": action,
+                "rejection_category": category,
+                "message": message,
+                "rater": rater.code,
+                "categories_done": row["closed"],
+                "checks_misrated": row["misrated"],
             }
         )
     return rows

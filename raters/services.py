@@ -474,6 +474,23 @@ def invite(challenge: Challenge, *, label: str = "", team: Team | None = None) -
     return _new_rater(challenge, kind=Rater.Kind.INVITED, label=label[:120], team=team)
 
 
+CROWD_RETURN = (
+    "You have not been enrolled and nothing was recorded. Please return your submission on the "
+    "recruiting platform (on Prolific: open the study and choose to return it) so that your "
+    "place is freed; returning is not held against you."
+)
+
+
+def crowd_refusal(challenge: Challenge, test: ListeningTest) -> str:
+    """Why a new crowd worker cannot start now ("" when they can): a closed test, or one where
+    every sound already has the ratings it needs, is refused at the link, before consent."""
+    if not test.is_open:
+        return f"This study is closed. {CROWD_RETURN}"
+    if not any(n > 0 for n in category_need(challenge).values()):
+        return f"This study is full: every sound has the ratings it needs. {CROWD_RETURN}"
+    return ""
+
+
 def enrol_crowd(
     challenge: Challenge,
     crowd_key: str,
@@ -501,6 +518,8 @@ def enrol_crowd(
             "from the recruiting platform, in the browser you began in.",
             409,
         )
+    if refusal := crowd_refusal(challenge, test):  # before any row: the worker was never here
+        raise ListeningError(refusal, 409)
     try:
         return _new_rater(
             challenge,
@@ -668,15 +687,16 @@ def next_session(rater: Rater) -> NextStep:
         if open_session:
             return NextStep(open_session)
         done = set(rater.sessions.values_list("category_id", flat=True))
-        if len(done) >= test.categories_max:
+        fewest, most = categories_for(rater, test)
+        if len(done) >= most:
             return NextStep(None, "max")
         every = category_need(rater.challenge)
         need = {c: n for c, n in every.items() if c not in done}
         wanted = [c for c, n in need.items() if n > 0]
         if not wanted:
             # Everything reached the target; a rater below the minimum still helps the least rated.
-            if len(done) >= test.categories_min or not any(n > 0 for n in every.values()):
-                return NextStep(None, "full" if len(done) < test.categories_min else "done")
+            if len(done) >= fewest or not any(n > 0 for n in every.values()):
+                return NextStep(None, "full" if len(done) < fewest else "done")
             wanted = list(need)
         if not wanted:
             return NextStep(None, "done")
@@ -687,18 +707,27 @@ def next_session(rater: Rater) -> NextStep:
     return NextStep(session)
 
 
+def categories_for(rater: Rater, test: ListeningTest) -> tuple[int, int]:
+    """The fewest and most categories `rater` rates: a crowd worker exactly the run's number
+    (a paid study has one workload, announced before consent), anyone else between the test's
+    minimum and maximum."""
+    if rater.kind == Rater.Kind.CROWD:
+        return test.crowd_categories, test.crowd_categories
+    return test.categories_min, test.categories_max
+
+
 def rater_done(rater: Rater) -> bool:
     """Whether the rater has rated enough categories to finish now (the minimum, or every
     category there is when the challenge has fewer)."""
     test = listening_test(rater.challenge)
     closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
-    return closed >= min(test.categories_min, rated_categories(rater.challenge))
+    return closed >= min(categories_for(rater, test)[0], rated_categories(rater.challenge))
 
 
 def can_continue(rater: Rater) -> bool:
     """Whether another category would still be assigned to the rater."""
     test = listening_test(rater.challenge)
-    if not test.is_open or rater.sessions.count() >= test.categories_max:
+    if not test.is_open or rater.sessions.count() >= categories_for(rater, test)[1]:
         return False
     done = set(rater.sessions.values_list("category_id", flat=True))
     every = category_need(rater.challenge)
@@ -1018,7 +1047,8 @@ def finish(rater: Rater) -> None:
                 )
             if can_continue(rater):
                 raise ListeningError(
-                    f"Please rate at least {test.categories_min} categories before finishing.",
+                    f"Please rate at least {categories_for(rater, test)[0]} categories before "
+                    "finishing.",
                     409,
                 )
     if rater.finished_at is None:

@@ -275,7 +275,12 @@ def next_step(judge: TextJudge) -> Step:
     trial = answerable(judge, INTERPRETABILITY).filter(description__isnull=True).first()
     if trial is not None:
         return Step(INTERPRETABILITY, trial, waiting=trial.audio_id is None)
-    if answerable(judge, INTERPRETABILITY).filter(mark__isnull=True).exists():
+    # The reveal lasts until every answer is marked and the marks are submitted: a mark may
+    # change until then.
+    described = answerable(judge, INTERPRETABILITY)
+    if described.filter(mark__isnull=True).exists() or (
+        judge.reveal_submitted_at is None and described.exists()
+    ):
         if judge.revealed_at is None:
             TextJudge.objects.filter(pk=judge.pk, revealed_at__isnull=True).update(
                 revealed_at=timezone.now()
@@ -446,12 +451,35 @@ def save_mark(judge: TextJudge, token: str, *, correct, key: str) -> tuple[Descr
         previous = _previous(DescriptionMark, key, "trial", trial.pk)
         if previous is not None:
             return previous, False
-        if DescriptionMark.objects.filter(trial=trial).exists():
-            raise ListeningError("This answer is already marked.", 409)
         _check_open(judge)
         if not DescriptionAnswer.objects.filter(trial=trial).exists() or locked.revealed_at is None:
             raise ListeningError("The true texts show once every sound is described.", 409)
+        existing = DescriptionMark.objects.filter(trial=trial).first()
+        if existing is not None:
+            # A judge may change their mind until the marks are submitted (a request of the
+            # earlier key again returns the mark as it is now, above).
+            if locked.reveal_submitted_at is not None:
+                raise ListeningError("Your marks are submitted and can no longer change.", 409)
+            if existing.correct != value:
+                DescriptionMark.objects.filter(pk=existing.pk).update(correct=value)
+                existing.correct = value
+            return existing, False
         return DescriptionMark.objects.create(trial=trial, correct=value, idempotency_key=key), True
+
+
+def submit_marks(judge: TextJudge) -> None:
+    """The end of the reveal step: every answer marked, the marks fixed from now on."""
+    with transaction.atomic():
+        locked = _locked_judge(judge)
+        if locked.reveal_submitted_at is not None:
+            return
+        if locked.revealed_at is None:
+            raise ListeningError("The true texts show once every sound is described.", 409)
+        missing = answerable(judge, INTERPRETABILITY).filter(mark__isnull=True).count()
+        if missing:
+            raise ListeningError(f"Please mark every answer first ({missing} still to mark).", 409)
+        TextJudge.objects.filter(pk=judge.pk).update(reveal_submitted_at=timezone.now())
+    judge.refresh_from_db()
 
 
 def save_realism(

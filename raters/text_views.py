@@ -98,6 +98,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
                 all_heard=all(clip.listened.ok for clip in clips),
                 key=_key(),
                 prompt_key=_key(),
+                shown_set=step.prompt_set.token if clips else "",
                 **_prompt_progress(judge),
             ),
         )
@@ -120,10 +121,12 @@ def progress(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRe
     (HX-Refresh) once something it waits for is ready."""
     judge = _judge(rater)
     step = text_prompts.next_step(judge)
+    # The set whose sounds the page shows gets no link to itself.
+    shown_set = request.GET.get("shown_set", "")
     response = render(
         request,
         TEMPLATE.format("_progress"),
-        _context(challenge, judge, step=step, **_prompt_progress(judge)),
+        _context(challenge, judge, step=step, shown_set=shown_set, **_prompt_progress(judge)),
     )
     if step.test != "prompt" and request.GET.get("shown", "") != _shown(step):
         # A sound the page waited for is ready (a prompt page instead shows a link, so that a
@@ -161,12 +164,26 @@ def describe(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRe
 @rater_view
 @require_POST
 def mark(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    text_prompts.save_mark(
-        _judge(rater),
+    """A mark of the reveal step, changeable until the marks are submitted; htmx gets the row's
+    mark cell back, so that nothing reloads."""
+    judge = _judge(rater)
+    saved, _ = text_prompts.save_mark(
+        judge,
         request.POST.get("token", ""),
         correct=request.POST.get("correct", ""),
         key=request.POST.get("key", ""),
     )
+    if not request.htmx:
+        return _home(challenge)
+    row = next(r for r in text_prompts.reveal_rows(judge) if r.pk == saved.trial_id)
+    row.key = _key()
+    return render(request, TEMPLATE.format("_mark"), {"challenge": challenge, "row": row})
+
+
+@rater_view
+@require_POST
+def submit_marks(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    text_prompts.submit_marks(_judge(rater))
     return _home(challenge)
 
 
@@ -186,10 +203,30 @@ def realism(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRes
 @rater_view
 @require_POST
 def prompt(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    text_prompts.submit_prompt(
-        _judge(rater), request.POST.get("prompt", ""), key=request.POST.get("key", "")
+    """A typed prompt. htmx gets the progress and a fresh prompt field back instead of a new
+    page, so that a sound playing on the page plays on."""
+    judge = _judge(rater)
+    typed = request.POST.get("prompt", "")
+    error = ""
+    try:
+        text_prompts.submit_prompt(judge, typed, key=request.POST.get("key", ""))
+    except ListeningError as exc:
+        if not request.htmx:
+            raise
+        error = exc.message
+    if not request.htmx:
+        return _home(challenge)
+    context = _context(
+        challenge,
+        judge,
+        step=text_prompts.next_step(judge),
+        prompt_key=_key(),
+        error=error,
+        typed=typed if error else "",
+        shown_set=request.POST.get("shown_set", ""),
+        **_prompt_progress(judge),
     )
-    return _home(challenge)
+    return render(request, TEMPLATE.format("_prompt_sent"), context)
 
 
 @rater_view

@@ -25,6 +25,7 @@ urlpatterns = [
     path("<slug:slug>/text/begin/", text_views.begin, name="text_begin"),
     path("<slug:slug>/text/describe/", text_views.describe, name="text_describe"),
     path("<slug:slug>/text/mark/", text_views.mark, name="text_mark"),
+    path("<slug:slug>/text/marks-done/", text_views.submit_marks, name="text_marks_done"),
     path("<slug:slug>/text/realism/", text_views.realism, name="text_realism"),
     path("<slug:slug>/text/prompt/", text_views.prompt, name="text_prompt"),
     path("<slug:slug>/text/answer/", text_views.answer_prompt, name="text_answer"),

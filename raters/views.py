@@ -22,6 +22,7 @@ from stimuli.permissions import may_read
 
 from . import delivery, lookups, services
 from .models import CategorySession, Rater, TextJudge
+from .workload import workload
 
 # A rater's browser is known by a signed cookie holding its access key (the secret of its
 # invitation link), scoped to the challenge's pages: the hot pages find the rater and the
@@ -73,12 +74,21 @@ def _remember(response: HttpResponse, rater: Rater, slug: str) -> HttpResponse:
     return response
 
 
-def _refuse(request: HttpRequest, challenge: Challenge, message: str, status: int) -> HttpResponse:
+def _refuse(
+    request: HttpRequest,
+    challenge: Challenge,
+    message: str,
+    status: int,
+    *,
+    rater: bool = False,
+    crowd: bool = False,
+) -> HttpResponse:
+    """The refusal page: a rater's (`rater`) without the site's navigation, a crowd worker's at
+    the link (`crowd`) without a way into a test they are not in."""
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse({"detail": message}, status=status)
-    return render(
-        request, "raters/refused.html", {"challenge": challenge, "message": message}, status=status
-    )
+    context = {"challenge": challenge, "message": message, "rater": rater or crowd, "crowd": crowd}
+    return render(request, "raters/refused.html", context, status=status)
 
 
 def rater_view(view):
@@ -105,7 +115,7 @@ def rater_view(view):
         try:
             response = view(request, challenge, rater, *args, **kwargs)
         except services.ListeningError as exc:
-            response = _refuse(request, challenge, exc.message, exc.status)
+            response = _refuse(request, challenge, exc.message, exc.status, rater=True)
         if not response.has_header("Cache-Control"):
             # Pages are per rater and per moment; only audio sets its own caching.
             add_never_cache_headers(response)
@@ -158,7 +168,7 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
             session_id=request.GET.get("SESSION_ID", ""),
         )
     except services.ListeningError as exc:
-        return _refuse(request, challenge, exc.message, exc.status)
+        return _refuse(request, challenge, exc.message, exc.status, crowd=True)
     return _remember(redirect("raters:home", slug=slug), rater, slug)
 
 
@@ -248,11 +258,12 @@ def _progress(rater: Rater, test, closed: int | None = None) -> dict:
     else's sessions."""
     if closed is None:
         closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
+    fewest, most = services.categories_for(rater, test)
     return {
         "categories_done": closed,
         "category_number": closed + 1,
-        "categories_min": min(test.categories_min, services.rated_categories(rater.challenge)),
-        "categories_max": test.categories_max,
+        "categories_min": min(fewest, services.rated_categories(rater.challenge)),
+        "categories_max": most,
     }
 
 
@@ -268,6 +279,7 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
             "done": services.rater_done(rater),
             "can_continue": services.can_continue(rater),
             "is_open": test.is_open,
+            "crowd": rater.kind == Rater.Kind.CROWD,
             **_progress(rater, test),
         },
     )
@@ -298,13 +310,17 @@ def consent(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRes
             services.record_consent(rater)
             return redirect("raters:instructions", slug=challenge.slug)
         error = "Please tick the box to agree, or close this page to leave."
+    test = services.listening_test(challenge)
+    fewest = services.categories_for(rater, test)[0]
     return render(
         request,
         "raters/consent.html",
         {
             "challenge": challenge,
             "rater": rater,
-            "test": services.listening_test(challenge),
+            "test": test,
+            "crowd": rater.kind == Rater.Kind.CROWD,
+            "workload": workload(challenge, test, fewest),
             "error": error,
         },
         status=400 if error else 200,
@@ -320,14 +336,11 @@ def instructions(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
         if not rater.diversity_role and not rater.sessions.exists():
             services.next_session(rater)
         return redirect("raters:home", slug=challenge.slug)
+    test = services.listening_test(challenge)
     return render(
         request,
         "raters/instructions.html",
-        {
-            "challenge": challenge,
-            "rater": rater,
-            "test": services.listening_test(challenge),
-        },
+        {"challenge": challenge, "rater": rater, "test": test, **_progress(rater, test)},
     )
 
 

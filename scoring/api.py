@@ -1,5 +1,6 @@
-"""Read-only public API of published results. Only snapshots exist publicly, and a snapshot
-exists only once an organizer has published, so nothing here needs a login."""
+"""Read-only public API of published results. Only public snapshots exist here (an interim one
+kept for organizers does not), and a snapshot exists only once an organizer has published, so
+nothing here needs a login."""
 
 from __future__ import annotations
 
@@ -30,7 +31,10 @@ class SnapshotSummarySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Snapshot
-        fields = ["challenge", "number", "published_at", "code_version", "input_hashes", "settings"]
+        fields = [
+            "challenge", "number", "final", "published_at", "code_version", "input_hashes",
+            "settings",
+        ]  # fmt: skip
 
 
 class SnapshotSerializer(SnapshotSummarySerializer):
@@ -140,7 +144,7 @@ class LeaderboardDetail(PublicMixin, APIView):
 
     @extend_schema(responses=LeaderboardSerializer)
     def get(self, request, slug: str, number: int, code: str) -> Response:
-        snap = get_object_or_404(Snapshot, challenge__slug=slug, number=number)
+        snap = get_object_or_404(Snapshot, challenge__slug=slug, number=number, public=True)
         rows = snap.result["tracks"].get(code)
         if rows is None:
             raise Http404("No such track in these results.")

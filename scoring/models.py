@@ -119,12 +119,22 @@ class Snapshot(models.Model):
         related_name="snapshot",
         help_text="The publish job that made it (a redelivered job finds it and stops).",
     )
+    final = models.BooleanField(
+        default=True,
+        help_text="Final results close the listening test for good; interim ones leave it open.",
+    )
+    public = models.BooleanField(
+        default=True, help_text="Off: an interim snapshot only organizers see."
+    )
 
     class Meta:
         ordering = ["challenge", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["challenge", "number"], name="snapshot_number_unique"),
             models.CheckConstraint(condition=Q(number__gte=1), name="snapshot_number_positive"),
+            models.CheckConstraint(
+                condition=Q(final=False) | Q(public=True), name="snapshot_final_is_public"
+            ),
         ]
 
     def __str__(self) -> str:

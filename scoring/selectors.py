@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Max, QuerySet
+from django.db.models import Max, Q, QuerySet
 
+from raters.models import CategorySession, ListeningTest, TextPromptStudy
 from stimuli.exports import to_csv
 from stimuli.models import Challenge
 
@@ -14,19 +15,39 @@ from .models import Snapshot
 
 
 def published_challenges() -> QuerySet[Challenge]:
+    """Challenges with public results, each with its newest public snapshot's number."""
     return (
-        Challenge.objects.filter(snapshots__isnull=False)
-        .annotate(latest_snapshot=Max("snapshots__number"))
+        Challenge.objects.filter(snapshots__public=True)
+        .annotate(latest_snapshot=Max("snapshots__number", filter=Q(snapshots__public=True)))
         .order_by("name")
     )
 
 
-def snapshots(challenge: Challenge) -> QuerySet[Snapshot]:
-    return Snapshot.objects.filter(challenge=challenge).order_by("-number")
+def snapshots(challenge: Challenge, *, organizer: bool = False) -> QuerySet[Snapshot]:
+    """A challenge's snapshots, newest first: all of them for organizers, else the public ones."""
+    found = Snapshot.objects.filter(challenge=challenge)
+    if not organizer:
+        found = found.filter(public=True)
+    return found.order_by("-number")
 
 
-def latest_snapshot(challenge: Challenge) -> Snapshot | None:
-    return snapshots(challenge).first()
+def latest_snapshot(challenge: Challenge, *, organizer: bool = False) -> Snapshot | None:
+    return snapshots(challenge, organizer=organizer).first()
+
+
+def publication_state(challenge: Challenge) -> dict:
+    """What publishing would close and what it keeps, for the organizer's confirmation."""
+    test = ListeningTest.objects.filter(challenge=challenge).first()
+    study = TextPromptStudy.objects.filter(challenge=challenge).first()
+    return {
+        "test_open": test is not None and test.is_open,
+        "sessions_in_progress": CategorySession.objects.filter(
+            rater__challenge=challenge, state=CategorySession.State.OPEN
+        ).count(),
+        "study_open": study is not None and study.is_open,
+        "final_published": challenge.phase == Challenge.Phase.PUBLISHED,
+        "snapshot_count": Snapshot.objects.filter(challenge=challenge).count(),
+    }
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from raters import services as raters_services
@@ -107,26 +108,36 @@ def publish(
     user,
     inputs: Inputs | None = None,
     *,
+    final: bool = True,
+    public: bool = True,
     job: Job | None = None,
     progress: JobProgress | None = None,
 ) -> Snapshot:
     """Score the challenge now and freeze the result as its next snapshot (organizers only).
 
-    `inputs` defaults to what `collect_inputs` reads from the database.
+    A final snapshot closes the listening test and the text-prompt study for good; an interim
+    one leaves them open and may be shown to organizers only. `inputs` defaults to what
+    `collect_inputs` reads from the database.
     """
     if not may_write(user, challenge):
         raise PermissionDenied("Only the challenge's organizers can publish results.")
-    # Publishing closes the listening test first: the ratings read below are then all there
-    # will ever be, so publishing again gives the same numbers.
-    test = raters_services.listening_test(challenge)
-    was_open = test.is_open
-    if was_open:
-        raters_services.set_open(challenge, False)
-    # The text-prompt study closes too, for the same reason.
-    study = text_study.study_of(challenge)
-    study_was_open = study is not None and study.is_open
-    if study_was_open:
-        text_study.set_open(study, False)
+    if final and not public:
+        raise ScoringInputError("final results are public; only interim ones can stay private")
+    if not final:
+        _refuse_interim_after_final(Challenge.objects.get(pk=challenge.pk))
+    was_open = study_was_open = False
+    study = None
+    if final:
+        # Final publication closes the listening test first: the ratings read below are then
+        # all there will ever be, so publishing again gives the same numbers.
+        was_open = raters_services.listening_test(challenge).is_open
+        if was_open:
+            raters_services.set_open(challenge, False)
+        # The text-prompt study closes too, for the same reason.
+        study = text_study.study_of(challenge)
+        study_was_open = study is not None and study.is_open
+        if study_was_open:
+            text_study.set_open(study, False)
     try:
         if inputs is None:
             inputs = collect_inputs(challenge)
@@ -137,9 +148,10 @@ def publish(
             # Results of the objective stage alone may be published; a listening test whose
             # every rating was set aside would publish an empty leaderboard as if it were a
             # finding.
+            excluded = result["counts"]["sessions_excluded"]
             raise ScoringInputError(
-                "Nothing to publish: no system has ratings that count in every category yet "
-                f"({result['counts']['sessions_excluded']} sessions excluded; see the preview)."
+                "no system has ratings that count in every category yet "
+                f"({excluded} session{pluralize(excluded)} excluded; see the preview)."
             )
         from .plots import render  # matplotlib: where results are published, never in web requests
 
@@ -152,11 +164,14 @@ def publish(
         raise
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
-        Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+        locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
         if job is not None and (done := Snapshot.objects.filter(job=job).first()):
             return done
+        if not final:  # final results published while this one was scored
+            _refuse_interim_after_final(locked)
         last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
-        Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.PUBLISHED)
+        if final:
+            Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.PUBLISHED)
         snapshot = Snapshot.objects.create(
             challenge=challenge,
             number=(last or 0) + 1,
@@ -167,6 +182,8 @@ def publish(
             published_at=timezone.now(),
             published_by=user,
             job=job,
+            final=final,
+            public=public,
         )
         SnapshotPlot.objects.bulk_create(
             SnapshotPlot(snapshot=snapshot, track=track, kind=kind, svg=svg, png=png)
@@ -175,14 +192,29 @@ def publish(
         return snapshot
 
 
-def request_publication(challenge: Challenge, user) -> Job:
+def _refuse_interim_after_final(challenge: Challenge) -> None:
+    if challenge.phase == Challenge.Phase.PUBLISHED:
+        raise ScoringInputError(
+            "the results are final and the listening test is closed; publish final results again "
+            "instead of an interim snapshot"
+        )
+
+
+def request_publication(
+    challenge: Challenge, user, *, final: bool = True, public: bool = True
+) -> Job:
     """The publish action: a job on a worker scores and freezes the results.
 
     Without a broker the job runs at once and comes back finished.
     """
     if not may_write(user, challenge):
         raise PermissionDenied("Only the challenge's organizers can publish results.")
-    job = Job.objects.create(challenge=challenge, kind=PUBLISH_JOB, created_by=user)
+    job = Job.objects.create(
+        challenge=challenge,
+        kind=PUBLISH_JOB,
+        created_by=user,
+        params={"final": final, "public": public},
+    )
     enqueue(job)
     job.refresh_from_db()
     return job
@@ -195,7 +227,14 @@ def run_publish_job(job_id: int) -> Job:
         done = Snapshot.objects.filter(job=job).first()
         if done is None:
             try:
-                done = publish(job.challenge, job.created_by, job=job, progress=progress)
+                done = publish(
+                    job.challenge,
+                    job.created_by,
+                    final=job.params.get("final", True),
+                    public=job.params.get("public", True),
+                    job=job,
+                    progress=progress,
+                )
             except (ScoringInputError, PermissionDenied) as exc:
                 return {"_failed": True, "_error": str(exc)}
         progress(1, 1, f"Published results #{done.number}")

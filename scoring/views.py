@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_safe
 
 from stimuli.models import Challenge, Job
 from stimuli.permissions import check_challenge, is_organizer, may_read, readable_challenges
@@ -32,10 +32,11 @@ def index(request: HttpRequest) -> HttpResponse:
 
 def challenge_results(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    latest = selectors.latest_snapshot(challenge)
+    organizer = may_read(request.user, challenge)
+    latest = selectors.latest_snapshot(challenge, organizer=organizer)
     if latest is not None:
         return redirect("scoring:snapshot", slug=slug, number=latest.number)
-    if not may_read(request.user, challenge):
+    if not organizer:
         # Nothing is public before publication, not even that results are being prepared.
         raise Http404("No published results.")
     return render(request, "scoring/unpublished.html", _publish_context(challenge))
@@ -49,18 +50,28 @@ def _publish_context(challenge: Challenge) -> dict:
     }
 
 
-@require_POST
+PUBLISH_KINDS = ("interim", "final")
+
+
 def publish(request: HttpRequest, slug: str) -> HttpResponse:
+    """GET: what each kind of publication closes and keeps, to choose and confirm; POST: publish."""
     challenge = get_object_or_404(Challenge, slug=slug)
     check_challenge(request.user, challenge, write=True)
-    job = services.request_publication(challenge, request.user)
+    kind = request.POST.get("kind")
+    if request.method != "POST" or kind not in PUBLISH_KINDS:
+        context = {**_publish_context(challenge), **selectors.publication_state(challenge)}
+        return render(request, "scoring/publish.html", context)
+    final = kind == "final"
+    public = final or request.POST.get("visibility") != "organizers"
+    job = services.request_publication(challenge, request.user, final=final, public=public)
     if job.state == Job.State.SUCCEEDED:
         number = job.result["snapshot"]
-        messages.success(request, f"Published results #{number}.")
+        label = "final results" if final else "interim results"
+        messages.success(request, f"Published {label} #{number}.")
         return redirect("scoring:snapshot", slug=slug, number=number)
     if job.state == Job.State.FAILED:
         messages.error(request, f"Nothing was published: {job.error}")
-        return redirect("scoring:challenge", slug=slug)
+        return redirect("scoring:publish", slug=slug)
     messages.info(request, "Publishing: the results appear when the job has finished.")
     return redirect("stimuli:job", pk=job.pk)
 
@@ -87,17 +98,24 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _snapshot(slug: str, number: int) -> Snapshot:
-    return get_object_or_404(
+def _snapshot(request: HttpRequest, slug: str, number: int) -> Snapshot:
+    """A snapshot the visitor may see: an interim one kept for organizers is 404 to others."""
+    found = get_object_or_404(
         Snapshot.objects.select_related("challenge"), challenge__slug=slug, number=number
     )
+    if not found.public and not may_read(request.user, found.challenge):
+        raise Http404("No such results.")
+    return found
 
 
 def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     result = snap.result
     all_tables = selectors.tables(result)
-    others = list(selectors.snapshots(snap.challenge).only("number"))
+    organizer = may_read(request.user, snap.challenge)
+    others = list(
+        selectors.snapshots(snap.challenge, organizer=organizer).only("number", "final", "public")
+    )
     context = {
         "challenge": snap.challenge,
         "snapshot": snap,
@@ -112,13 +130,13 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         "settings_json": json.dumps(snap.settings, indent=2),
         "hashes_json": json.dumps(snap.input_hashes, indent=2),
     }
-    if may_read(request.user, snap.challenge):
+    if organizer:
         context.update(_publish_context(snap.challenge))
     return render(request, "scoring/snapshot.html", context)
 
 
 def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpResponse:
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     rows = snap.result["tracks"].get(code)
     if rows is None:
         raise Http404("No such track in these results.")
@@ -145,7 +163,7 @@ def plot(
 ) -> HttpResponse:
     if fmt not in ("svg", "png"):
         raise Http404("Plots are SVG or PNG.")
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     found = snap.plots.filter(track=code, kind=kind).first()
     if found is None:
         raise Http404("No such plot.")
@@ -157,7 +175,7 @@ def plot(
 def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) -> HttpResponse:
     if fmt not in ("csv", "json"):
         raise Http404("Downloads are CSV or JSON.")
-    snap = _snapshot(slug, number)
+    snap = _snapshot(request, slug, number)
     stem = f"{slug}-results-{number}-{name}"
     if name == "result":
         if fmt != "json":

@@ -101,7 +101,12 @@ class Member:
 @dataclass
 class Listing:
     members: list[Member] = field(default_factory=list)
+    # "path: why" of each file left out: archivers' metadata, and files that are not audio
+    # unless the upload is strict.
     skipped: list[str] = field(default_factory=list)
+    # Where files sit (a file outside a category folder, nested folders, a name twice, and in a
+    # strict upload a file that is not audio): reported with the audio checks, in one pass.
+    problems: list[str] = field(default_factory=list)
 
 
 def _check_name(name: str) -> str | None:
@@ -137,14 +142,17 @@ def _repeated_names(paths: list[str], problems: list[str]) -> None:
             )
 
 
-def _split(paths: list[str], problems: list[str]) -> Listing:
-    """Turn relative file paths into members: `category/file.wav`, under one optional wrapper."""
+def _split(paths: list[str], strict: bool) -> Listing:
+    """Turn relative file paths into members: `category/file.wav`, under one optional wrapper.
+
+    Files that are not audio are skipped with a note, or are problems when `strict`."""
     listing = Listing()
+    problems = listing.problems
     kept: list[str] = []
     for path in paths:
         parts = PurePosixPath(path).parts
         if parts and (parts[0].casefold() in JUNK_FOLDERS or parts[-1].casefold() in JUNK_NAMES):
-            listing.skipped.append(path)
+            listing.skipped.append(f"{path}: archive metadata")
         else:
             kept.append(path)
     # A zip may hold one name twice; only one of those entries could ever be read by name.
@@ -154,17 +162,20 @@ def _split(paths: list[str], problems: list[str]) -> Listing:
     strip = len(tops) == 1 and all(len(PurePosixPath(p).parts) >= 3 for p in kept)
     for path in kept:
         parts = PurePosixPath(path).parts[1:] if strip else PurePosixPath(path).parts
+        suffix = PurePosixPath(parts[-1]).suffix.lower()
+        if suffix not in AUDIO_EXTENSIONS:
+            if strict:
+                problems.append(
+                    f"{path}: not an audio file (extension '{suffix or 'none'}'); expected .wav"
+                )
+            else:  # a README or notes beside the clips: no reason to reject the clips
+                listing.skipped.append(f"{path}: not an audio file")
+            continue
         if len(parts) == 1:
             problems.append(f"{path}: file is not inside a category folder")
             continue
         if len(parts) > 2:
             problems.append(f"{path}: nested folders are not allowed; expected <category>/<file>")
-            continue
-        suffix = PurePosixPath(parts[1]).suffix.lower()
-        if suffix not in AUDIO_EXTENSIONS:
-            problems.append(
-                f"{path}: not an audio file (extension '{suffix or 'none'}'); expected .wav"
-            )
             continue
         listing.members.append(Member(folder=parts[0], path=path, size=0))
     return listing
@@ -188,11 +199,21 @@ class Source:
 
     def list(self) -> Listing:
         """Check the structure and return the audio members; raise ArchiveError on any problem."""
-        if self.path.is_dir():
-            return self._list_folder()
-        return self._list_zip()
+        listing = self.survey(strict=True)
+        if listing.problems:
+            raise ArchiveError(listing.problems)
+        return listing
 
-    def _list_zip(self) -> Listing:
+    def survey(self, *, strict: bool = False) -> Listing:
+        """The audio members and, in `listing.problems`, where files sit wrongly, so that they
+        are reported together with the audio checks; raise ArchiveError only when the upload
+        cannot be read safely (not a zip, hostile names or links, a bomb, the limits), with
+        every problem found."""
+        if self.path.is_dir():
+            return self._list_folder(strict)
+        return self._list_zip(strict)
+
+    def _list_zip(self, strict: bool) -> Listing:
         try:
             self._zip = zipfile.ZipFile(self.path)
         except zipfile.BadZipFile:
@@ -267,13 +288,16 @@ class Source:
                 f"the archive expands to {total:,} bytes; the limit is "
                 f"{self.limits.max_expanded_bytes:,}"
             )
-        listing = _split(paths, problems)
+        return self._listing(paths, problems, strict)
+
+    def _listing(self, paths: list[str], problems: list[str], strict: bool) -> Listing:
+        listing = _split(paths, strict)
         if problems:
-            raise ArchiveError(problems)
+            raise ArchiveError(problems + listing.problems)
         listing.members = [Member(m.folder, m.path, self._sizes[m.path]) for m in listing.members]
         return listing
 
-    def _list_folder(self) -> Listing:
+    def _list_folder(self, strict: bool) -> Listing:
         problems: list[str] = []
         paths: list[str] = []
         root = self.path
@@ -311,11 +335,7 @@ class Source:
             problems.append(
                 f"the folder holds {total:,} bytes; the limit is {self.limits.max_expanded_bytes:,}"
             )
-        listing = _split(sorted(paths), problems)
-        if problems:
-            raise ArchiveError(problems)
-        listing.members = [Member(m.folder, m.path, self._sizes[m.path]) for m in listing.members]
-        return listing
+        return self._listing(sorted(paths), problems, strict)
 
     def read(self, member: Member) -> bytes:
         """The member's bytes, never more than its declared size (a lying header stops here)."""

@@ -46,6 +46,12 @@ class UploadForm(forms.Form):
         label="Convert like DCASE",
         help_text="Mix to mono, resample and pad or cut to the clip duration instead of rejecting.",
     )
+    strict = forms.BooleanField(
+        required=False,
+        label="Strict",
+        help_text="Reject the upload if it holds files that are not audio, instead of skipping "
+        "them with a note.",
+    )
     file = forms.FileField(help_text="A zip with one folder per category.")
 
     def __init__(self, *args, challenge: Challenge, **kwargs):

@@ -149,6 +149,18 @@ def challenge_organizer_required(view):
     return wrapped
 
 
+def organizer_or_403(view):
+    """Downloads under a challenge's slug: anyone who does not organize or view that challenge
+    gets 403, not a login page saved as the file."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, slug: str, **kwargs):
+        check_challenge(request.user, get_object_or_404(Challenge, slug=slug), write=False)
+        return view(request, *args, slug=slug, **kwargs)
+
+    return wrapper
+
+
 class IsOrganizer(BasePermission):
     """The API's default: organizers only, and under /challenges/<slug>/ only those the user
     organizes (viewers read)."""

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from . import selectors, services
 from .forms import ChallengeForm, SystemForm, TeamForm, UploadForm
 from .models import AudioFile, Challenge, Clip, Job, Medoid
+from .panels import render_panel
 from .permissions import (
     challenge_organizer_required,
     check_challenge,
@@ -22,6 +23,7 @@ from .permissions import (
     organizer_required,
     readable_challenges,
 )
+from .phases import phase_conflict
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -67,6 +69,8 @@ def _challenge_context(challenge: Challenge, **extra) -> dict:
         "team_form": TeamForm(),
         "system_form": SystemForm(challenge=challenge),
         "upload_form": UploadForm(challenge=challenge),
+        # The upload form is replaced by the reason while an upload would be refused anyway.
+        "upload_closed": phase_conflict(challenge, fixed_by_listening="no clips can be added"),
         **extra,
     }
 
@@ -88,10 +92,12 @@ def add_team(request: HttpRequest, slug: str) -> HttpResponse:
             form = TeamForm()
         except ValidationError as exc:
             form.add_error(None, exc)
-    return render(
+    return render_panel(
         request,
         "stimuli/challenge_teams.html",
         _challenge_context(challenge, team_form=form),
+        title="Teams and systems",
+        panel_id="teams",
     )
 
 
@@ -106,15 +112,22 @@ def add_system(request: HttpRequest, slug: str) -> HttpResponse:
             form = SystemForm(challenge=challenge)
         except ValidationError as exc:
             form.add_error(None, exc)
-    return render(
+    return render_panel(
         request,
         "stimuli/challenge_teams.html",
         _challenge_context(challenge, system_form=form),
+        title="Teams and systems",
+        panel_id="teams",
     )
 
 
 def job_response(request: HttpRequest, job: Job) -> HttpResponse:
-    response = render(request, "stimuli/job.html", {"job": job})
+    response = render_panel(
+        request,
+        "stimuli/job.html",
+        {"job": job, "challenge": job.challenge},
+        title=f"{job.kind_label} #{job.pk}",
+    )
     if job.is_finished:
         # Parts of the page that show results (clip counts, job list) refresh on this event.
         response["HX-Trigger"] = "job-finished"
@@ -135,20 +148,22 @@ def job_status(request: HttpRequest, pk: int) -> HttpResponse:
 @challenge_organizer_required
 def clip_counts(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    return render(
+    return render_panel(
         request,
         "stimuli/challenge_counts.html",
         {"challenge": challenge, "counts": selectors.clip_counts(challenge)},
+        title="Clips per category",
     )
 
 
 @challenge_organizer_required
 def jobs(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    return render(
+    return render_panel(
         request,
         "stimuli/challenge_jobs.html",
         {"challenge": challenge, "jobs": selectors.recent_jobs(challenge)},
+        title="Jobs",
     )
 
 

@@ -218,7 +218,7 @@ def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path
             "a => { a.play(); a.addEventListener('playing', () => { a.currentTime = a.duration; },"
             " {once: true}); }",
         )
-        page.wait_for_selector("ol.examples .heard:has-text('skipping ahead')")
+        page.wait_for_selector("ol.examples .heard:has-text('You skipped ahead from 0.0 s')")
         assert page.is_disabled("#start")
         page.eval_on_selector("ol.examples audio", "a => { a.currentTime = 0; a.play(); }")
         page.wait_for_selector("#start:not([disabled])")
@@ -233,7 +233,7 @@ def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path
             "a => { a.play(); a.addEventListener('playing', () => { a.currentTime = a.duration; },"
             " {once: true}); }",
         )
-        page.wait_for_selector(".status:has-text('skipping ahead')")
+        page.wait_for_selector(".status:has-text('You skipped ahead from 0.0 s')")
         assert page.is_disabled("#quality-scale") and page.is_disabled("#next")
         # Forcing the form open and sending an answer is refused by the server, with the reason.
         with page.expect_navigation():

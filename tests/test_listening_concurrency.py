@@ -177,6 +177,7 @@ def test_start_clicked_twice_at_once_opens_one_session():
 
 def test_a_crowd_link_opened_twice_at_once_enrols_one_rater():
     challenge = build_listening_challenge(slug="double-crowd")
+    services.set_open(challenge, True)  # a closed test refuses at the link
     key = services.listening_test(challenge).crowd_key
 
     def enrol():

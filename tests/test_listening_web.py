@@ -332,8 +332,8 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     rows = list(csv.DictReader(io.StringIO(text)))
     assert (
         text.splitlines()[0]
-        == "rater,rater_team,session,category,system,track,stimulus,role,quality,fit,"
-        "plays,seeks,heard_fraction,answer_s,flags"
+        == "rater,participant_id,rater_team,session,category,system,track,stimulus,role,quality,"
+        "fit,plays,seeks,heard_fraction,answer_s,flags"
     )
     assert len(rows) == 32
     assert {r["rater_team"] for r in rows} == {team.name, ""}
@@ -352,14 +352,15 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
 
     stranger = Client()
     stranger.force_login(rater_user)
-    assert stranger.get(f"/organize/listening/{listening.slug}/ratings.csv").status_code == 302
+    assert stranger.get(f"/organize/listening/{listening.slug}/ratings.csv").status_code == 403
     assert stranger.get(f"/api/listening/challenges/{listening.slug}/ratings/").status_code == 403
 
 
 def test_organizer_settings_invitations_and_accounts(listening, organizer_client):
     url = f"/organize/listening/{listening.slug}/"
     data = {
-        "categories_min": 5, "categories_max": 4, "target_ratings": 10, "anchors_per_session": 12,
+        "categories_min": 5, "categories_max": 4, "crowd_categories": 1, "target_ratings": 10,
+        "anchors_per_session": 12,
         "familiarization_clips": 6, "loudness_alignment": "on", "target_lufs": -27,
         "diversity_gap_s": 0.5, "listened_fraction": 0.9, "completion_url": "",
         "completion_code": "RUN-1",
@@ -477,6 +478,7 @@ def test_organizers_pick_stimuli_by_hand_in_the_admin(admin_client):
 
 
 def test_a_crowd_worker_cannot_finish_while_the_test_is_paused(listening):
+    ListeningTest.objects.filter(challenge=listening).update(crowd_categories=2)
     test = services.listening_test(listening)
     client = Client()
     url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/?PROLIFIC_PID=5f1a2c"

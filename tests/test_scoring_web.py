@@ -77,7 +77,13 @@ def test_only_organizers_can_publish(challenge, rater_user, sim):
 
 
 def test_publish_action_on_the_page(organizer_client, challenge, fast_settings):
-    response = organizer_client.post(f"/results/{challenge.slug}/publish/", follow=True)
+    # A post that names no kind publishes nothing: it shows the confirmation.
+    response = organizer_client.post(f"/results/{challenge.slug}/publish/")
+    assert response.status_code == 200 and "Closes for good" in response.content.decode()
+    assert Snapshot.objects.count() == 0
+    response = organizer_client.post(
+        f"/results/{challenge.slug}/publish/", {"kind": "final"}, follow=True
+    )
     assert response.status_code == 200
     if importlib.util.find_spec("raters.selectors") is None:
         # Without the listening test's selectors nothing can be scored, and nothing is stored.

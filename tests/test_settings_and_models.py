@@ -135,6 +135,15 @@ def test_researchers_command_line_tools_run_without_a_secret_key(tmp_path):
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_manage_py_help_lists_every_command_without_a_secret_key():
+    helped = subprocess.run(
+        [sys.executable, "manage.py", "--help"],
+        cwd=ROOT, env=without_secret(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert helped.returncode == 0 and "Traceback" not in helped.stderr
+    assert "import_clips" in helped.stdout and "settings are not properly" not in helped.stdout
+
+
 def test_the_web_server_still_refuses_to_start_without_a_secret_key():
     env = without_secret()
     served = subprocess.run(

@@ -121,6 +121,7 @@ def _take_first_two_tests(judge) -> None:
     assert step.test == "reveal"
     for trial in text_prompts.reveal_rows(judge):
         text_prompts.save_mark(judge, trial.token, correct="yes", key=key())
+    text_prompts.submit_marks(judge)
     while (step := text_prompts.next_step(judge)).test == "realism":
         text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key())
 
@@ -289,6 +290,7 @@ def test_realism_waits_for_all_its_clips_so_waiting_tells_nothing(tmp_path):
         text_prompts.save_description(judge, step.trial.token, text="a noise", key=key())
     for trial in text_prompts.reveal_rows(judge):
         text_prompts.save_mark(judge, trial.token, correct="no", key=key())
+    text_prompts.submit_marks(judge)
     # The last generated realism clip is still being made (as on a busy worker).
     late = TextTrial.objects.filter(judge=judge, test="realism", is_real=False).last()
     TextTrial.objects.filter(pk=late.pk).update(audio=None)

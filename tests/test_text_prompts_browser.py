@@ -8,6 +8,7 @@ import time
 import pytest
 
 from raters import text_prompts
+from raters.errors import ListeningError
 from raters.models import (
     DescriptionAnswer,
     DescriptionMark,
@@ -18,6 +19,7 @@ from raters.models import (
 )
 from stimuli.models import TextGeneration
 from tests.browser import chromium_page
+from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 from tests.text_prompt_setup import build_text_study
 
 pytestmark = [
@@ -52,6 +54,7 @@ def _skip_to(judge, test: str) -> None:
                 n += 1
                 key = f"skip-{judge.pk}-{n:06d}"
                 text_prompts.save_mark(judge, trial.token, correct="yes", key=key)
+            text_prompts.submit_marks(judge)
         elif step.test == "realism":
             text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key)
 
@@ -61,10 +64,11 @@ def _study(tmp_path, slug: str):
     return challenge, text_prompts.invite_judge(study)
 
 
-def test_interpretability_with_the_reveal(live_server, chromium_path, tmp_path):
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_interpretability_with_the_reveal(live_server, chromium_path, tmp_path, viewport):
     challenge, judge = _study(tmp_path, "browser-interp")
     base = f"{live_server.url}/listen/{challenge.slug}"
-    with chromium_page(chromium_path) as page:
+    with chromium_page(chromium_path, viewport=viewport) as page:
         page.goto(f"{base}/join/{judge.rater.access_key}/")
         assert page.url.endswith("/text/")
         with page.expect_navigation():
@@ -88,12 +92,31 @@ def test_interpretability_with_the_reveal(live_server, chromium_path, tmp_path):
                 else:
                     page.click("#start")
         page.wait_for_selector("text=What it was")
+        assert_in_layout(page)
+        # Each mark saves without a new page, and shows itself saved; one changes its mind.
+        page.evaluate("window.samePage = true")
         for row in range(1, 7):
             assert f"my guess {row - 1}" in page.inner_text(f"#row-{row}")
             if row == 4:
-                page.reload()
-            with page.expect_navigation():
-                page.click(f"#row-{row} button[value={'yes' if row % 2 else 'no'}]")
+                page.reload()  # the marks so far are kept
+                assert page.inner_text("#row-3 .mark-state") == "saved: right"
+                page.evaluate("window.samePage = true")
+            right = row % 2 == 1
+            page.click(f"#row-{row} button[value={'yes' if right else 'no'}]")
+            page.wait_for_function(
+                f"document.querySelector('#row-{row} .mark-state').textContent == "
+                f"'saved: {'right' if right else 'not right'}'"
+            )
+        page.click("#row-1 button[value=no]")
+        page.wait_for_function(
+            "document.querySelector('#row-1 .mark-state').textContent == 'saved: not right'"
+        )
+        assert page.evaluate("window.samePage")
+        assert page.get_attribute("#row-1 button[value=no]", "aria-pressed") == "true"
+        if viewport is PHONE:
+            page.screenshot(path=str(DOCS_SCREENSHOTS / "reveal-phone.png"), full_page=True)
+        with page.expect_navigation():
+            page.click("#submit-marks")
         page.wait_for_selector("text=Real or generated?")
 
     assert DescriptionAnswer.objects.filter(trial__judge=judge).count() == 6
@@ -105,10 +128,13 @@ def test_interpretability_with_the_reveal(live_server, chromium_path, tmp_path):
         0,
         0,
         0,
-        1,
+        0,
         1,
         1,
     ]
+    # Submitted, the marks no longer change.
+    with pytest.raises(ListeningError, match="submitted"):
+        text_prompts.save_mark(judge, marks.first().trial.token, correct="yes", key="late-000001")
 
 
 def test_realism(live_server, chromium_path, tmp_path):
@@ -153,13 +179,13 @@ def test_prompts_generated_on_a_worker_while_the_judge_types(
         page.goto(f"{base}/join/{judge.rater.access_key}/")
         page.wait_for_selector("#prompt-form")
         page.fill("#prompt", "a dog barking in the rain")
-        with page.expect_navigation():
-            page.click("#send")
-        # The second prompt is typed while the first one's sounds may still be made.
-        page.fill("#prompt", "footsteps on a wooden floor")
-        with page.expect_navigation():
-            page.click("#send")
-        assert page.locator("#prompt-form").count() == 0  # both prompts typed
+        # Sent without a new page: the count goes up and the field is empty for the next one.
+        page.evaluate("window.samePage = true")
+        page.click("#send")
+        page.wait_for_function(
+            "document.querySelector('#prompt-count').textContent.startsWith('1 of')"
+        )
+        assert page.input_value("#prompt") == "" and page.evaluate("window.samePage")
         for n in range(2):
             # Wait on the progress the page polls: the set's link (or its form) appears.
             page.wait_for_selector("form[data-familiarization], #prompt-progress a")
@@ -173,6 +199,19 @@ def test_prompts_generated_on_a_worker_while_the_judge_types(
                     page.get_attribute("form[data-familiarization] input[name=token]", "value")
                     == token
                 )
+                # The second prompt is typed while a sound of the first plays: it plays on.
+                page.eval_on_selector("form[data-familiarization] audio", "a => a.play()")
+                page.wait_for_function(
+                    "document.querySelector('form[data-familiarization] audio').currentTime > 0"
+                )
+                page.evaluate("window.samePage = true")
+                page.fill("#prompt", "footsteps on a wooden floor")
+                page.click("#send")
+                page.wait_for_selector("#prompt-form", state="detached")  # both prompts typed
+                assert page.evaluate("window.samePage")
+                playing = "form[data-familiarization] audio"
+                assert page.eval_on_selector(playing, "a => !a.paused || a.ended")
+                page.eval_on_selector(playing, "a => { a.pause(); a.currentTime = 0; }")
             assert page.locator("form[data-familiarization] audio").count() == 3
             _listen_to_every_sound(page)
             page.check("input[name=match][value=maybe]")

@@ -87,6 +87,7 @@ def test_an_organizer_sets_up_a_study(organizer_client, tmp_path):
             for trial in text_prompts.reveal_rows(judge):
                 n += 1
                 text_prompts.save_mark(judge, trial.token, correct="no", key=f"key-{n:06d}")
+            text_prompts.submit_marks(judge)
     text_prompts.submit_prompt(judge, "let it explode", key="prompt-000001")
     page = organizer_client.get(url).content.decode()
     assert "let it explode" in page and "cannot make that sound" in page

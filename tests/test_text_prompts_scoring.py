@@ -95,6 +95,7 @@ def test_results_are_published_in_the_snapshot_with_downloads(tmp_path, organize
                 text_prompts.save_mark(
                     judge, trial.token, correct=trial.is_real, key=f"key-{n:06d}"
                 )
+            text_prompts.submit_marks(judge)
         elif step.test == "realism":
             text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key)
         elif step.prompt_set is None:

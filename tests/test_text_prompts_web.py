@@ -93,6 +93,16 @@ def test_a_judge_takes_all_three_tests_in_the_browser_pages(study):
         data = {"token": match[1], "key": match[2], "correct": "yes"}
         assert client.post(f"{home}mark/", data).status_code == 303
     assert DescriptionMark.objects.filter(trial__judge=judge).count() == 6
+    # A mark changes until the marks are submitted (htmx gets the row's cell back).
+    response = client.post(
+        f"{home}mark/", {**data, "key": "change-0001", "correct": "no"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200 and "saved: not right" in response.content.decode()
+    assert "What it was" in client.get(home).content.decode()  # still the reveal
+    assert client.post(f"{home}marks-done/").status_code == 303
+    assert DescriptionMark.objects.filter(trial__judge=judge, correct=False).count() == 1
+    response = client.post(f"{home}mark/", {**data, "key": "change-0002", "correct": "yes"})
+    assert response.status_code == 409 and "submitted" in response.content.decode()
     for _ in range(4):
         page = client.get(home).content.decode()
         assert "Real or generated?" in page
@@ -152,6 +162,7 @@ def test_nothing_on_the_pages_or_in_the_audio_tells_real_from_generated(study):
         )
     for trial in text_prompts.reveal_rows(judge):
         text_prompts.save_mark(judge, trial.token, correct="no", key=f"mark-{trial.pk:06d}")
+    text_prompts.submit_marks(judge)
     while (step := text_prompts.next_step(judge)).test == "realism":
         page = client.get(home).content.decode()
         check(page, step.trial)

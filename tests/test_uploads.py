@@ -74,7 +74,10 @@ def test_archive_metadata_is_skipped_with_a_note(challenge, tmp_path):
     files = {**reference_set(["rain"], 1), "__MACOSX/rain/._0.wav": b"junk", "rain/.DS_Store": b"x"}
     report = run(challenge, make_zip(tmp_path / "u.zip", files))
     assert report.accepted
-    assert sorted(report.skipped) == ["__MACOSX/rain/._0.wav", "rain/.DS_Store"]
+    assert sorted(report.skipped) == [
+        "__MACOSX/rain/._0.wav: archive metadata",
+        "rain/.DS_Store: archive metadata",
+    ]
 
 
 def test_one_bad_file_rejects_the_whole_upload(challenge, tmp_path, media_root):
@@ -245,20 +248,61 @@ def test_unknown_folders_are_named_with_the_expected_ones(challenge, tmp_path, m
     assert_nothing_stored(media_root)
 
 
-def test_non_audio_files_and_misplaced_files_are_rejected(challenge, tmp_path, media_root):
+@pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
+def test_misplaced_files_are_rejected_and_non_audio_skipped_unless_strict(
+    challenge, tmp_path, media_root, strict
+):
     files = {
         **reference_set(["rain"], 1),
         "rain/notes.txt": b"hello",
         "loose.wav": make_wav(seed=3),
         "rain/deeper/x.wav": make_wav(seed=4),
     }
+    report = run(challenge, make_zip(tmp_path / "u.zip", files), strict=strict)
+    misplaced = [
+        "loose.wav: file is not inside a category folder",
+        "rain/deeper/x.wav: nested folders are not allowed; expected <category>/<file>",
+    ]
+    stray = "rain/notes.txt: not an audio file (extension '.txt'); expected .wav"
+    assert sorted(report.problems) == sorted(misplaced + ([stray] if strict else []))
+    assert report.skipped == ([] if strict else ["rain/notes.txt: not an audio file"])
+    assert_nothing_stored(media_root)
+
+
+def test_a_readme_beside_the_clips_is_skipped_and_the_clips_stored(challenge, tmp_path):
+    files = {**reference_set(["rain"], 2), "rain/README.md": b"# notes", "LICENSE": b"CC-BY"}
     report = run(challenge, make_zip(tmp_path / "u.zip", files))
-    assert sorted(report.problems) == sorted(
-        [
-            "rain/notes.txt: not an audio file (extension '.txt'); expected .wav",
-            "loose.wav: file is not inside a category folder",
-            "rain/deeper/x.wav: nested folders are not allowed; expected <category>/<file>",
-        ]
+    assert report.accepted and report.created_clips == 2
+    assert sorted(report.skipped) == [
+        "LICENSE: not an audio file",
+        "rain/README.md: not an audio file",
+    ]
+
+
+def test_every_problem_of_an_archive_is_reported_in_one_pass(challenge, tmp_path, media_root):
+    # What took three uploads to learn: a stray file, an unknown folder, a file at the wrong
+    # rate and one stereo and too long, beside a good clip.
+    files = {
+        "rain/good.wav": make_wav(seed=1),
+        "rain/notes.txt": b"take 2 was better",
+        "cats/meow.wav": make_wav(seed=2),
+        "rain/fast.wav": make_wav(seed=3, sample_rate=44_100),
+        "rain/wide.wav": make_wav(seed=4, channels=2, seconds=5.0),
+    }
+    report = run(challenge, make_zip(tmp_path / "u.zip", files))
+    assert not report.accepted
+    assert report.problems == [
+        "cats/: unknown category folder; expected one of: dog_bark, footstep, gunshot, "
+        "keyboard, moving_motor_vehicle, rain, sneeze_cough"
+    ]
+    assert report.skipped == ["rain/notes.txt: not an audio file"]
+    errors = {f.path: " ".join(f.errors) for f in report.files}
+    assert errors["rain/good.wav"] == "" and errors["cats/meow.wav"] == ""
+    assert "sample rate is 44,100 Hz; expected 22,050 Hz" in errors["rain/fast.wav"]
+    assert "2 channels" in errors["rain/wide.wav"] and "5.0" in errors["rain/wide.wav"]
+    assert report.summary() == (
+        "Upload rejected: 1 problem with the archive and 2 of 4 files are invalid. "
+        "Nothing was stored."
     )
     assert_nothing_stored(media_root)
 

@@ -47,9 +47,10 @@ def is_number(pair) -> bool:
 
 @register.simple_tag
 def latest_snapshot(challenge):
+    """The newest snapshot, interim ones kept for organizers included (an organizer's page)."""
     from scoring.selectors import latest_snapshot as latest
 
-    return latest(challenge)
+    return latest(challenge, organizer=True)
 
 
 def _short_reason(withheld: str) -> str:

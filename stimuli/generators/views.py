@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST
 
 from .. import jobs
 from ..errors import Refused, page_status
 from ..jobs import is_stale, log_tail
 from ..models import Challenge, Generator, Job, System
+from ..panels import render_panel
 from ..permissions import challenge_organizer_required
+from ..phases import phase_conflict
 from . import generation
 
 
@@ -37,10 +39,18 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
         }
         for system in systems
     ]
-    return render(
+    return render_panel(
         request,
         "stimuli/generators_panel.html",
-        {"challenge": challenge, "rows": rows, "errors": errors or {}},
+        {
+            "challenge": challenge,
+            "rows": rows,
+            "errors": errors or {},
+            # Code and generation forms give way to the reason while they would be refused.
+            "frozen": phase_conflict(challenge, fixed_by_listening="system clips cannot change"),
+        },
+        title="Generators",
+        panel_id="generators",
         status=status,
     )
 
@@ -55,10 +65,11 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
         challenge=challenge,
         kind__in=[Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR],
     )
-    response = render(
+    response = render_panel(
         request,
         "stimuli/generation_job.html",
         {"challenge": challenge, "job": job, "log_tail": log_tail(job)},
+        title=f"{job.kind_label} #{job.pk}",
     )
     if job.is_finished:
         response["HX-Trigger"] = "job-finished"  # the panel and the page's lists refresh

@@ -12,6 +12,7 @@ from .. import jobs, selectors
 from ..errors import Refused, page_status
 from ..jobs import log_tail
 from ..models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
+from ..panels import render_panel
 from ..permissions import challenge_organizer_required
 from . import pipeline
 
@@ -48,7 +49,14 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
         "reference_stats": ReferenceStats.objects.filter(challenge=challenge).count(),
         "error": error,
     }
-    return render(request, "stimuli/objective_panel.html", context, status=status)
+    return render_panel(
+        request,
+        "stimuli/objective_panel.html",
+        context,
+        title="Objective evaluation",
+        panel_id="objective",
+        status=status,
+    )
 
 
 @challenge_organizer_required
@@ -77,7 +85,12 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     job = get_object_or_404(Job, pk=job_id, challenge=challenge, kind__in=OBJECTIVE_KINDS)
     job.log_tail = log_tail(job)
-    response = render(request, "stimuli/objective_job.html", {"challenge": challenge, "job": job})
+    response = render_panel(
+        request,
+        "stimuli/objective_job.html",
+        {"challenge": challenge, "job": job},
+        title=f"{job.kind_label} #{job.pk}",
+    )
     if job.is_finished:
         response["HX-Trigger"] = "objective-changed"  # the panel reloads: next job, ranking
     return response

@@ -21,15 +21,21 @@ class UploadSerializer(serializers.Serializer):
         default=False,
         help_text="Convert like DCASE (mono, resample, pad or cut) instead of rejecting.",
     )
+    strict = serializers.BooleanField(
+        default=False,
+        help_text="Reject files that are not audio instead of skipping them with a note.",
+    )
 
 
 class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Upload a development set, an evaluation set or a system's audio as a zip.
 
-    The structure is checked at once (400 with one message per problem, nothing stored; 409 while
-    the challenge's listening test is open or its results are published); the audio checks run
-    as a job whose URL the response gives (202). The job ends `succeeded` with a per-file report,
-    or `failed` with the report of every bad file, having stored nothing.
+    Whether the archive can be read safely is checked at once (400 with one message per
+    problem, nothing stored; 409 while the challenge's listening test is open or its results are
+    published); the audio checks run as a job whose URL the response gives (202). The job ends
+    `succeeded` with a per-file report, or `failed` with every problem at once (where files sit
+    and every bad file), having stored nothing. Files that are not audio are skipped with a note
+    unless `strict`.
     """
 
     serializer_class = UploadSerializer
@@ -59,6 +65,7 @@ class UploadViewSet(ChallengeScopedMixin, mixins.CreateModelMixin, viewsets.Gene
             role=data["role"],
             system=system,
             convert=data["convert"],
+            strict=data["strict"],
             user=request.user,
         )
         job.refresh_from_db()

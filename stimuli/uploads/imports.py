@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
+from django.template.defaultfilters import pluralize
 
 from .. import selectors, storage
 from ..archives import ArchiveError, Source, UploadLimits, iter_members
@@ -75,6 +76,12 @@ class ImportReport:
                 extras.append(f"{dupes} duplicates within the upload")
             return text + (f" ({', '.join(extras)})" if extras else "") + "."
         bad = len(self.rejected_files)
+        if bad and self.problems:
+            n = len(self.problems)
+            return (
+                f"Upload rejected: {n} problem{pluralize(n)} with the archive and {bad} of "
+                f"{len(self.files)} files are invalid. Nothing was stored."
+            )
         if bad:
             return f"Upload rejected: {bad} of {len(self.files)} files are invalid. Nothing was stored."
         return "Upload rejected: " + "; ".join(self.problems) + ". Nothing was stored."
@@ -103,18 +110,19 @@ def check_request(challenge: Challenge, role: str, system: System | None) -> Non
 
 
 def check_structure(
-    challenge: Challenge, path: Path, limits: UploadLimits | None = None
+    challenge: Challenge, path: Path, limits: UploadLimits | None = None, *, strict: bool = False
 ) -> list[str]:
-    """Cheap checks that read only names and sizes: safe to run inside a web request."""
+    """Cheap checks that read only names and sizes, safe to run inside a web request: whether
+    the upload can be read safely at all, and holds audio. Where files sit (unknown folders,
+    stray files) is reported by the import with the audio checks, all in one report."""
     with Source(path, limits or UploadLimits.from_settings()) as source:
         try:
-            listing = source.list()
+            listing = source.survey(strict=strict)
         except ArchiveError as exc:
             return exc.problems
-    problems = selectors.listing_problems(challenge, listing)
-    if not listing.members and not problems:
-        problems.append("the upload holds no audio files")
-    return problems
+    if not listing.members and not listing.problems:
+        return ["the upload holds no audio files"]
+    return []
 
 
 def import_clips(
@@ -124,11 +132,16 @@ def import_clips(
     role: str,
     system: System | None = None,
     convert: bool = False,
+    strict: bool = False,
     job: Job | None = None,
     progress: Progress | None = None,
     limits: UploadLimits | None = None,
 ) -> ImportReport:
-    """Check every file of the zip or folder at `path` and store them all, or store nothing."""
+    """Check every file of the zip or folder at `path` and store them all, or store nothing.
+
+    Every problem is reported in one pass: where files sit (unknown folders, a file outside a
+    category folder) beside each audio file's own. Files that are not audio are skipped with a
+    note, or are problems when `strict`."""
     check_request(challenge, role, system)
     report = ImportReport(role=role, system=system.name if system else None, convert=convert)
     spec = selectors.clip_spec(challenge)
@@ -136,16 +149,14 @@ def import_clips(
 
     with Source(Path(path), limits or UploadLimits.from_settings()) as source:
         try:
-            listing = source.list()
+            listing = source.survey(strict=strict)
         except ArchiveError as exc:
             report.problems = exc.problems
             return report
         report.skipped = listing.skipped
-        report.problems = selectors.listing_problems(challenge, listing)
-        if report.problems:
-            return report
+        report.problems = listing.problems + selectors.listing_problems(challenge, listing)
         if not listing.members:
-            report.problems = ["the upload holds no audio files"]
+            report.problems = report.problems or ["the upload holds no audio files"]
             return report
 
         total = len(listing.members)
@@ -153,8 +164,10 @@ def import_clips(
             staged: dict[str, tuple[AudioCheck, Path]] = {}
             seen: dict[tuple[int, str], str] = {}
             for done, (member, data, read_error) in enumerate(iter_members(source, listing), 1):
-                category = lookup[normalise_folder(member.folder)]
-                entry = FileReport(path=member.path, category=category.slug)
+                # A file of an unknown folder is checked too: its folder is one problem of the
+                # archive's, its audio may have others.
+                category = lookup.get(normalise_folder(member.folder))
+                entry = FileReport(path=member.path, category=category.slug if category else None)
                 report.files.append(entry)
                 check = inspect_audio(data, spec, convert=convert) if data is not None else None
                 if read_error or check is None:
@@ -165,7 +178,7 @@ def import_clips(
                     entry.status = "valid"
                     entry.sha256 = check.sha256
                     entry.warnings.extend(check.conversions + check.warnings)
-                    key = (category.pk, check.sha256)
+                    key = (category.pk if category else member.folder, check.sha256)
                     if key in seen:
                         entry.status = "duplicate"
                         entry.warnings.append(f"same audio as {seen[key]}; stored once")
@@ -182,7 +195,7 @@ def import_clips(
                 if progress:
                     progress(done, total, f"checked {member.path}")
 
-            if report.rejected_files:
+            if report.problems or report.rejected_files:
                 return report
             _store(challenge, role, system, job, report, staged, lookup)
     report.accepted = True

@@ -51,12 +51,14 @@ def start_import(
     role: str,
     system: System | None = None,
     convert: bool = False,
+    strict: bool = False,
     user: AbstractBaseUser | None = None,
 ) -> Job:
     """Stage an uploaded zip, check its structure at once, and queue the audio checks.
 
-    A structurally bad upload (not a zip, hostile names, a bomb, unknown folders) raises
-    UploadRejected before anything is kept; a good one becomes an import job. A challenge whose
+    An upload that cannot be read safely (not a zip, hostile names, a bomb) or holds no audio
+    raises UploadRejected before anything is kept; where files sit (unknown folders) is
+    reported by the job with the audio checks; a good one becomes an import job. A challenge whose
     listening test is open or whose results are published takes no upload (ImportPhaseError).
     """
     check_request(challenge, role, system)
@@ -66,7 +68,7 @@ def start_import(
     staging_name = default_storage.save(f"staging/{uuid.uuid4().hex}.zip", upload)
     try:
         with _as_local_file(staging_name) as path:
-            problems = check_structure(challenge, path)
+            problems = check_structure(challenge, path, strict=strict)
     except BaseException:
         default_storage.delete(staging_name)
         raise
@@ -84,6 +86,7 @@ def start_import(
                 "role": role,
                 "system_id": system.pk if system else None,
                 "convert": convert,
+                "strict": strict,
             },
             created_by=user if user and user.is_authenticated else None,
         )
@@ -112,6 +115,7 @@ def run_import_job(job_id: int) -> Job:
                     role=params["role"],
                     system=system,
                     convert=params.get("convert", False),
+                    strict=params.get("strict", False),
                     job=job,
                     progress=progress,
                 )

@@ -32,6 +32,7 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
                 role=data["role"],
                 system=data["system"],
                 convert=data["convert"],
+                strict=data["strict"],
                 user=request.user,
             )
         except services.UploadRejected as exc:

@@ -92,7 +92,8 @@
       if (v.heard) {
         if (!heard) { open(); }
       } else if (event === "ended" || event === "pause") {
-        form.querySelector(".status").textContent = v.reason || v.detail || "";
+        // What players.js saw happen (a skip, a speed change), else the server's reason.
+        form.querySelector(".status").textContent = audio.dataset.why || v.reason || v.detail || "";
       }
     });
     scales.forEach(function (s) {
@@ -137,7 +138,9 @@
           label.textContent = "heard";
           check();
         } else if (event === "ended" || event === "pause") {
-          label.textContent = v.reason || v.detail || "";
+          // What players.js saw happen (another example started, a speed change, a skip),
+          // else the server's reason.
+          label.textContent = player.dataset.why || v.reason || v.detail || "";
         }
       });
     });

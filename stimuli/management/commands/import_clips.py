@@ -28,6 +28,11 @@ class Command(BaseCommand):
             action="store_true",
             help="Convert like DCASE (mono, resample, pad or cut) instead of rejecting.",
         )
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="Reject files that are not audio instead of skipping them with a note.",
+        )
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
 
     def handle(self, *args, **options):
@@ -46,6 +51,7 @@ class Command(BaseCommand):
                 role=options["role"],
                 system=system,
                 convert=options["convert"],
+                strict=options["strict"],
                 progress=TerminalProgress("checking"),
             )
         except ImportRequestError as exc:
@@ -62,7 +68,7 @@ class Command(BaseCommand):
                 details = "; ".join(entry.errors or entry.warnings)
                 self.stdout.write(f"{tag} {entry.path}" + (f": {details}" if details else ""))
             for skipped in report.skipped:
-                self.stdout.write(f"SKIP   {skipped} (archive metadata)")
+                self.stdout.write(f"SKIP   {skipped}")
             self.stdout.write(report.summary())
         if not report.accepted:
             raise CommandError(report.summary())
