@@ -31,22 +31,26 @@ def test_unanswered_crowd_sessions_stop_holding_places(site, browser_at):
         slug="hogged", categories=2, clips_per_system=1, target_ratings=2, categories_min=1
     )
     services.set_open(challenge, True)
-    # Throw-away workers take every place and answer nothing.
-    for n in range(4):
-        page = _worker(browser_at, site, challenge, f"hog{n}").page()
-        assert "Examples of" in page
-    assert CategorySession.objects.count() == 4
+    test = services.listening_test(challenge)
+    # A genuine worker arrives while places are left, and reads the instructions...
     genuine = _worker(browser_at, site, challenge, "genuine")
+    # ... while throw-away workers take every place and answer nothing.
+    for n in range(4):
+        assert "Examples of" in _worker(browser_at, site, challenge, f"hog{n}").page()
+    assert CategorySession.objects.count() == 4
+    # The test is full: a new worker is refused at the link, before any row is made.
+    refused = browser_at(site, challenge.slug).crowd(test.crowd_key, "turned-away")
+    assert refused.status_code >= 400 and "full" in refused.text
+    assert not Rater.objects.filter(participant_id="turned-away").exists()
+    # The genuine worker is given nothing to rate: finishing gives no completion code, and the
+    # study is to be returned instead.
     assert "Examples of" not in genuine.page()
-    # Finishing with no answer: no completion code, the study to be returned instead.
     end = genuine.post("finish/", {})
     page = genuine.page() if end.status_code == 302 else end.text
     assert "completion-code" not in page and "Return submission" in page, page[:2000]
     # Ten minutes without a first answer: the places are free again.
     CategorySession.objects.update(created_at=timezone.now() - timedelta(minutes=11))
-    late = _worker(browser_at, site, challenge, "late")
-    assert "Examples of" in late.page()
-    assert Rater.objects.filter(kind="crowd").count() == 6
+    assert "Examples of" in _worker(browser_at, site, challenge, "late").page()
 
 
 @pytest.mark.parametrize("kind", ["crowd", "invited"])
