@@ -18,7 +18,7 @@ def first_played(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('raters', '0007_session_summary'),
+        ('raters', '0008_crowd_categories_and_reveal_submitted'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scoring', '0003_snapshot_plots'),
+        ('scoring', '0004_snapshot_interim_and_organizers_only'),
     ]
 
     operations = [
