@@ -13,7 +13,13 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
 from stimuli.models import Challenge, Job
-from stimuli.permissions import check_challenge, is_organizer, may_read, readable_challenges
+from stimuli.permissions import (
+    check_challenge,
+    is_organizer,
+    is_write,
+    may_read,
+    readable_challenges,
+)
 
 from . import selectors, services
 from .compute import ScoringInputError
@@ -56,7 +62,8 @@ PUBLISH_KINDS = ("interim", "final")
 def publish(request: HttpRequest, slug: str) -> HttpResponse:
     """GET: what each kind of publication closes and keeps, to choose and confirm; POST: publish."""
     challenge = get_object_or_404(Challenge, slug=slug)
-    check_challenge(request.user, challenge, write=True)
+    # Viewers read what publishing would do; only owners and organizers publish.
+    check_challenge(request.user, challenge, write=is_write(request))
     kind = request.POST.get("kind")
     if request.method != "POST" or kind not in PUBLISH_KINDS:
         context = {**_publish_context(challenge), **selectors.publication_state(challenge)}

@@ -155,7 +155,8 @@ def organizer_or_403(view):
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args, slug: str, **kwargs):
-        check_challenge(request.user, get_object_or_404(Challenge, slug=slug), write=False)
+        challenge = get_object_or_404(Challenge, slug=slug)
+        check_challenge(request.user, challenge, write=is_write(request))
         return view(request, *args, slug=slug, **kwargs)
 
     return wrapper

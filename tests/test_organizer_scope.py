@@ -26,11 +26,14 @@ PUBLIC = {
     "raters:start", "raters:rate", "raters:next", "raters:finish", "raters:audio",
     "raters:player", "raters:diversity", "raters:rate_diversity", "raters:text_home",
     "raters:text_progress", "raters:text_begin", "raters:text_describe", "raters:text_mark",
-    "raters:text_realism", "raters:text_prompt", "raters:text_answer",
+    "raters:text_realism", "raters:text_prompt", "raters:text_answer", "raters:text_marks_done",
     "scoring:index", "scoring:challenge", "scoring:snapshot", "scoring:track", "scoring:plot",
     "scoring:download",
     "results-api-challenges", "results-api-snapshots", "results-api-latest",
     "results-api-snapshot", "results-api-leaderboard",
+    # nginx's report of a sent sound: internal to nginx, and it takes only a receipt signed by
+    # the web process (tests/adversary/test_delivery.py).
+    "sound-delivered",
 }  # fmt: skip
 # Organizer routes that name no challenge: each scopes what it shows (tested below).
 UNSCOPED = {"stimuli:challenges", "stimuli:job", "stimuli:audio", "challenge-list", "api-root"}
