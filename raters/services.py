@@ -27,7 +27,7 @@ from stimuli.audio import resample
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid, Team
 
-from . import anchors, delivery, listening, lookups, selectors
+from . import anchors, delivery, gold, listening, lookups, selectors
 from .design import counterbalanced_order, spread_slots, williams
 from .errors import ListeningError
 from .models import (
@@ -37,6 +37,7 @@ from .models import (
     DiversityRating,
     DiversityTrial,
     FamiliarizationClip,
+    GoldSound,
     Heard,
     ListeningTest,
     PromptClip,
@@ -447,6 +448,9 @@ def render_delivered_audio(challenge: Challenge, *, progress=None) -> int:
         for s in Stimulus.objects.filter(challenge=challenge).select_related("clip__audio")
     }
     sources |= {a.audio for a in Anchor.objects.filter(challenge=challenge).select_related("audio")}
+    sources |= {
+        g.audio for g in GoldSound.objects.filter(challenge=challenge).select_related("audio")
+    }
     for category in Category.objects.filter(challenge=challenge):
         pool = _familiarization_pool(challenge, category)
         sources |= {c.audio for c in Clip.objects.filter(pk__in=pool).select_related("audio")}
@@ -463,6 +467,8 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
     listening_test(challenge)
     stimuli = build_stimulus_set(challenge)
     anchors = build_anchors(challenge, seed=seed, progress=progress)
+    if listening_test(challenge).gold_per_session:
+        gold.build_trapping_sounds(challenge)
     rendered = render_delivered_audio(challenge, progress=progress)
     check_anchors(challenge)
     items = build_diversity_items(challenge, progress=progress)
@@ -921,19 +927,20 @@ def build_session(rater: Rater, category: Category, *, order: int) -> CategorySe
         permutation = counterbalanced_order(
             len(items), blocks=SESSION_BLOCKS, row=session.latin_row, seed=session.seed
         )
-        Trial.objects.bulk_create(
-            [
-                Trial(
-                    session=session,
-                    position=position,
-                    role=role,
-                    stimulus=item if role == "trial" else None,
-                    anchor=item if role != "trial" else None,
-                    audio=item.clip.audio if role == "trial" else item.audio,
-                )
-                for position, (role, item) in enumerate(items[i] for i in permutation)
-            ]
-        )
+        trials = [
+            Trial(
+                session=session,
+                position=position,
+                role=role,
+                stimulus=item if role == "trial" else None,
+                anchor=item if role != "trial" else None,
+                audio=item.clip.audio if role == "trial" else item.audio,
+            )
+            for position, (role, item) in enumerate(items[i] for i in permutation)
+        ]
+        # Drawn from the session's secret seed: where a gold trial sits is no one's to guess.
+        rng = random.Random(session.seed ^ 0x601D)
+        Trial.objects.bulk_create(gold.place(session, trials, test.gold_per_session, rng))
         pool = _familiarization_pool(rater.challenge, category)
         FamiliarizationClip.objects.bulk_create(
             [
