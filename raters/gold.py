@@ -149,9 +149,10 @@ def place(
     in another category come last in the draw: a sound heard twice gives itself away."""
     if count <= 0 or not trials:
         return trials
-    pool = list(GoldSound.objects.filter(challenge=session.category.challenge).order_by("id"))
-    if not pool:
-        raise ListeningError("No gold sounds: prepare the listening test again.", 409)
+    challenge = session.category.challenge
+    if not GoldSound.objects.filter(challenge=challenge).exists():
+        build_trapping_sounds(challenge)  # asked for after preparation: made now, once
+    pool = list(GoldSound.objects.filter(challenge=challenge).order_by("id"))
     heard = set(
         Trial.objects.filter(session__rater=session.rater, gold__isnull=False).values_list(
             "gold_id", flat=True

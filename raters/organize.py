@@ -62,6 +62,13 @@ class SettingsForm(forms.ModelForm):
             "instructions_text": forms.Textarea(attrs={"rows": 3}),
         }
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["gold_per_session"].required = False  # none, as DCASE had, when left out
+
+    def clean_gold_per_session(self):
+        return self.cleaned_data.get("gold_per_session") or 0
+
     def clean(self):
         data = super().clean()
         low, high = data.get("categories_min"), data.get("categories_max")

@@ -197,3 +197,15 @@ def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
     assert list(GoldSound.objects.filter(challenge=gold_test)) == [uploaded]
     page = organizer_client.get(f"/organize/listening/{gold_test.slug}/").content.decode()
     assert "a voice asking for 9 and 9" in page
+
+
+def test_gold_asked_for_after_preparation_is_made_when_a_session_needs_it(db):
+    challenge = build_listening_challenge(slug="gold-late", categories=2, duration=4.0)
+    assert not GoldSound.objects.filter(challenge=challenge).exists()
+    services.set_open(challenge, True)
+    services.listening_test(challenge).__class__.objects.filter(challenge=challenge).update(
+        gold_per_session=1
+    )
+    _, session = _session(challenge)
+    assert session.trials.filter(role="gold").count() == 1
+    assert GoldSound.objects.filter(challenge=challenge, builtin=True).count() == 4
