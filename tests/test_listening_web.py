@@ -330,6 +330,7 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     assert (
         text.splitlines()[0]
         == "rater,rater_team,session,category,system,track,stimulus,role,quality,fit,"
+        "expected_quality_min,expected_quality_max,expected_fit_min,expected_fit_max,"
         "plays,seeks,heard_fraction,answer_s,flags"
     )
     assert len(rows) == 32
