@@ -211,3 +211,31 @@ def test_preparation_refuses_repeats_and_anchors_the_teams_hold(challenge):
     assert "cat2 hq_poorfit: 1 anchor(s) match" in message
     assert "1 source clip(s) behind more than one anchor" in message
     assert "1 anchor(s) also a stimulus" in message
+
+
+def test_one_threshold_over_the_challenge_separates_a_kind_that_a_recipe_constant_marks():
+    """Over everything a rater of several categories receives: a noise floor every low-quality
+    anchor shares (a fixed SNR) is refused; the same anchors spread like the stimuli are not."""
+    rng = np.random.default_rng(0)
+
+    def sounds(n, floor):
+        return [
+            anchors.Stats(
+                distinct=5000,
+                rms_db=-30 + rng.normal(0, 2),
+                flatness=0.05,
+                noise_floor_db=f,
+                crest_db=15 + rng.normal(0, 2),
+                bandwidth_hz=800 + rng.normal(0, 200),
+            )
+            for f in floor(n)
+        ]
+
+    stimuli = sounds(300, lambda n: rng.uniform(-90, -30, n))
+    marked = sounds(24, lambda n: rng.normal(-40, 1, n))
+    spread = sounds(24, lambda n: rng.uniform(-90, -30, n))
+    problems = anchors.pooled_separations({"lq_poorfit": marked}, stimuli)
+    assert len(problems) == 1 and problems[0].startswith("lq_poorfit: noise floor (dBFS)")
+    assert anchors.pooled_separations({"lq_poorfit": spread}, stimuli) == []
+    # Too few anchors to tell a tell from the draw: left to the per-category test.
+    assert anchors.pooled_separations({"lq_poorfit": marked[:10]}, stimuli) == []
