@@ -3,9 +3,11 @@ sessions at random positions but never first, and judged by the gold rule of `ra
 
 An organizer uploads gold sounds with the range each scale's answer must fall in, or uses the
 built-in trapping sounds: spoken instructions ("set both sliders to two") from the espeak-ng
-speech synthesiser, cut or padded to the clip length, at the challenge's rate. They are
-delivered like every sound (loudness-aligned to the test's target, dithered, the same WAV), so
-nothing a browser receives says which trial is gold.
+speech synthesiser, padded to the clip length, at the challenge's rate. A built-in one is made
+for its trial: its numbers, voice, speed, pitch and pause drawn from the session's secret seed,
+so no two raters hear the same one and a bot's operator who listened once has nothing to reuse.
+They are delivered like every sound (loudness-aligned to the test's target, dithered, the same
+WAV), so nothing a browser receives says which trial is gold.
 """
 
 from __future__ import annotations
@@ -25,64 +27,75 @@ from . import delivery
 from .errors import ListeningError
 from .models import CategorySession, GoldSound, Trial
 
-# (what is said, the quality and the fit it asks for): both scales, and the two far apart, so
-# neither a constant answer nor one copied from the other scale passes them all.
-INSTRUCTIONS = (
-    ("Please set both sliders to two.", 2, 2),
-    ("Please set both sliders to eight.", 8, 8),
-    ("Please set the quality slider to nine and the fit slider to one.", 9, 1),
-    ("Please set the quality slider to one and the fit slider to nine.", 1, 9),
-)
+NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029")
+VARIANTS = ("", "+m1", "+m3", "+m5", "+f1", "+f2", "+f4")
 SPEAKER = "espeak-ng"
 
 
-def speak(text: str, sample_rate: int, frames: int) -> np.ndarray:
-    """`text` spoken by espeak-ng, at `sample_rate`, `frames` long (the speech at the start of
-    the clip). Refused, with what to install, where espeak-ng is missing."""
-    program = shutil.which(SPEAKER)
-    if program is None:
-        raise ListeningError(
-            "The built-in trapping sounds need the espeak-ng speech synthesiser "
-            "(apt-get install espeak-ng); or upload gold sounds.",
-            409,
-        )
-    spoken = subprocess.run(
-        [program, "--stdout", "-s", "150", text], capture_output=True, check=True, timeout=60
-    ).stdout
+def instruction(rng: random.Random) -> tuple[str, int, int]:
+    """What a trapping sound says, and the quality and fit it asks for: both scales alike, or
+    each its own (never the same, so copying one scale to the other fails), from 1 to 9."""
+    if rng.random() < 0.5:
+        n = rng.randint(1, 9)
+        return f"Please set both sliders to {NUMBERS[n]}.", n, n
+    quality, fit = rng.sample(range(1, 10), 2)
+    return (
+        f"Please set the quality slider to {NUMBERS[quality]} and the fit slider to "
+        f"{NUMBERS[fit]}.",
+        quality,
+        fit,
+    )
+
+
+def speaker_missing() -> str:
+    """Why built-in trapping sounds cannot be made here ("" when they can)."""
+    if shutil.which(SPEAKER):
+        return ""
+    return (
+        "The built-in trapping sounds need the espeak-ng speech synthesiser "
+        "(apt-get install espeak-ng); or upload gold sounds."
+    )
+
+
+def speak(text: str, sample_rate: int, frames: int, rng: random.Random) -> np.ndarray:
+    """`text` spoken by espeak-ng in a voice, speed and pitch drawn from `rng`, after a pause
+    of 0.1 to 0.6 s, at `sample_rate` and `frames` long."""
+    if missing := speaker_missing():
+        raise ListeningError(missing, 409)
+    voice = rng.choice(VOICES) + rng.choice(VARIANTS)
+    command = [shutil.which(SPEAKER), "--stdout", "-v", voice]
+    command += ["-s", str(rng.randint(135, 175)), "-p", str(rng.randint(25, 75)), text]
+    spoken = subprocess.run(command, capture_output=True, check=True, timeout=60).stdout
     samples, rate = decode_wav(spoken)
     samples = samples.astype(np.float64).mean(axis=1)
     if rate != sample_rate:
         samples = resample(samples[:, None], rate, sample_rate)[:, 0]
-    lead = int(0.2 * sample_rate)  # a breath before the words, as a recording would have
+    lead = int(rng.uniform(0.1, 0.6) * sample_rate)
     out = np.zeros(frames)
     speech = samples[: max(0, frames - lead)]
     out[lead : lead + speech.size] = speech
     return 0.5 * out / (float(np.max(np.abs(out))) or 1.0)
 
 
-def build_trapping_sounds(challenge: Challenge) -> int:
-    """The built-in trapping sounds, made once (when the test asks for gold trials and the
-    organizer uploaded none); returns how many were made."""
-    if GoldSound.objects.filter(challenge=challenge).exists():
-        return 0
-    made = 0
-    for text, quality, fit in INSTRUCTIONS:
-        samples = speak(text, challenge.sample_rate, challenge.clip_frames)
-        audio = delivery.store_samples(samples, challenge.sample_rate)
-        _, created = GoldSound.objects.get_or_create(
-            challenge=challenge,
-            audio=audio,
-            defaults={
-                "label": text,
-                "builtin": True,
-                "quality_min": quality,
-                "quality_max": quality,
-                "fit_min": fit,
-                "fit_max": fit,
-            },
-        )
-        made += created
-    return made
+def trapping_sound(challenge: Challenge, rng: random.Random) -> GoldSound:
+    """A built-in trapping sound made for one trial."""
+    text, quality, fit = instruction(rng)
+    samples = speak(text, challenge.sample_rate, challenge.clip_frames, rng)
+    audio = delivery.store_samples(samples, challenge.sample_rate)
+    gold, _ = GoldSound.objects.get_or_create(
+        challenge=challenge,
+        audio=audio,
+        defaults={
+            "label": text,
+            "builtin": True,
+            "quality_min": quality,
+            "quality_max": quality,
+            "fit_min": fit,
+            "fit_max": fit,
+        },
+    )
+    return gold
 
 
 def _range(name: str, low, high) -> tuple[list[str], tuple[int, int]]:
@@ -136,8 +149,6 @@ def add_gold_sound(
         )
         if not created:
             raise ListeningError("This gold sound was added already.", 409)
-        # Uploaded gold replaces the built-in spoken instructions not yet given to anyone.
-        GoldSound.objects.filter(challenge=challenge, builtin=True, trials__isnull=True).delete()
     return gold
 
 
@@ -145,22 +156,24 @@ def place(
     session: CategorySession, trials: list[Trial], count: int, rng: random.Random
 ) -> list[Trial]:
     """The session's trials with `count` gold trials put in at random positions, never first
-    (a first trial is where a rater learns the scales), renumbered. Gold sounds the rater heard
-    in another category come last in the draw: a sound heard twice gives itself away."""
+    (a first trial is where a rater learns the scales), renumbered. The organizer's gold sounds
+    when there are any (those the rater heard in another category last: a sound heard twice
+    gives itself away), else a spoken instruction made for each."""
     if count <= 0 or not trials:
         return trials
     challenge = session.category.challenge
-    if not GoldSound.objects.filter(challenge=challenge).exists():
-        build_trapping_sounds(challenge)  # asked for after preparation: made now, once
-    pool = list(GoldSound.objects.filter(challenge=challenge).order_by("id"))
-    heard = set(
-        Trial.objects.filter(session__rater=session.rater, gold__isnull=False).values_list(
-            "gold_id", flat=True
+    pool = list(GoldSound.objects.filter(challenge=challenge, builtin=False).order_by("id"))
+    if pool:
+        heard = set(
+            Trial.objects.filter(session__rater=session.rater, gold__isnull=False).values_list(
+                "gold_id", flat=True
+            )
         )
-    )
-    rng.shuffle(pool)
-    pool.sort(key=lambda gold: gold.pk in heard)
-    chosen = [pool[k % len(pool)] for k in range(count)]
+        rng.shuffle(pool)
+        pool.sort(key=lambda gold: gold.pk in heard)
+        chosen = [pool[k % len(pool)] for k in range(count)]
+    else:
+        chosen = [trapping_sound(challenge, rng) for _ in range(count)]
     items = list(trials)
     for gold in chosen:
         items.insert(

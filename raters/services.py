@@ -448,9 +448,8 @@ def render_delivered_audio(challenge: Challenge, *, progress=None) -> int:
         for s in Stimulus.objects.filter(challenge=challenge).select_related("clip__audio")
     }
     sources |= {a.audio for a in Anchor.objects.filter(challenge=challenge).select_related("audio")}
-    sources |= {
-        g.audio for g in GoldSound.objects.filter(challenge=challenge).select_related("audio")
-    }
+    uploaded = GoldSound.objects.filter(challenge=challenge, builtin=False)
+    sources |= {g.audio for g in uploaded.select_related("audio")}
     for category in Category.objects.filter(challenge=challenge):
         pool = _familiarization_pool(challenge, category)
         sources |= {c.audio for c in Clip.objects.filter(pk__in=pool).select_related("audio")}
@@ -467,8 +466,12 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
     listening_test(challenge)
     stimuli = build_stimulus_set(challenge)
     anchors = build_anchors(challenge, seed=seed, progress=progress)
-    if listening_test(challenge).gold_per_session:
-        gold.build_trapping_sounds(challenge)
+    if (
+        listening_test(challenge).gold_per_session
+        and not GoldSound.objects.filter(challenge=challenge, builtin=False).exists()
+        and (missing := gold.speaker_missing())
+    ):
+        raise ListeningError(missing, 409)
     rendered = render_delivered_audio(challenge, progress=progress)
     check_anchors(challenge)
     items = build_diversity_items(challenge, progress=progress)

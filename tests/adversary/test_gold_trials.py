@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 from django.test import Client
 
-from raters import services
+from raters import gold, services
 from raters.models import GoldSound, Trial
 from raters.selectors import rating_rows, session_verdicts
 from stimuli.audio import integrated_loudness
@@ -32,7 +32,7 @@ pytestmark = [
 @pytest.fixture
 def gold_test(db):
     """Two categories of 4-s clips with two gold trials per session and no uploaded gold: the
-    built-in spoken instructions."""
+    built-in spoken instructions, made per trial."""
     challenge = build_listening_challenge(
         slug="gold", categories=2, duration=4.0, gold_per_session=2, listened_fraction=0.0
     )
@@ -50,14 +50,16 @@ def _session(challenge):
 
 
 def test_builtin_trapping_sounds_are_spoken_instructions_at_the_tests_loudness(gold_test):
-    sounds = list(GoldSound.objects.filter(challenge=gold_test))
-    assert len(sounds) == 4 and all(s.builtin for s in sounds)
-    assert {(s.quality_min, s.fit_min) for s in sounds} == {(2, 2), (8, 8), (9, 1), (1, 9)}
     rater, session = _session(gold_test)
     client = Client()
     client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
     target = services.listening_test(gold_test).target_lufs
-    for trial in session.trials.filter(role="gold"):
+    trials = list(session.trials.filter(role="gold").select_related("gold"))
+    assert len(trials) == 2
+    for trial in trials:
+        gold = trial.gold
+        assert gold.builtin and gold.label.startswith("Please set ")
+        assert 1 <= gold.quality_min == gold.quality_max <= 9
         data = client.get(f"/listen/{gold_test.slug}/audio/{trial.token}/").content
         samples, rate = sf.read(io.BytesIO(data), always_2d=True)
         assert (rate, samples.shape[0]) == (gold_test.sample_rate, gold_test.clip_frames)
@@ -66,6 +68,18 @@ def test_builtin_trapping_sounds_are_spoken_instructions_at_the_tests_loudness(g
         frames = samples[: samples.size // 160 * 160, 0].reshape(-1, 160)
         voiced = np.sqrt(np.mean(frames**2, axis=1)) > 10 ** (-50 / 20)
         assert voiced.sum() * 160 / rate > 1.0
+
+
+def test_no_two_raters_hear_the_same_trapping_sound(gold_test):
+    """Made per trial from the session's secret seed: what one rater heard (and its answer)
+    tells nothing about another rater's."""
+    made = [
+        (t.gold.audio_id, t.gold.label)
+        for _ in range(6)
+        for t in _session(gold_test)[1].trials.filter(role="gold").select_related("gold")
+    ]
+    assert len({audio for audio, _ in made}) == 12
+    assert len({label for _, label in made}) >= 6
 
 
 def test_sessions_place_gold_at_random_positions_never_first(gold_test):
@@ -82,10 +96,19 @@ def test_sessions_place_gold_at_random_positions_never_first(gold_test):
     assert len(positions) >= 6  # spread over the session, not a fixed slot
 
 
-def test_a_rater_hears_no_gold_sound_twice_while_others_are_left(gold_test):
+def test_a_rater_hears_no_uploaded_gold_sound_twice_while_others_are_left(gold_test):
+    for seed in range(4):
+        gold.add_gold_sound(
+            gold_test,
+            make_wav(seconds=4.0, sample_rate=8000, seed=100 + seed),
+            label=f"gold {seed}",
+            quality=(4, 6),
+            fit=(4, 6),
+        )
     rater, first = _session(gold_test)
     heard = {t.gold_id for t in first.trials.filter(role="gold")}
-    for trial in services.next_trial(first) and first.trials.order_by("position"):
+    assert len(heard) == 2 and not GoldSound.objects.filter(pk__in=heard, builtin=True).exists()
+    for trial in first.trials.order_by("position"):
         services.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
     second = services.next_session(rater).session
     assert not heard & {t.gold_id for t in second.trials.filter(role="gold")}
@@ -146,12 +169,11 @@ def test_gold_answers_are_judged_by_the_gold_rule(gold_test):
     # The export says what each gold trial asked for; scoring leaves gold rows out.
     rows = [r for r in rating_rows(gold_test) if r["role"] == "gold"]
     assert len(rows) == 4 and all(r["system"] == "" for r in rows)
-    assert {(r["expected_quality_min"], r["expected_fit_max"]) for r in rows} <= {
-        (2, 2),
-        (8, 8),
-        (9, 1),
-        (1, 9),
+    asked = {
+        (t.gold.quality_min, t.gold.fit_max)
+        for t in Trial.objects.filter(role="gold", rating__isnull=False).select_related("gold")
     }
+    assert {(r["expected_quality_min"], r["expected_fit_max"]) for r in rows} == asked
     assert all(t.role != "gold" or t.position for t in Trial.objects.all())
 
 
@@ -193,13 +215,14 @@ def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
     assert organizer_client.post(url, good).status_code == 302
     uploaded = GoldSound.objects.get(challenge=gold_test, builtin=False)
     assert (uploaded.quality_min, uploaded.quality_max, uploaded.fit_max) == (8, 10, 10)
-    # Uploaded gold replaces the spoken instructions no one was given yet.
-    assert list(GoldSound.objects.filter(challenge=gold_test)) == [uploaded]
+    # Sessions from now on hear the organizer's gold, not spoken instructions.
+    _, session = _session(gold_test)
+    assert {t.gold_id for t in session.trials.filter(role="gold")} == {uploaded.pk}
     page = organizer_client.get(f"/organize/listening/{gold_test.slug}/").content.decode()
     assert "a voice asking for 9 and 9" in page
 
 
-def test_gold_asked_for_after_preparation_is_made_when_a_session_needs_it(db):
+def test_gold_asked_for_after_preparation_is_placed_too(db):
     challenge = build_listening_challenge(slug="gold-late", categories=2, duration=4.0)
     assert not GoldSound.objects.filter(challenge=challenge).exists()
     services.set_open(challenge, True)
@@ -207,5 +230,4 @@ def test_gold_asked_for_after_preparation_is_made_when_a_session_needs_it(db):
         gold_per_session=1
     )
     _, session = _session(challenge)
-    assert session.trials.filter(role="gold").count() == 1
-    assert GoldSound.objects.filter(challenge=challenge, builtin=True).count() == 4
+    assert session.trials.filter(role="gold", gold__builtin=True).count() == 1
