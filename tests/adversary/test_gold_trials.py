@@ -19,7 +19,7 @@ from raters.models import GoldSound, Trial
 from raters.selectors import rating_rows, session_verdicts
 from stimuli.audio import integrated_loudness
 from tests.factories import make_wav
-from tests.listening_setup import build_listening_challenge
+from tests.listening_setup import build_listening_challenge, rater_at_trials
 
 pytestmark = [
     pytest.mark.django_db,
@@ -40,17 +40,8 @@ def gold_test(db):
     return challenge
 
 
-def _session(challenge):
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
-    return rater, session
-
-
 def test_builtin_trapping_sounds_are_spoken_instructions_at_the_tests_loudness(gold_test):
-    rater, session = _session(gold_test)
+    rater, session = rater_at_trials(gold_test)
     client = Client()
     client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
     target = services.listening_test(gold_test).target_lufs
@@ -76,7 +67,7 @@ def test_no_two_raters_hear_the_same_trapping_sound(gold_test):
     made = [
         (t.gold.audio_id, t.gold.label)
         for _ in range(6)
-        for t in _session(gold_test)[1].trials.filter(role="gold").select_related("gold")
+        for t in rater_at_trials(gold_test)[1].trials.filter(role="gold").select_related("gold")
     ]
     assert len({audio for audio, _ in made}) == 12
     assert len({label for _, label in made}) >= 6
@@ -85,7 +76,7 @@ def test_no_two_raters_hear_the_same_trapping_sound(gold_test):
 def test_sessions_place_gold_at_random_positions_never_first(gold_test):
     positions = Counter()
     for _ in range(12):
-        _, session = _session(gold_test)
+        _, session = rater_at_trials(gold_test)
         trials = list(session.trials.order_by("position"))
         assert [t.position for t in trials] == list(range(len(trials)))
         gold = [t for t in trials if t.role == "gold"]
@@ -105,7 +96,7 @@ def test_a_rater_hears_no_uploaded_gold_sound_twice_while_others_are_left(gold_t
             quality=(4, 6),
             fit=(4, 6),
         )
-    rater, first = _session(gold_test)
+    rater, first = rater_at_trials(gold_test)
     heard = {t.gold_id for t in first.trials.filter(role="gold")}
     assert len(heard) == 2 and not GoldSound.objects.filter(pk__in=heard, builtin=True).exists()
     for trial in first.trials.order_by("position"):
@@ -115,7 +106,7 @@ def test_a_rater_hears_no_uploaded_gold_sound_twice_while_others_are_left(gold_t
 
 
 def test_nothing_the_browser_receives_tells_a_gold_trial(gold_test):
-    rater, session = _session(gold_test)
+    rater, session = rater_at_trials(gold_test)
     client = Client()
     client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
     headers, pages = set(), []
@@ -158,9 +149,9 @@ def _answer(rater, session, *, gold_right: bool) -> None:
 
 
 def test_gold_answers_are_judged_by_the_gold_rule(gold_test):
-    careful, careful_session = _session(gold_test)
+    careful, careful_session = rater_at_trials(gold_test)
     _answer(careful, careful_session, gold_right=True)
-    careless, careless_session = _session(gold_test)
+    careless, careless_session = rater_at_trials(gold_test)
     _answer(careless, careless_session, gold_right=False)
     verdicts = session_verdicts(gold_test)
     assert not [f for f in verdicts[careful_session.pk].flags if f.rule == "gold"]
@@ -216,7 +207,7 @@ def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
     uploaded = GoldSound.objects.get(challenge=gold_test, builtin=False)
     assert (uploaded.quality_min, uploaded.quality_max, uploaded.fit_max) == (8, 10, 10)
     # Sessions from now on hear the organizer's gold, not spoken instructions.
-    _, session = _session(gold_test)
+    _, session = rater_at_trials(gold_test)
     assert {t.gold_id for t in session.trials.filter(role="gold")} == {uploaded.pk}
     page = organizer_client.get(f"/organize/listening/{gold_test.slug}/").content.decode()
     assert "a voice asking for 9 and 9" in page
@@ -229,5 +220,5 @@ def test_gold_asked_for_after_preparation_is_placed_too(db):
     services.listening_test(challenge).__class__.objects.filter(challenge=challenge).update(
         gold_per_session=1
     )
-    _, session = _session(challenge)
+    _, session = rater_at_trials(challenge)
     assert session.trials.filter(role="gold", gold__builtin=True).count() == 1
