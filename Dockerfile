@@ -15,10 +15,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MEDIA_ROOT=/data/media \
     STATIC_ROOT=/app/staticfiles
 
-# libsndfile for soundfile; bubblewrap and libseccomp for the generator sandbox; util-linux brings
-# setpriv, with which deploy/worker-entrypoint drops to the worker's user.
+# libsndfile for soundfile; bubblewrap and libseccomp for the generator sandbox; espeak-ng for the
+# built-in trapping sounds; util-linux brings setpriv, with which deploy/worker-entrypoint drops to
+# the worker's user.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libsndfile1 bubblewrap libseccomp2 util-linux curl \
+    && apt-get install -y --no-install-recommends libsndfile1 bubblewrap libseccomp2 util-linux curl espeak-ng \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

@@ -16,6 +16,7 @@ from stimuli.models import Challenge
 from stimuli.permissions import IsOrganizer
 
 from . import selectors
+from .models import TRIAL_ROLES
 
 
 class CSVRenderer(BaseRenderer):
@@ -42,11 +43,15 @@ class RatingRowSerializer(serializers.Serializer):
     system = serializers.CharField(allow_blank=True)
     track = serializers.CharField(allow_blank=True)
     stimulus = serializers.CharField()
-    role = serializers.ChoiceField(
-        choices=["trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit"]
-    )
+    role = serializers.ChoiceField(choices=list(TRIAL_ROLES))
     quality = serializers.IntegerField(min_value=0, max_value=10)
     fit = serializers.IntegerField(min_value=0, max_value=10)
+    expected_quality_min = serializers.CharField(
+        allow_blank=True, help_text="A gold trial's lowest expected quality; empty otherwise."
+    )
+    expected_quality_max = serializers.CharField(allow_blank=True)
+    expected_fit_min = serializers.CharField(allow_blank=True)
+    expected_fit_max = serializers.CharField(allow_blank=True)
 
 
 class DiversityRowSerializer(serializers.Serializer):

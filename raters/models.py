@@ -27,7 +27,7 @@ from stimuli.models import (
 )
 
 ANCHOR_KINDS = ("hq_goodfit", "hq_poorfit", "lq_poorfit")
-TRIAL_ROLES = ("trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit")
+TRIAL_ROLES = ("trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit", "gold")
 
 
 def new_token() -> str:
@@ -73,6 +73,11 @@ class ListeningTest(models.Model):
     )
     familiarization_clips = models.PositiveSmallIntegerField(
         default=6, help_text="Development clips heard before the trials of a category."
+    )
+    gold_per_session = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Gold (trapping) trials per category session, at random places but never "
+        "first: the organizer's gold sounds, or spoken instructions when there are none.",
     )
     loudness_alignment = models.BooleanField(
         default=True, help_text="Bring every stimulus to the target integrated loudness."
@@ -124,6 +129,9 @@ class ListeningTest(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(familiarization_clips__lte=30), name="listening_familiarization_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(gold_per_session__lte=10), name="listening_gold_range"
             ),
             models.CheckConstraint(
                 condition=Q(target_lufs__gte=-70) & Q(target_lufs__lte=-5),
@@ -193,6 +201,40 @@ class Anchor(models.Model):
 
     def __str__(self) -> str:
         return f"anchor {self.kind} for {self.category.slug}"
+
+
+class GoldSound(models.Model):
+    """A gold (trapping) sound in the ITU-T P.808 sense: one whose answer is known, such as a
+    spoken "set both sliders to two". A session's gold trials are drawn from these; the gold
+    rule (`raters.quality`) judges the answers against the ranges."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="gold_sounds")
+    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="gold_uses")
+    label = models.CharField(max_length=200, help_text="What it asks, for organizers.")
+    builtin = models.BooleanField(
+        default=False, help_text="A spoken instruction made by the platform, not uploaded."
+    )
+    quality_min = models.PositiveSmallIntegerField()
+    quality_max = models.PositiveSmallIntegerField()
+    fit_min = models.PositiveSmallIntegerField()
+    fit_max = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["challenge", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quality_min__lte=models.F("quality_max"))
+                & Q(quality_max__lte=10)
+                & Q(fit_min__lte=models.F("fit_max"))
+                & Q(fit_max__lte=10),
+                name="gold_ranges_valid",
+            ),
+            models.UniqueConstraint(fields=["challenge", "audio"], name="gold_audio_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"gold {self.label}"
 
 
 class Rater(models.Model):
@@ -417,6 +459,7 @@ class Trial(Heard):
         ANCHOR_HQ_GOODFIT = "anchor_hq_goodfit", "Anchor: high quality, good fit"
         ANCHOR_HQ_POORFIT = "anchor_hq_poorfit", "Anchor: high quality, poor fit"
         ANCHOR_LQ_POORFIT = "anchor_lq_poorfit", "Anchor: low quality, poor fit"
+        GOLD = "gold", "Gold (trapping) trial"
 
     session = models.ForeignKey(CategorySession, on_delete=models.CASCADE, related_name="trials")
     position = models.PositiveSmallIntegerField()
@@ -427,6 +470,9 @@ class Trial(Heard):
     anchor = models.ForeignKey(
         Anchor, on_delete=models.PROTECT, null=True, blank=True, related_name="trials"
     )
+    gold = models.ForeignKey(
+        GoldSound, on_delete=models.PROTECT, null=True, blank=True, related_name="trials"
+    )
     audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="+")
     token = models.CharField(max_length=32, unique=True, default=new_token)
 
@@ -435,10 +481,27 @@ class Trial(Heard):
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="trial_position_unique"),
             models.CheckConstraint(condition=Q(role__in=TRIAL_ROLES), name="trial_role_valid"),
-            # A trial is a stimulus; an anchor role always names its anchor, never a stimulus.
+            # A trial is a stimulus; an anchor role always names its anchor, a gold trial its
+            # gold sound, and nothing else.
             models.CheckConstraint(
-                condition=(Q(role="trial") & Q(stimulus__isnull=False) & Q(anchor__isnull=True))
-                | (~Q(role="trial") & Q(stimulus__isnull=True) & Q(anchor__isnull=False)),
+                condition=(
+                    Q(role="trial")
+                    & Q(stimulus__isnull=False)
+                    & Q(anchor__isnull=True)
+                    & Q(gold__isnull=True)
+                )
+                | (
+                    ~Q(role__in=["trial", "gold"])
+                    & Q(stimulus__isnull=True)
+                    & Q(anchor__isnull=False)
+                    & Q(gold__isnull=True)
+                )
+                | (
+                    Q(role="gold")
+                    & Q(stimulus__isnull=True)
+                    & Q(anchor__isnull=True)
+                    & Q(gold__isnull=False)
+                ),
                 name="trial_stimulus_or_anchor",
             ),
         ]

@@ -16,8 +16,8 @@ from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
 from stimuli.permissions import challenge_organizer_required, organizer_or_403
 
-from . import selectors, services
-from .models import ListeningTest, Rater
+from . import gold, selectors, services
+from .models import GoldSound, ListeningTest, Rater
 from .workload import workload
 
 
@@ -37,6 +37,7 @@ class SettingsForm(forms.ModelForm):
             "crowd_categories",
             "target_ratings",
             "anchors_per_session",
+            "gold_per_session",
             "familiarization_clips",
             "loudness_alignment",
             "target_lufs",
@@ -53,6 +54,7 @@ class SettingsForm(forms.ModelForm):
             "crowd_categories": "Categories per crowd worker",
             "target_ratings": "Ratings wanted per stimulus",
             "anchors_per_session": "Hidden anchors per session",
+            "gold_per_session": "Gold (trapping) trials per session",
             "familiarization_clips": "Familiarization examples",
             "target_lufs": "Target loudness (LUFS)",
             "diversity_gap_s": "Silence in diversity files (s)",
@@ -64,6 +66,13 @@ class SettingsForm(forms.ModelForm):
             "instructions_text": forms.Textarea(attrs={"rows": 3}),
         }
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["gold_per_session"].required = False  # none, as DCASE had, when left out
+
+    def clean_gold_per_session(self):
+        return self.cleaned_data.get("gold_per_session") or 0
+
     def clean(self):
         data = super().clean()
         low, high = data.get("categories_min"), data.get("categories_max")
@@ -73,6 +82,20 @@ class SettingsForm(forms.ModelForm):
         if anchors is not None and anchors % 3:
             self.add_error("anchors_per_session", "Use a multiple of 3 (one third of each type).")
         return data
+
+
+class GoldForm(forms.Form):
+    """A gold sound and the answers it asks for. Nothing is required here: the service checks
+    it all and names every problem at once (`gold.add_gold_sound`)."""
+
+    file = forms.FileField(label="Gold sound (WAV)", required=False)
+    label = forms.CharField(
+        max_length=200, required=False, help_text="What it asks, e.g. 'set both to two'."
+    )
+    quality_min = forms.CharField(label="Quality, lowest expected", max_length=4, required=False)
+    quality_max = forms.CharField(label="Quality, highest expected", max_length=4, required=False)
+    fit_min = forms.CharField(label="Fit, lowest expected", max_length=4, required=False)
+    fit_max = forms.CharField(label="Fit, highest expected", max_length=4, required=False)
 
 
 class InviteForm(forms.Form):
@@ -108,6 +131,8 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "test": test,
         "form": SettingsForm(instance=test),
         "invite_form": InviteForm(challenge=challenge),
+        "gold_form": GoldForm(),
+        "gold_sounds": GoldSound.objects.filter(challenge=challenge),
         "account_form": AccountForm(challenge=challenge),
         "crowd_url": crowd_url + "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
         "&SESSION_ID={{%SESSION_ID%}}",
@@ -189,6 +214,32 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     if is_open and (warning := services.crowd_warning(challenge)):
         messages.warning(request, warning)
     return redirect("listening:monitor", slug=slug)
+
+
+@challenge_organizer_required
+@require_POST
+def add_gold(request: HttpRequest, slug: str) -> HttpResponse:
+    """Upload a gold sound with the range each scale's answer must fall in."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = GoldForm(request.POST, request.FILES)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            sound = gold.add_gold_sound(
+                challenge,
+                data["file"].read() if data["file"] else b"",
+                label=data["label"],
+                quality=(data["quality_min"], data["quality_max"]),
+                fit=(data["fit_min"], data["fit_max"]),
+            )
+        except services.ListeningError as exc:
+            form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Gold sound added: {sound.label}.")
+            return redirect("listening:monitor", slug=slug)
+    return render(
+        request, "raters/organize.html", _context(request, challenge, gold_form=form), status=400
+    )
 
 
 @challenge_organizer_required

@@ -11,6 +11,7 @@ urlpatterns = [
     path("<slug:slug>/prepare/", organize.prepare, name="prepare"),
     path("<slug:slug>/open/", organize.set_open, name="open"),
     path("<slug:slug>/invite/", organize.invite, name="invite"),
+    path("<slug:slug>/gold/", organize.add_gold, name="add_gold"),
     path("<slug:slug>/accounts/", organize.add_account, name="add_account"),
     path("<slug:slug>/diversity/", organize.rate_diversity, name="rate_diversity"),
     path("<slug:slug>/ratings.csv", organize.ratings_csv, name="ratings_csv"),

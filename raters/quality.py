@@ -4,11 +4,12 @@ the organizers' monitoring page and the ratings export (the flags on every row).
 
 Plain Python over rows in the export format (`session, rater, category, role, quality, fit`,
 and where known `heard_fraction`, `answer_s`; gold trials add `expected_quality`,
-`expected_fit`, and `rater_kind` says whether the rater is a crowd worker). Every rule is
-"exclude", "flag" or "off", and may take another action for crowd workers (`crowd_action`). By
-default sessions are excluded by the hidden anchors (an answer on the wrong half of a scale, the
-middle included, misrates one), and crowd workers' sessions also by straight-lining and by
-answering too fast; the other rules only flag.
+`expected_fit`, or the ranges `expected_quality_min`/`_max`, `expected_fit_min`/`_max`; and
+`rater_kind` says whether the rater is a crowd worker). Every rule is "exclude", "flag" or "off",
+and may take another action for crowd workers (`crowd_action`). By default sessions are excluded
+by the hidden anchors (an answer on the wrong half of a scale, the middle included, misrates
+one), and crowd workers' sessions also by straight-lining and by answering too fast; the other
+rules only flag.
 
 Rules:
 - anchors: a check is misrated when the answer meets one of its anchor type's conditions; a
@@ -20,7 +21,7 @@ Rules:
 - not_listened: more than `max_share` of the answers given to sounds heard below
   `min_heard_fraction`.
 - gold: a gold (trapping) trial in the ITU-T P.808 sense, answered more than `tolerance` away
-  from what it asks for, more than `max_failed` times.
+  from what it asks for (a value, or a range), more than `max_failed` times.
 """
 
 from __future__ import annotations
@@ -286,7 +287,14 @@ def judge_session(
             continue
         for scale in ("quality", "fit"):
             expected = _number(row.get(f"expected_{scale}"))
-            if expected is not None and abs(float(row[scale]) - expected) > rule["tolerance"]:
+            low = _number(row.get(f"expected_{scale}_min"))
+            high = _number(row.get(f"expected_{scale}_max"))
+            if expected is not None:
+                low = high = expected
+            if low is None or high is None:
+                continue
+            answer = float(row[scale])
+            if answer < low - rule["tolerance"] or answer > high + rule["tolerance"]:
                 failed += 1
                 break
     if failed > rule["max_failed"]:

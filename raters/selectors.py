@@ -19,6 +19,7 @@ from . import lookups
 from .models import (
     CategorySession,
     DiversityRating,
+    GoldSound,
     ListeningTest,
     Rater,
     Rating,
@@ -39,6 +40,11 @@ RATING_COLUMNS = (
     "quality",
     "fit",
     "rater_kind",
+    # What a gold trial asks for (empty for the others): the gold rule reads them.
+    "expected_quality_min",
+    "expected_quality_max",
+    "expected_fit_min",
+    "expected_fit_max",
     "plays",
     "seeks",
     "heard_fraction",
@@ -102,6 +108,11 @@ ANSWER_FIELDS = (
     "fit",
     "heard_fraction",
     "answer_s",
+    # A gold trial's expected ranges (empty for other trials), for the gold rule.
+    "expected_quality_min",
+    "expected_quality_max",
+    "expected_fit_min",
+    "expected_fit_max",
 )
 
 
@@ -113,7 +124,7 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
         return []
     table = {
         model: connection.ops.quote_name(model._meta.db_table)
-        for model in (Rating, Trial, CategorySession, Rater, Category)
+        for model in (Rating, Trial, CategorySession, Rater, Category, GoldSound)
     }
     if sessions is None:
         name, where, params = "foley_answers_of_challenge", "r.challenge_id = %s", [challenge.pk]
@@ -124,7 +135,9 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
         params = list(sessions)
     sql = (
         "SELECT t.session_id, r.code, r.kind, c.slug, t.role, k.quality, k.fit, k.heard_fraction, "
-        f"k.answer_s FROM {table[Rating]} k JOIN {table[Trial]} t ON t.id = k.trial_id "
+        "k.answer_s, g.quality_min, g.quality_max, g.fit_min, g.fit_max "
+        f"FROM {table[Rating]} k JOIN {table[Trial]} t ON t.id = k.trial_id "
+        f"LEFT JOIN {table[GoldSound]} g ON g.id = t.gold_id "
         f"JOIN {table[CategorySession]} s ON s.id = t.session_id "
         f"JOIN {table[Rater]} r ON r.id = s.rater_id JOIN {table[Category]} c ON c.id = s.category_id "
         f"WHERE {where} ORDER BY t.session_id, t.position"
@@ -174,6 +187,7 @@ def rating_rows(challenge: Challenge) -> list[dict]:
             "trial__stimulus__system__track",
             "trial__stimulus__category",
             "trial__anchor",
+            "trial__gold",
         )
         .order_by("trial__session__rater__index", "trial__session__order", "trial__position")
     )
@@ -192,11 +206,16 @@ def rating_rows(challenge: Challenge) -> list[dict]:
                 "category": session.category.slug,
                 "system": stimulus.system.name if stimulus else "",
                 "track": stimulus.system.track.code if stimulus else "",
-                "stimulus": stimulus.code if stimulus else f"anchor/{trial.anchor_id}",
+                "stimulus": stimulus.code
+                if stimulus
+                else f"gold/{trial.gold_id}"
+                if trial.gold_id
+                else f"anchor/{trial.anchor_id}",
                 "role": trial.role,
                 "quality": rating.quality,
                 "fit": rating.fit,
                 "rater_kind": rater.kind,
+                **_expected(trial.gold),
                 **_listening(rating),
                 FLAGS_COLUMN: verdicts.get(session.pk, ""),
             }
@@ -251,6 +270,15 @@ def crowd_decisions(challenge: Challenge) -> list[dict]:
             }
         )
     return rows
+
+
+def _expected(gold: GoldSound | None) -> dict:
+    """A gold trial's expected ranges as the export gives them ("" for other trials)."""
+    return {
+        f"expected_{scale}_{end}": getattr(gold, f"{scale}_{end}") if gold else ""
+        for scale in ("quality", "fit")
+        for end in ("min", "max")
+    }
 
 
 def _listening(rating) -> dict:

@@ -10,20 +10,24 @@ import hashlib
 import math
 import random
 import re
+import secrets
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import numpy as np
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Max, Q
 from django.http import HttpResponse
 from django.utils import timezone
 
+from stimuli.audio import resample
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid, Team
 
-from . import anchors, delivery, listening, lookups, selectors
+from . import anchors, delivery, gold, listening, lookups, selectors
 from .design import counterbalanced_order, spread_slots, williams
 from .errors import ListeningError
 from .models import (
@@ -33,6 +37,7 @@ from .models import (
     DiversityRating,
     DiversityTrial,
     FamiliarizationClip,
+    GoldSound,
     Heard,
     ListeningTest,
     PromptClip,
@@ -126,96 +131,262 @@ def _listening_began(challenge: Challenge) -> bool:
     )
 
 
-def build_anchors(challenge: Challenge, *, seed: int = 0, progress=None) -> int:
+# Clips only the organizer holds, by the anchor kind they may become: imported anchor sources
+# first (high quality: good fit for their category, poor fit for the others, or degraded into
+# low-quality anchors; low quality: poor fit as they are), then the evaluation reference set.
+PRIVATE_HQ = (Clip.Role.ANCHOR, Clip.Role.EVALUATION)
+PRIVATE_LQ = (Clip.Role.ANCHOR_LQ,)
+# What the teams hold: no anchor may come from, or match, a sound of these.
+HELD_BY_TEAMS = (Clip.Role.DEVELOPMENT, Clip.Role.SYSTEM)
+
+
+def build_anchors(challenge: Challenge, *, seed: int | None = None, progress=None) -> int:
     """The anchor pools of every category, for the kinds that have none yet.
 
-    Organizers' anchors come first, as DCASE 2023 Task 7 hand-picked them: clips imported with
-    role anchor are high quality, good fit for their own category and high quality, poor fit for
-    the others. The built-in construction fills what remains: development clips of the category
-    (good fit), of other categories (poor fit), and degraded clips of other categories (low
-    quality, poor fit; see `anchors.degrade`). No source is a familiarization example of any
-    category (a rater may have heard it in another session), and no source is silent.
-    Unused anchors rendered from silence by an older version are replaced.
+    Anchors come only from clips the organizer keeps private (`PRIVATE_HQ`, `PRIVATE_LQ`):
+    the development set and the familiarization examples are published, and the systems'
+    clips are the teams' own, so a script matching what it receives against them would find
+    every anchor. Every source serves one anchor of one category and kind, so no sound is heard
+    twice by a rater who rates several categories: high-quality sources of a category are its
+    good-fit anchors and other categories' poor-fit anchors; low-quality anchors are imported
+    low-quality sources, or high-quality ones degraded by a recipe drawn per anchor
+    (`anchors.degrade`). Pools fill round by round across categories and kinds, so scarce
+    sources spread evenly; a pool that cannot give a session its anchors without repeats is
+    refused, naming every shortfall. Unused anchors of an older version (silent, or made from
+    sounds the teams hold) are replaced.
     """
-    Anchor.objects.filter(challenge=challenge, audio__is_silent=True, trials__isnull=True).delete()
+    rng = random.Random(secrets.randbits(62) if seed is None else seed)
+    Anchor.objects.filter(challenge=challenge, trials__isnull=True).filter(
+        Q(audio__is_silent=True) | ~Q(source__role__in=PRIVATE_HQ + PRIVATE_LQ)
+    ).delete()
     categories = list(Category.objects.filter(challenge=challenge))
-    familiar = set().union(*(_familiarization_pool(challenge, c) for c in categories))
-    dev: dict[int, list[Clip]] = {c.pk: [] for c in categories}
-    chosen: dict[int, list[Clip]] = {c.pk: [] for c in categories}
-    for clip in (
-        Clip.objects.filter(challenge=challenge, role__in=[Clip.Role.DEVELOPMENT, Clip.Role.ANCHOR])
-        .exclude(pk__in=familiar)
-        .select_related("audio")
-        .order_by("id")
-    ):
-        if clip.audio.is_silent or (clip.audio.loudness_lufs or -math.inf) < MIN_SOURCE_LUFS:
-            continue
-        (chosen if clip.role == Clip.Role.ANCHOR else dev)[clip.category_id].append(clip)
-    rng = random.Random(seed)
+    used = set(
+        Anchor.objects.filter(challenge=challenge).values_list("source__audio_id", flat=True)
+    )
+    held = set(
+        Clip.objects.filter(challenge=challenge, role__in=HELD_BY_TEAMS).values_list(
+            "audio_id", flat=True
+        )
+    )
+    hq: dict[int, list[Clip]] = {c.pk: [] for c in categories}
+    lq: dict[int, list[Clip]] = {c.pk: [] for c in categories}
+    seen = used | held
+    clips = Clip.objects.filter(challenge=challenge, role__in=PRIVATE_HQ + PRIVATE_LQ)
+    by_role = {role: [] for role in PRIVATE_HQ + PRIVATE_LQ}
+    for clip in clips.select_related("audio").order_by("id"):
+        by_role[clip.role].append(clip)
+    for role, found in by_role.items():
+        if role == Clip.Role.EVALUATION:
+            rng.shuffle(found)  # imported anchor sources were chosen; the reference set was not
+        for clip in found:
+            audio = clip.audio
+            if audio.pk in seen or audio.is_silent:
+                continue
+            if (audio.loudness_lufs or -math.inf) < MIN_SOURCE_LUFS:
+                continue
+            seen.add(audio.pk)
+            (lq if role in PRIVATE_LQ else hq)[clip.category_id].append(clip)
+    test = listening_test(challenge)
+    kinds = Anchor.Kind.values
+    have = {
+        (category_id, kind)
+        for category_id, kind in Anchor.objects.filter(challenge=challenge).values_list(
+            "category_id", "kind"
+        )
+    }
+    pools: dict[tuple[int, str], list[Clip]] = {
+        (c.pk, kind): [] for c in categories for kind in kinds if (c.pk, kind) not in have
+    }
+
+    def other(index: int, shift: int, sources: dict[int, list[Clip]]) -> Clip | None:
+        # Category i draws from category i + shift: a shift other than 0 is a permutation, so
+        # each category gives as many poor-fit anchors as it takes, and an exact supply fits.
+        # When that one is spent, from the other category with the most left.
+        wanted = categories[(index + shift) % len(categories)].pk
+        if sources[wanted]:
+            return sources[wanted].pop(0)
+        own = categories[index].pk
+        left = [c for c in sources if c != own and sources[c]]
+        if not left:
+            return None
+        return sources[max(left, key=lambda c: (len(sources[c]), rng.random()))].pop(0)
+
+    for round_ in range(ANCHOR_POOL):
+        spread = max(1, len(categories) - 1)
+        shifts = {
+            Anchor.Kind.HQ_POORFIT: 1 + round_ % spread,
+            Anchor.Kind.LQ_POORFIT: 1 + (round_ + 1) % spread,
+        }
+        # Good-fit anchors first in each round: they can only be the category's own.
+        for kind in kinds:
+            for index, category in enumerate(categories):
+                if (category.pk, kind) not in pools:
+                    continue
+                if kind == Anchor.Kind.HQ_GOODFIT:
+                    clip = hq[category.pk].pop(0) if hq[category.pk] else None
+                elif kind == Anchor.Kind.HQ_POORFIT:
+                    clip = other(index, shifts[kind], hq)
+                else:
+                    clip = other(index, shifts[kind], lq) or other(index, shifts[kind], hq)
+                if clip is not None:
+                    pools[(category.pk, kind)].append(clip)
+    per_kind = test.anchors_per_session // 3
+    short = [
+        f"{category.slug} {kind}: {len(pools[(category.pk, kind)])} of {per_kind}"
+        for category in categories
+        for kind in kinds
+        if (category.pk, kind) in pools and len(pools[(category.pk, kind)]) < per_kind
+    ]
+    if short:
+        raise ListeningError(
+            "Too few private anchor sources for every session to hear its anchors once each "
+            f"({'; '.join(short)}). Import anchor clips (role anchor or anchor_lq) or the "
+            "evaluation set: anchors never come from the development set, the examples or the "
+            "systems' clips, which the teams hold.",
+            409,
+        )
     made = 0
     for n, category in enumerate(categories):
         if progress:
             progress(n, len(categories), f"Anchors of {category.slug}")
-        own = list(dev[category.pk])
-        rng.shuffle(own)
-        others = [clip for c in categories if c.pk != category.pk for clip in dev[c.pk]]
-        rng.shuffle(others)
-        picked_others = [clip for c in categories if c.pk != category.pk for clip in chosen[c.pk]]
-        plan = [
-            (Anchor.Kind.HQ_GOODFIT, (chosen[category.pk] + own)[:ANCHOR_POOL]),
-            (Anchor.Kind.HQ_POORFIT, (picked_others + others)[:ANCHOR_POOL]),
-            (Anchor.Kind.LQ_POORFIT, others[ANCHOR_POOL : 2 * ANCHOR_POOL] or others[:ANCHOR_POOL]),
-        ]
-        for kind, clips in plan:
-            if Anchor.objects.filter(category=category, kind=kind).exists():
-                continue
-            for clip in clips:
+        for kind in kinds:
+            for clip in pools.get((category.pk, kind), []):
                 audio = clip.audio
-                if kind == Anchor.Kind.LQ_POORFIT:
+                if kind == Anchor.Kind.LQ_POORFIT and clip.role not in PRIVATE_LQ:
                     samples, rate = delivery.load_samples(clip.audio)
-                    audio = delivery.store_samples(anchors.degrade(samples, rate, clip.pk), rate)
-                Anchor.objects.get_or_create(
-                    challenge=challenge,
-                    category=category,
-                    kind=kind,
-                    source=clip,
-                    defaults={"audio": audio},
+                    degraded = anchors.degrade(samples, rate, rng.randrange(2**62))
+                    audio = delivery.store_samples(degraded, rate)
+                Anchor.objects.create(
+                    challenge=challenge, category=category, kind=kind, source=clip, audio=audio
                 )
                 made += 1
     return made
 
 
 def check_anchors(challenge: Challenge) -> None:
-    """Refuse an anchor set that a simple statistic of the delivered audio (silence, distinct
-    sample values, RMS level; spectral flatness for good-fit anchors) sets apart from the
-    stimuli of its category; the error says which category, kind and statistic."""
-    test = listening_test(challenge)
+    """Refuse an anchor set that a script could pick out of what a rater receives, naming every
+    problem at once:
 
-    def measured(audio: AudioFile) -> anchors.Stats:
-        return anchors.stats(delivery.load_samples(delivery.delivered_audio(audio, test))[0])
+    - within a category, a statistic of the delivered audio that puts every anchor of a kind
+      well outside the stimuli's range (silence, distinct sample values, RMS level; for
+      good-fit anchors also noise floor, crest factor, bandwidth and flatness, see
+      `anchors.separations`);
+    - over the whole challenge, as a rater of several categories receives it, one threshold on
+      one statistic that sorts a kind of anchor from the stimuli (`anchors.pooled_separations`);
+    - a sound heard twice: a source behind two anchors, or an anchor that is a stimulus, or a
+      pool too small for a session's anchors;
+    - an anchor that matches a clip of the development set or any system's clips (the teams
+      hold both) by waveform correlation (`anchors.best_matches`).
+    """
+    test = listening_test(challenge)
+    measured: dict[int, anchors.Stats] = {}
+
+    def stats_of(audio: AudioFile) -> anchors.Stats:
+        if audio.pk not in measured:
+            samples, rate = delivery.load_samples(delivery.delivered_audio(audio, test))
+            measured[audio.pk] = anchors.stats(samples, rate)
+        return measured[audio.pk]
 
     problems = []
+    everything: dict[str, list[anchors.Stats]] = {}
+    stimuli_all: list[anchors.Stats] = []
+    every_anchor = list(
+        Anchor.objects.filter(challenge=challenge).select_related("audio", "source", "category")
+    )
     for category in Category.objects.filter(challenge=challenge):
         stimuli = [
-            measured(s.clip.audio)
+            stats_of(s.clip.audio)
             for s in Stimulus.objects.filter(category=category).select_related("clip__audio")
         ]
+        stimuli_all += stimuli
         kinds: dict[str, list[anchors.Stats]] = {}
-        for anchor in Anchor.objects.filter(category=category).select_related("audio"):
-            kinds.setdefault(anchor.kind, []).append(measured(anchor.audio))
+        for anchor in every_anchor:
+            if anchor.category_id == category.pk:
+                kinds.setdefault(anchor.kind, []).append(stats_of(anchor.audio))
+        for kind, group in kinds.items():
+            everything.setdefault(kind, []).extend(group)
         # Poor-fit anchors are other categories' sounds: their spectra differ from the
-        # stimuli's as they should (that is what a listener hears); flatness is judged for
-        # good-fit anchors, which must be like the category's stimuli.
-        found = anchors.separations(kinds, stimuli, flatness_kinds=(Anchor.Kind.HQ_GOODFIT,))
+        # stimuli's as they should (that is what a listener hears); what a sound is, is judged
+        # for good-fit anchors, which must be like the category's stimuli.
+        found = anchors.separations(kinds, stimuli, spectral_kinds=(Anchor.Kind.HQ_GOODFIT,))
         problems += [f"{category.slug} {problem}" for problem in found]
+    problems += [
+        f"over all categories {problem}"
+        for problem in anchors.pooled_separations(everything, stimuli_all)
+    ]
+    problems += _anchor_repeats(challenge, every_anchor, test)
+    problems += _anchor_matches(challenge, every_anchor, test)
     if problems:
         raise ListeningError(
             "The anchors can be told apart from the stimuli without listening: "
             + "; ".join(problems)
-            + ". Import other anchor clips (role anchor) or development clips, and prepare "
-            "again.",
+            + ". Import other private anchor clips (role anchor or anchor_lq) or the evaluation "
+            "set, and prepare again.",
             409,
         )
+
+
+def _anchor_repeats(challenge: Challenge, every_anchor: list[Anchor], test) -> list[str]:
+    """Sounds a rater could hear twice: a clue no listening is needed for."""
+    problems = []
+    sources = Counter(a.source.audio_id for a in every_anchor)
+    repeated = sum(1 for n in sources.values() if n > 1)
+    if repeated:
+        problems.append(f"{repeated} source clip(s) behind more than one anchor")
+    stimuli = set(
+        Stimulus.objects.filter(challenge=challenge).values_list("clip__audio", flat=True)
+    )
+    doubled = sum(1 for a in every_anchor if {a.audio_id, a.source.audio_id} & stimuli)
+    if doubled:
+        problems.append(f"{doubled} anchor(s) also a stimulus")
+    per_kind = test.anchors_per_session // 3
+    pools = Counter((a.category.slug, a.kind) for a in every_anchor)
+    small = sorted(f"{slug} {kind}" for (slug, kind), n in pools.items() if n < per_kind)
+    if small:
+        problems.append(
+            f"pools smaller than a session's {per_kind} anchors of a kind: {', '.join(small)}"
+        )
+    return problems
+
+
+MATCH_BLOCK = 256
+
+
+def _anchor_matches(challenge: Challenge, every_anchor: list[Anchor], test) -> list[str]:
+    """Anchors whose delivered sound correlates with a development clip or a system's clip."""
+    if not every_anchor:
+        return []
+    frames, rate = challenge.clip_frames, challenge.sample_rate
+
+    def print_of(audio: AudioFile) -> np.ndarray:
+        samples, source_rate = delivery.load_samples(audio)
+        if source_rate != rate:
+            samples = resample(samples, source_rate, rate)
+        return anchors.fingerprint(samples, frames)
+
+    queries = np.stack([print_of(delivery.delivered_audio(a.audio, test)) for a in every_anchor])
+
+    def blocks():
+        ids = list(
+            Clip.objects.filter(challenge=challenge, role__in=HELD_BY_TEAMS)
+            .order_by("id")
+            .values_list("audio_id", flat=True)
+            .distinct()
+        )
+        for start in range(0, len(ids), MATCH_BLOCK):
+            chunk = AudioFile.objects.filter(pk__in=ids[start : start + MATCH_BLOCK])
+            yield np.stack([print_of(audio) for audio in chunk])
+
+    best = anchors.best_matches(queries, blocks())
+    matched = Counter(
+        (a.category.slug, a.kind)
+        for a, score in zip(every_anchor, best, strict=True)
+        if score >= anchors.MATCH_CORRELATION
+    )
+    return [
+        f"{slug} {kind}: {n} anchor(s) match a development or system clip"
+        for (slug, kind), n in sorted(matched.items())
+    ]
 
 
 def _familiarization_pool(challenge: Challenge, category: Category) -> set[int]:
@@ -281,6 +452,8 @@ def render_delivered_audio(challenge: Challenge, *, progress=None) -> int:
         for s in Stimulus.objects.filter(challenge=challenge).select_related("clip__audio")
     }
     sources |= {a.audio for a in Anchor.objects.filter(challenge=challenge).select_related("audio")}
+    uploaded = GoldSound.objects.filter(challenge=challenge, builtin=False)
+    sources |= {g.audio for g in uploaded.select_related("audio")}
     for category in Category.objects.filter(challenge=challenge):
         pool = _familiarization_pool(challenge, category)
         sources |= {c.audio for c in Clip.objects.filter(pk__in=pool).select_related("audio")}
@@ -291,11 +464,18 @@ def render_delivered_audio(challenge: Challenge, *, progress=None) -> int:
     return len(sources)
 
 
-def prepare(challenge: Challenge, *, progress=None) -> dict:
-    """Everything the listening test needs before raters come: idempotent, safe to rerun."""
+def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> dict:
+    """Everything the listening test needs before raters come: idempotent, safe to rerun.
+    `seed` fixes the anchors' draws (random otherwise: no one can reproduce them)."""
     listening_test(challenge)
     stimuli = build_stimulus_set(challenge)
-    anchors = build_anchors(challenge, progress=progress)
+    anchors = build_anchors(challenge, seed=seed, progress=progress)
+    if (
+        listening_test(challenge).gold_per_session
+        and not GoldSound.objects.filter(challenge=challenge, builtin=False).exists()
+        and (missing := gold.speaker_missing())
+    ):
+        raise ListeningError(missing, 409)
     rendered = render_delivered_audio(challenge, progress=progress)
     check_anchors(challenge)
     items = build_diversity_items(challenge, progress=progress)
@@ -790,19 +970,20 @@ def build_session(rater: Rater, category: Category, *, order: int) -> CategorySe
         permutation = counterbalanced_order(
             len(items), blocks=SESSION_BLOCKS, row=session.latin_row, seed=session.seed
         )
-        Trial.objects.bulk_create(
-            [
-                Trial(
-                    session=session,
-                    position=position,
-                    role=role,
-                    stimulus=item if role == "trial" else None,
-                    anchor=item if role != "trial" else None,
-                    audio=item.clip.audio if role == "trial" else item.audio,
-                )
-                for position, (role, item) in enumerate(items[i] for i in permutation)
-            ]
-        )
+        trials = [
+            Trial(
+                session=session,
+                position=position,
+                role=role,
+                stimulus=item if role == "trial" else None,
+                anchor=item if role != "trial" else None,
+                audio=item.clip.audio if role == "trial" else item.audio,
+            )
+            for position, (role, item) in enumerate(items[i] for i in permutation)
+        ]
+        # Drawn from the session's secret seed: where a gold trial sits is no one's to guess.
+        rng = random.Random(session.seed ^ 0x601D)
+        Trial.objects.bulk_create(gold.place(session, trials, test.gold_per_session, rng))
         pool = _familiarization_pool(rater.challenge, category)
         FamiliarizationClip.objects.bulk_create(
             [

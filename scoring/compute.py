@@ -33,6 +33,7 @@ from raters.quality import (
     ANCHOR_ROLES,
     CONDITIONS,
     DEFAULT_MISRATING,
+    GOLD,
     QualityRuleError,
     QualityRules,
     Verdict,
@@ -756,6 +757,8 @@ def clean(inputs: Inputs, rules: Rules) -> Cleaned:
             trials.append((rater, session, category, system, _text(row["stimulus"]), quality, fit))
         elif role in ANCHOR_ROLES:
             anchors.append((rater, session, category, role, quality, fit))
+        elif role == GOLD:
+            continue  # a trapping trial: judged by the rater-quality rules, never scored
         else:
             raise ScoringInputError(f"ratings row {line}: unknown role {role!r}")
 

@@ -117,3 +117,17 @@ ensure_chromium() {
     say "chromium is not installed: browser tests will be skipped (apt-get install chromium)"
   fi
 }
+
+# espeak-ng, the speech synthesiser of the built-in trapping sounds (spoken instructions such as
+# "set both sliders to two"), where the machine allows installing it.
+ensure_espeak() {
+  if command -v espeak-ng >/dev/null; then
+    return
+  fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "Installing espeak-ng for the built-in trapping sounds"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null
+  else
+    say "espeak-ng is not installed: the trapping-sound tests will be skipped (apt-get install espeak-ng)"
+  fi
+}

@@ -108,7 +108,10 @@ def seed_demo(*, per_category: int = 12, system_clips: int = 12) -> DemoSummary:
         description="A demo challenge with procedurally synthesized audio.",
     )
     with tempfile.TemporaryDirectory() as scratch:
-        for role, seed in (("development", 1), ("evaluation", 2)):
+        # The anchor sources are the organizer's private clips, imported as such (and the
+        # evaluation set, equally private): the development set is published, so anchors made
+        # of it would be found by any team that matches what it hears against it.
+        for role, seed in (("development", 1), ("evaluation", 2), ("anchor", 4)):
             root = Path(scratch) / role
             write_set(root, challenge, per_category, seed=seed, tilt=0.0)
             report = import_clips(challenge, root, role=role)

@@ -232,7 +232,9 @@ class Clip(models.Model):
         DEVELOPMENT = "development", "Development set"
         EVALUATION = "evaluation", "Evaluation set"
         SYSTEM = "system", "System output"
-        ANCHOR = "anchor", "Anchor"
+        # Kept private by the organizer, so no team can match an anchor against them.
+        ANCHOR = "anchor", "Anchor source (private, high quality)"
+        ANCHOR_LQ = "anchor_lq", "Anchor source (private, low quality)"
 
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="clips")
     category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="clips")
@@ -252,7 +254,9 @@ class Clip(models.Model):
         indexes = [models.Index(fields=["challenge", "role", "category"])]
         constraints = [
             models.CheckConstraint(
-                condition=Q(role__in=["development", "evaluation", "system", "anchor"]),
+                condition=Q(
+                    role__in=["development", "evaluation", "system", "anchor", "anchor_lq"]
+                ),
                 name="clip_role_valid",
             ),
             # System output always names its system; reference and anchor clips never do.

@@ -1,5 +1,6 @@
-"""A small listening test built directly in the database: short noise clips, two categories'
-worth of development clips, and finalist systems whose clips form the stimulus set."""
+"""A small listening test built directly in the database: short noise clips, development clips
+(the examples), evaluation clips (the private sources of the anchors), and finalist systems
+whose clips form the stimulus set."""
 
 from __future__ import annotations
 
@@ -30,11 +31,14 @@ def build_listening_challenge(
     systems_per_track: int = 1,
     clips_per_system: int = 2,
     dev_per_category: int = 9,
+    eval_per_category: int = 12,
     duration: float = 0.5,
     sample_rate: int = 8000,
+    prepared: bool = True,
     **settings,
 ) -> Challenge:
-    """A challenge with stimuli, anchors, rendered audio and diversity files, not yet open."""
+    """A challenge with stimuli, anchors, rendered audio and diversity files (unless not
+    `prepared`), not yet open."""
     names = [(f"cat{n}", f"Category {n}") for n in range(categories)]
     challenge = create_challenge(
         name=slug,
@@ -48,6 +52,9 @@ def build_listening_challenge(
         for _ in range(dev_per_category):
             seed += 1
             _clip(challenge, category, Clip.Role.DEVELOPMENT, seed)
+        for _ in range(eval_per_category):
+            seed += 1
+            _clip(challenge, category, Clip.Role.EVALUATION, seed)
     for track in challenge.tracks.all():
         for n in range(systems_per_track):
             team = create_team(challenge, name=f"Team {track.code}{n}")
@@ -64,7 +71,8 @@ def build_listening_challenge(
         setattr(test, name, value)
     test.save()
     services.pick_stimuli(challenge)
-    services.prepare(challenge)
+    if prepared:
+        services.prepare(challenge, seed=0)
     return challenge
 
 

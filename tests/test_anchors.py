@@ -1,6 +1,7 @@
-"""Anchors no one can spot from the bytes: built from real sound (never silence), delivered like
-every stimulus, never a familiarization example, organizers' anchors first, and a preparation
-check that refuses a set a simple statistic separates from the stimuli."""
+"""Anchors no one can spot from the bytes: built from the organizer's private clips (never the
+development set, an example or a system's clip), from real sound (never silence), each source
+heard once, delivered like every stimulus, organizers' anchor clips first, and a preparation
+check that refuses a set a statistic, a repeat or a match against the teams' sounds gives away."""
 
 from __future__ import annotations
 
@@ -35,10 +36,15 @@ def _high_band(challenge, seed: int) -> np.ndarray:
 
 @pytest.fixture
 def challenge(db):
-    """Three categories; the last one's development clips have nothing below 3 kHz, and one of
-    them is digital silence."""
+    """Three categories; the last one's development and evaluation clips have nothing below
+    3 kHz, and one of each is digital silence."""
     challenge = build_listening_challenge(
-        slug="anchors", categories=3, dev_per_category=0, sample_rate=16000
+        slug="anchors",
+        categories=3,
+        dev_per_category=0,
+        eval_per_category=0,
+        sample_rate=16000,
+        prepared=False,
     )
     categories = list(challenge.categories.order_by("position"))
     # The systems' sounds of that category are like its real ones.
@@ -46,24 +52,23 @@ def challenge(db):
         clip.audio = delivery.store_samples(_high_band(challenge, 900 + k), challenge.sample_rate)
         clip.save(update_fields=["audio"])
     for n, category in enumerate(categories):
-        for k in range(12):
-            rng = np.random.default_rng(100 * n + k)
-            if n == 2:
-                samples = _high_band(challenge, 100 * n + k)
-            else:
-                samples = 0.1 * rng.standard_normal((challenge.clip_frames, 1))
-            _store_clip(challenge, category, Clip.Role.DEVELOPMENT, samples)
-        _store_clip(
-            challenge, category, Clip.Role.DEVELOPMENT, np.zeros((challenge.clip_frames, 1))
-        )
-    services.prepare(challenge)
+        for role, offset in ((Clip.Role.DEVELOPMENT, 0), (Clip.Role.EVALUATION, 50)):
+            for k in range(12):
+                rng = np.random.default_rng(100 * n + k + offset)
+                if n == 2:
+                    samples = _high_band(challenge, 100 * n + k + offset)
+                else:
+                    samples = 0.1 * rng.standard_normal((challenge.clip_frames, 1))
+                _store_clip(challenge, category, role, samples)
+            _store_clip(challenge, category, role, np.zeros((challenge.clip_frames, 1)))
+    services.prepare(challenge, seed=1)
     services.set_open(challenge, True)
     return challenge
 
 
 def _delivered_stats(challenge, audio) -> anchors.Stats:
     test = services.listening_test(challenge)
-    return anchors.stats(delivery.load_samples(delivery.delivered_audio(audio, test))[0])
+    return anchors.stats(*delivery.load_samples(delivery.delivered_audio(audio, test)))
 
 
 def test_no_delivered_anchor_is_silent_or_separable_from_the_stimuli(challenge):
@@ -72,6 +77,7 @@ def test_no_delivered_anchor_is_silent_or_separable_from_the_stimuli(challenge):
         kinds: dict[str, list] = {}
         for anchor in Anchor.objects.filter(category=category):
             assert not anchor.source.audio.is_silent
+            assert anchor.source.role == Clip.Role.EVALUATION
             kinds.setdefault(anchor.kind, []).append(_delivered_stats(challenge, anchor.audio))
         assert set(kinds) == {"hq_goodfit", "hq_poorfit", "lq_poorfit"}
         low_distinct = min(s.distinct for s in stimuli)
@@ -87,6 +93,9 @@ def test_no_delivered_anchor_is_silent_or_separable_from_the_stimuli(challenge):
     # sound, not silence.
     lq = Anchor.objects.filter(kind="lq_poorfit", source__category__position=2)
     assert lq.exists()
+    # Each source behind one anchor only: no rater hears a sound twice across categories.
+    sources = list(Anchor.objects.filter(challenge=challenge).values_list("source", flat=True))
+    assert len(sources) == len(set(sources)) == 3 * 3 * 4
 
 
 def test_no_anchor_repeats_a_familiarization_example_of_the_same_rater(challenge):
@@ -109,26 +118,50 @@ def test_no_anchor_repeats_a_familiarization_example_of_the_same_rater(challenge
     assert not heard & anchor_sounds
 
 
-def test_organizers_anchor_clips_come_first(db):
+def test_organizers_anchor_clips_come_first_and_low_quality_ones_serve_as_they_are(db):
     challenge = build_listening_challenge(slug="chosen", categories=2)
-    category = challenge.categories.order_by("position").first()
-    rng = np.random.default_rng(7)
-    chosen = [
-        _store_clip(
-            challenge,
-            category,
-            Clip.Role.ANCHOR,
-            0.1 * rng.standard_normal((challenge.clip_frames, 1)),
-        )
-        for _ in range(2)
-    ]
+    category, other = challenge.categories.order_by("position")
+    rng = np.random.default_rng(10_007)  # not a seed the setup used for its clips
+
+    def noise():
+        return 0.1 * rng.standard_normal((challenge.clip_frames, 1))
+
+    chosen = [_store_clip(challenge, category, Clip.Role.ANCHOR, noise()) for _ in range(8)]
+    crackly = [_store_clip(challenge, category, Clip.Role.ANCHOR_LQ, noise()) for _ in range(4)]
     Anchor.objects.filter(challenge=challenge).delete()
-    services.prepare(challenge)
+    services.prepare(challenge, seed=3)
     good = Anchor.objects.filter(category=category, kind="hq_goodfit").order_by("id")
-    assert [a.source for a in good[:2]] == chosen
-    other = challenge.categories.exclude(pk=category.pk).get()
     poor = Anchor.objects.filter(category=other, kind="hq_poorfit").order_by("id")
-    assert [a.source for a in poor[:2]] == chosen
+    # The organizer's clips, before any evaluation clip, each used once.
+    assert {a.source for a in good[:4]} | {a.source for a in poor[:4]} == set(chosen)
+    assert all(a.source.role == Clip.Role.EVALUATION for a in list(good[4:]) + list(poor[4:]))
+    low = list(Anchor.objects.filter(category=other, kind="lq_poorfit").order_by("id"))
+    assert {a.source for a in low[:4]} == set(crackly)
+    assert all(a.audio_id == a.source.audio_id for a in low[:4])  # not degraded again
+    assert all(a.audio_id != a.source.audio_id for a in low[4:])
+
+
+def test_no_anchor_comes_from_what_the_teams_hold(db):
+    """Without private clips there is no anchor: the development set and the systems' clips
+    are refused as sources, and preparation says what to import."""
+    challenge = build_listening_challenge(
+        slug="no-private", categories=2, eval_per_category=0, prepared=False
+    )
+    with pytest.raises(services.ListeningError) as refused:
+        services.build_anchors(challenge, seed=0)
+    message = refused.value.message
+    assert "cat0 hq_goodfit: 0 of 4" in message and "cat1 lq_poorfit: 0 of 4" in message
+    assert "evaluation set" in message
+    assert not Anchor.objects.filter(challenge=challenge).exists()
+
+
+def test_low_quality_recipes_are_drawn_per_anchor():
+    """No constant of the recipe is shared by every low-quality anchor."""
+    recipes = [anchors.degradation(16000, seed) for seed in range(200)]
+    for field in ("low_hz", "high_hz", "drive", "snr_db", "slope", "follow"):
+        values = [getattr(r, field) for r in recipes]
+        assert max(values) - min(values) > 0.5 * (max(values) + min(values)) / 2 * 0.5, field
+    assert 0.3 < np.mean([r.clip < 1 for r in recipes]) < 0.7
 
 
 def test_preparation_refuses_an_anchor_set_a_statistic_separates(challenge):
@@ -150,3 +183,59 @@ def test_preparation_refuses_an_anchor_set_a_statistic_separates(challenge):
         services.ListeningError, match=r"hq_poorfit: (\d+) of \1 anchors are digital"
     ):
         services.check_anchors(challenge)
+
+
+def test_preparation_refuses_repeats_and_anchors_the_teams_hold(challenge):
+    """A development clip or a system's clip behind an anchor (even degraded), or one source
+    behind two anchors, is refused, each named."""
+    categories = list(challenge.categories.order_by("position"))
+    dev = Clip.objects.filter(category=categories[0], role=Clip.Role.DEVELOPMENT)
+    dev = [c for c in dev if not c.audio.is_silent][:2]
+    system_clip = Clip.objects.filter(category=categories[1], role=Clip.Role.SYSTEM).first()
+    good = list(Anchor.objects.filter(category=categories[0], kind="hq_goodfit"))
+    good[0].audio = dev[0].audio
+    good[0].save(update_fields=["audio"])
+    samples, rate = delivery.load_samples(dev[1].audio)
+    lq = Anchor.objects.filter(category=categories[1], kind="lq_poorfit").first()
+    lq.audio = delivery.store_samples(anchors.degrade(samples, rate, 5), rate)
+    lq.save(update_fields=["audio"])
+    poor = Anchor.objects.filter(category=categories[2], kind="hq_poorfit").first()
+    poor.audio = system_clip.audio
+    poor.source = good[1].source
+    poor.save(update_fields=["audio", "source"])
+    with pytest.raises(services.ListeningError) as refused:
+        services.check_anchors(challenge)
+    message = refused.value.message
+    assert "cat0 hq_goodfit: 1 anchor(s) match a development or system clip" in message
+    assert "cat1 lq_poorfit: 1 anchor(s) match" in message
+    assert "cat2 hq_poorfit: 1 anchor(s) match" in message
+    assert "1 source clip(s) behind more than one anchor" in message
+    assert "1 anchor(s) also a stimulus" in message
+
+
+def test_one_threshold_over_the_challenge_separates_a_kind_that_a_recipe_constant_marks():
+    """Over everything a rater of several categories receives: a noise floor every low-quality
+    anchor shares (a fixed SNR) is refused; the same anchors spread like the stimuli are not."""
+    rng = np.random.default_rng(0)
+
+    def sounds(n, floor):
+        return [
+            anchors.Stats(
+                distinct=5000,
+                rms_db=-30 + rng.normal(0, 2),
+                flatness=0.05,
+                noise_floor_db=f,
+                crest_db=15 + rng.normal(0, 2),
+                bandwidth_hz=800 + rng.normal(0, 200),
+            )
+            for f in floor(n)
+        ]
+
+    stimuli = sounds(300, lambda n: rng.uniform(-90, -30, n))
+    marked = sounds(24, lambda n: rng.normal(-40, 1, n))
+    spread = sounds(24, lambda n: rng.uniform(-90, -30, n))
+    problems = anchors.pooled_separations({"lq_poorfit": marked}, stimuli)
+    assert len(problems) == 1 and problems[0].startswith("lq_poorfit: noise floor (dBFS)")
+    assert anchors.pooled_separations({"lq_poorfit": spread}, stimuli) == []
+    # Too few anchors to tell a tell from the draw: left to the per-category test.
+    assert anchors.pooled_separations({"lq_poorfit": marked[:10]}, stimuli) == []

@@ -17,6 +17,8 @@ def test_seed_demo_creates_reference_sets_systems_and_an_organizer(django_user_m
     assert summary.created
     assert Clip.objects.filter(challenge=challenge, role="development").count() == 14
     assert Clip.objects.filter(challenge=challenge, role="evaluation").count() == 14
+    # The anchors' private sources, imported as such.
+    assert Clip.objects.filter(challenge=challenge, role="anchor").count() == 14
     assert Clip.objects.filter(challenge=challenge, role="system").count() == 3 * 7 * 3
     assert sorted(challenge.systems.values_list("track__code", flat=True)) == ["A", "A", "B"]
     user = django_user_model.objects.get(username=DEMO_USER)

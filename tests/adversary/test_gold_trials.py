@@ -1,0 +1,224 @@
+"""Gold (trapping) trials: the built-in spoken instructions (espeak-ng) or an organizer's gold
+sounds with the answers they ask for, placed at random positions but never first, delivered so
+that nothing the browser receives tells them apart, and judged by the gold rule."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from collections import Counter
+
+import numpy as np
+import pytest
+import soundfile as sf
+from django.test import Client
+
+from raters import gold, services
+from raters.models import GoldSound, Trial
+from raters.selectors import rating_rows, session_verdicts
+from stimuli.audio import integrated_loudness
+from tests.factories import make_wav
+from tests.listening_setup import build_listening_challenge, rater_at_trials
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(
+        shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (scripts/lib.sh)"
+    ),
+]
+
+
+@pytest.fixture
+def gold_test(db):
+    """Two categories of 4-s clips with two gold trials per session and no uploaded gold: the
+    built-in spoken instructions, made per trial."""
+    challenge = build_listening_challenge(
+        slug="gold", categories=2, duration=4.0, gold_per_session=2, listened_fraction=0.0
+    )
+    services.set_open(challenge, True)
+    return challenge
+
+
+def test_builtin_trapping_sounds_are_spoken_instructions_at_the_tests_loudness(gold_test):
+    rater, session = rater_at_trials(gold_test)
+    client = Client()
+    client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
+    target = services.listening_test(gold_test).target_lufs
+    trials = list(session.trials.filter(role="gold").select_related("gold"))
+    assert len(trials) == 2
+    for trial in trials:
+        gold = trial.gold
+        assert gold.builtin and gold.label.startswith("Please set ")
+        assert 1 <= gold.quality_min == gold.quality_max <= 9
+        data = client.get(f"/listen/{gold_test.slug}/audio/{trial.token}/").content
+        samples, rate = sf.read(io.BytesIO(data), always_2d=True)
+        assert (rate, samples.shape[0]) == (gold_test.sample_rate, gold_test.clip_frames)
+        assert abs(integrated_loudness(samples, rate) - target) < 0.5
+        # Speech, not silence: a second and more of voiced sound.
+        frames = samples[: samples.size // 160 * 160, 0].reshape(-1, 160)
+        voiced = np.sqrt(np.mean(frames**2, axis=1)) > 10 ** (-50 / 20)
+        assert voiced.sum() * 160 / rate > 1.0
+
+
+def test_no_two_raters_hear_the_same_trapping_sound(gold_test):
+    """Made per trial from the session's secret seed: what one rater heard (and its answer)
+    tells nothing about another rater's."""
+    made = [
+        (t.gold.audio_id, t.gold.label)
+        for _ in range(6)
+        for t in rater_at_trials(gold_test)[1].trials.filter(role="gold").select_related("gold")
+    ]
+    assert len({audio for audio, _ in made}) == 12
+    assert len({label for _, label in made}) >= 6
+
+
+def test_sessions_place_gold_at_random_positions_never_first(gold_test):
+    positions = Counter()
+    for _ in range(12):
+        _, session = rater_at_trials(gold_test)
+        trials = list(session.trials.order_by("position"))
+        assert [t.position for t in trials] == list(range(len(trials)))
+        gold = [t for t in trials if t.role == "gold"]
+        assert len(gold) == 2 and trials[0].role != "gold"
+        assert len({t.gold_id for t in gold}) == 2
+        positions.update(t.position for t in gold)
+    assert 0 not in positions
+    assert len(positions) >= 6  # spread over the session, not a fixed slot
+
+
+def test_a_rater_hears_no_uploaded_gold_sound_twice_while_others_are_left(gold_test):
+    for seed in range(4):
+        gold.add_gold_sound(
+            gold_test,
+            make_wav(seconds=4.0, sample_rate=8000, seed=100 + seed),
+            label=f"gold {seed}",
+            quality=(4, 6),
+            fit=(4, 6),
+        )
+    rater, first = rater_at_trials(gold_test)
+    heard = {t.gold_id for t in first.trials.filter(role="gold")}
+    assert len(heard) == 2 and not GoldSound.objects.filter(pk__in=heard, builtin=True).exists()
+    for trial in first.trials.order_by("position"):
+        services.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
+    second = services.next_session(rater).session
+    assert not heard & {t.gold_id for t in second.trials.filter(role="gold")}
+
+
+def test_nothing_the_browser_receives_tells_a_gold_trial(gold_test):
+    rater, session = rater_at_trials(gold_test)
+    client = Client()
+    client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
+    headers, pages = set(), []
+    trials = list(session.trials.order_by("position"))
+    for trial in trials:
+        response = client.get(f"/listen/{gold_test.slug}/audio/{trial.token}/")
+        headers.add(tuple(sorted(response.headers.items())))
+    assert len(headers) == 1  # same type, caching and size for gold, anchors and stimuli
+    for trial in trials:
+        page = client.get(f"/listen/{gold_test.slug}/").content.decode()
+        assert trial.token in page
+        # Tokens (the sound's, the next one's, the form's) are random per page and rater.
+        pages.append(re.sub(r"[A-Za-z0-9_-]{22,}", "TOKEN", page))
+        pages[-1] = re.sub(r"\d+", "N", pages[-1])
+        services.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
+    # A gold trial's page is the page of a stimulus in the same place (the last one has no
+    # next sound to preload, whatever it is).
+    last = len(trials) - 1
+    others = {p for n, (p, t) in enumerate(zip(pages, trials, strict=True)) if t.role != "gold"}
+    for n, (page, trial) in enumerate(zip(pages, trials, strict=True)):
+        if trial.role == "gold":
+            assert n == last or page in others
+            assert "gold" not in page.lower().replace("/listen/gold/", "")
+
+
+def _answer(rater, session, *, gold_right: bool) -> None:
+    for trial in session.trials.select_related("gold").order_by("position"):
+        quality, fit = 6, 4
+        if trial.role == "anchor_hq_goodfit":
+            quality, fit = 9, 9
+        elif trial.role == "anchor_hq_poorfit":
+            quality, fit = 9, 1
+        elif trial.role == "anchor_lq_poorfit":
+            quality, fit = 1, 1
+        elif trial.role == "gold":
+            quality, fit = trial.gold.quality_min, trial.gold.fit_min
+            if not gold_right:
+                quality, fit = 10 - quality, 10 - fit
+        services.save_rating(rater, trial.token, quality=quality, fit=fit, key=f"k-{trial.token}")
+
+
+def test_gold_answers_are_judged_by_the_gold_rule(gold_test):
+    careful, careful_session = rater_at_trials(gold_test)
+    _answer(careful, careful_session, gold_right=True)
+    careless, careless_session = rater_at_trials(gold_test)
+    _answer(careless, careless_session, gold_right=False)
+    verdicts = session_verdicts(gold_test)
+    assert not [f for f in verdicts[careful_session.pk].flags if f.rule == "gold"]
+    flags = [f for f in verdicts[careless_session.pk].flags if f.rule == "gold"]
+    assert flags and "2 gold trial(s)" in flags[0].reason
+    # The export says what each gold trial asked for; scoring leaves gold rows out.
+    rows = [r for r in rating_rows(gold_test) if r["role"] == "gold"]
+    assert len(rows) == 4 and all(r["system"] == "" for r in rows)
+    asked = {
+        (t.gold.quality_min, t.gold.fit_max)
+        for t in Trial.objects.filter(role="gold", rating__isnull=False).select_related("gold")
+    }
+    assert {(r["expected_quality_min"], r["expected_fit_max"]) for r in rows} == asked
+    assert all(t.role != "gold" or t.position for t in Trial.objects.all())
+
+
+def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
+    gold_test, organizer_client
+):
+    url = f"/organize/listening/{gold_test.slug}/gold/"
+    bad = {
+        "file": io.BytesIO(b"not audio"),
+        "label": "",
+        "quality_min": "7",
+        "quality_max": "3",
+        "fit_min": "x",
+        "fit_max": "11",
+    }
+    bad["file"].name = "gold.wav"
+    response = organizer_client.post(url, bad)
+    assert response.status_code == 400
+    text = response.content.decode()
+    for problem in (
+        "not readable",
+        "lowest expected answer exceeds",
+        "whole number",
+        "0 to 10",
+        "(label)",
+    ):
+        assert problem in text, problem
+    assert not GoldSound.objects.filter(challenge=gold_test, builtin=False).exists()
+    wav = make_wav(seconds=4.0, sample_rate=8000, seed=3)
+    good = {
+        "file": io.BytesIO(wav),
+        "label": "a voice asking for 9 and 9",
+        "quality_min": "8",
+        "quality_max": "10",
+        "fit_min": "8",
+        "fit_max": "10",
+    }
+    good["file"].name = "gold.wav"
+    assert organizer_client.post(url, good).status_code == 302
+    uploaded = GoldSound.objects.get(challenge=gold_test, builtin=False)
+    assert (uploaded.quality_min, uploaded.quality_max, uploaded.fit_max) == (8, 10, 10)
+    # Sessions from now on hear the organizer's gold, not spoken instructions.
+    _, session = rater_at_trials(gold_test)
+    assert {t.gold_id for t in session.trials.filter(role="gold")} == {uploaded.pk}
+    page = organizer_client.get(f"/organize/listening/{gold_test.slug}/").content.decode()
+    assert "a voice asking for 9 and 9" in page
+
+
+def test_gold_asked_for_after_preparation_is_placed_too(db):
+    challenge = build_listening_challenge(slug="gold-late", categories=2, duration=4.0)
+    assert not GoldSound.objects.filter(challenge=challenge).exists()
+    services.set_open(challenge, True)
+    services.listening_test(challenge).__class__.objects.filter(challenge=challenge).update(
+        gold_per_session=1
+    )
+    _, session = rater_at_trials(challenge)
+    assert session.trials.filter(role="gold", gold__builtin=True).count() == 1
