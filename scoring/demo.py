@@ -1,6 +1,6 @@
 """The whole demo challenge on the embedded default (SQLite, in-process tasks), in one call.
 
-Reference sets and three uploaded systems come from `stimuli.demo`; the procedural baseline and
+Reference sets and seven uploaded systems come from `stimuli.demo`; the procedural baseline and
 its two variants generate their clips; the objective evaluation computes FAD, picks finalists
 and medoids; the listening test opens; with `simulate_raters`, simulated raters fill it and the
 results are published, so the leaderboard shows computed numbers. Each step is skipped when its
@@ -44,7 +44,7 @@ class DemoRun:
 
 def run_demo(
     *,
-    clips_per_category: int = 24,
+    clips_per_category: int = 52,
     simulate_raters: bool = False,
     n_raters: int = 6,
     echo: Echo | None = None,
@@ -66,12 +66,12 @@ def run_demo(
 
     if not FadResult.objects.filter(challenge=challenge).exists():
         say("Objective evaluation: embeddings, FAD per system and category, finalists ...")
-        # Two finalists per track (DCASE took four) keep the demo's listening test short.
+        # Four finalists per track, as DCASE took: the league then correlates over 8 systems.
         pipeline.set_models(
             challenge,
             fad_model="logmel",
             medoid_model="logmel",
-            finalists_per_track=2,
+            finalists_per_track=4,
             league_models=_league_models(),
         )
         job = pipeline.run_evaluation(challenge, progress=progress)

@@ -116,10 +116,17 @@ def seed_demo(*, per_category: int = 12, system_clips: int = 12) -> DemoSummary:
             write_set(root, challenge, per_category, seed=seed, tilt=0.0)
             report = import_clips(challenge, root, role=role)
             assert report.accepted, report.to_dict()
+        # Five systems per track with the baseline and its two variants (track B): enough for
+        # the embedding league's correlations and stability to say something. Each differs
+        # from the references in its spectral tilt, by a measurable amount.
         systems = [
             ("Procedural", "Procedural_A_1", "A", 0.0),
             ("Procedural", "Procedural_B_1", "B", 0.6),
             ("Noise Lab", "NoiseLab_A_1", "A", -0.8),
+            ("Noise Lab", "NoiseLab_A_2", "A", -0.3),
+            ("Bright Works", "Bright_A_1", "A", 0.3),
+            ("Bright Works", "Bright_A_2", "A", 0.9),
+            ("Bright Works", "Bright_B_1", "B", -0.4),
         ]
         for n, (team_name, name, track, tilt) in enumerate(systems):
             team = challenge.teams.filter(name=team_name).first() or create_team(

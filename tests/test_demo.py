@@ -3,6 +3,7 @@
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 
 from stimuli.demo import DEMO_PASSWORD, DEMO_USER, seed_demo
 from stimuli.models import Clip
@@ -19,8 +20,9 @@ def test_seed_demo_creates_reference_sets_systems_and_an_organizer(django_user_m
     assert Clip.objects.filter(challenge=challenge, role="evaluation").count() == 14
     # The anchors' private sources, imported as such.
     assert Clip.objects.filter(challenge=challenge, role="anchor").count() == 14
-    assert Clip.objects.filter(challenge=challenge, role="system").count() == 3 * 7 * 3
-    assert sorted(challenge.systems.values_list("track__code", flat=True)) == ["A", "A", "B"]
+    assert Clip.objects.filter(challenge=challenge, role="system").count() == 7 * 7 * 3
+    tracks = sorted(challenge.systems.values_list("track__code", flat=True))
+    assert tracks == ["A"] * 5 + ["B"] * 2  # with the baseline's three: five per track
     user = django_user_model.objects.get(username=DEMO_USER)
     assert user.check_password(DEMO_PASSWORD) and is_organizer(user)
     again = seed_demo(per_category=2, system_clips=3)
@@ -38,17 +40,17 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings):
     from scoring.models import Snapshot
     from stimuli.models import FadResult, Job, Medoid
 
-    run = run_demo(clips_per_category=20, simulate_raters=True, n_raters=4)
+    run = run_demo(clips_per_category=26, simulate_raters=True, n_raters=4)
     challenge = run.challenge
     generated = Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE)
-    assert generated.count() == 3 * 7 * 20  # the baseline and its two variants
-    # 6 systems x 7 categories x (Eval, Dev) under the FAD model and each league model.
+    assert generated.count() == 3 * 7 * 26  # the baseline and its two variants
+    # 10 systems x 7 categories x (Eval, Dev) under the FAD model and each league model.
     models = set(FadResult.objects.filter(challenge=challenge).values_list("model_id", flat=True))
     assert len(models) >= 2
-    assert FadResult.objects.filter(challenge=challenge).count() == len(models) * 6 * 7 * 2
+    assert FadResult.objects.filter(challenge=challenge).count() == len(models) * 10 * 7 * 2
     finalists = challenge.systems.filter(is_finalist=True)
-    assert sorted(finalists.values_list("track__code", flat=True)) == ["A", "A", "B", "B"]
-    assert Medoid.objects.filter(challenge=challenge).count() == 4 * 7 * 20
+    assert sorted(finalists.values_list("track__code", flat=True)) == ["A"] * 4 + ["B"] * 4
+    assert Medoid.objects.filter(challenge=challenge).count() == 8 * 7 * 20
     assert run.published and challenge.phase == "published"
     snapshot = Snapshot.objects.get(challenge=challenge)
     assert {row["track"] for row in _rows(snapshot.result)} == {"A", "B"}
@@ -56,13 +58,24 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings):
     league = snapshot.result["metric_league"]
     assert len(league["models"]) >= 2 and league["designated"] in league["models"]
     assert all(len(entries) == len(league["models"]) for entries in league["tracks"].values())
+    # Each model ranked by FAD and by KAD over the 8 finalists, with its stability on 25 clips
+    # (the demo here has 26 per category; the demo command's 52 adds 50).
+    for table in (league["pooled"], league["kad"]["pooled"]):
+        for entry in table.values():
+            assert entry["n_systems"] == 8 and entry["spearman"] is not None
+            assert entry["tau_25"] is not None and entry["tau_50"] is None  # 26 clips each
+    assert snapshot.result["kad"] is True
+    page = Client().get(f"/results/{challenge.slug}/{snapshot.number}/").content.decode()
+    league_table = page[page.index('id="table-metric-league"') :]
+    assert "KAD" in league_table and 'id="table-league-stability"' in league_table
+    assert "KAD-Eval" in page
     assert run.listen_path.startswith(f"/listen/{challenge.slug}/join/")
     # The small text-prompt study on the baseline's text variant, open for its judges.
     study = run.text_challenge.text_prompt_study
     assert study.is_open and study.systems.get().generator.report["has_text"]
     assert run.text_challenge.described_clips.count() == 21
     assert run.text_judge_path.startswith(f"/listen/{run.text_challenge.slug}/join/")
-    again = run_demo(clips_per_category=20)  # a second run only reports
+    again = run_demo(clips_per_category=26)  # a second run only reports
     assert again.published and Snapshot.objects.filter(challenge=challenge).count() == 1
 
 

@@ -39,3 +39,29 @@ def test_organizer_uploads_a_set_and_sees_the_report(
         assert "sample rate is 8,000 Hz; expected 22,050 Hz" in report
         page.screenshot(path=str(tmp_path / "upload.png"), full_page=True)
     assert Clip.objects.filter(challenge=challenge).count() == 4
+
+
+def test_the_objective_panel_shows_fad_and_kad_on_a_desktop_and_a_phone(
+    live_server, chromium_path, organizer, tmp_path
+):
+    from stimuli.objective import pipeline
+    from tests.evaluation_setup import small_challenge
+
+    challenge = small_challenge(tmp_path, slug="browser-objective")
+    job = pipeline.run_evaluation(challenge)
+    assert job.state == "succeeded", job.error
+    for width, height, name in ((1366, 900, "desktop"), (390, 844, "phone")):
+        with chromium_page(chromium_path, viewport={"width": width, "height": height}) as page:
+            log_in(page, live_server.url, "olivia", "organizer-pass-1")
+            page.goto(f"{live_server.url}/organize/{challenge.slug}/")
+            ranking = page.locator("#objective table.ranking[data-track=A]")
+            ranking.wait_for()
+            header = ranking.locator("thead").inner_text()
+            assert "KAD-Eval" in header and "KAD-Dev" in header
+            row = ranking.locator("tbody tr").first.inner_text()
+            assert row.count(".") >= 4  # FAD-Eval, FAD-Dev, KAD-Eval, KAD-Dev all shown
+            # The ranking scrolls in its own box, inside the page's width.
+            box = page.locator("#objective .table-wrap").first.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
+            ranking.screenshot(path=str(tmp_path / f"objective-{name}.png"))
+            page.screenshot(path=str(tmp_path / f"challenge-{name}.png"), full_page=True)

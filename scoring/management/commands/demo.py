@@ -20,7 +20,12 @@ class Command(BaseCommand):
         parser.add_argument("--url", default="http://127.0.0.1:8000/", help="Where the site runs.")
         parser.add_argument("--simulate-raters", action="store_true")
         parser.add_argument("--raters", type=int, default=6, help="Simulated raters.")
-        parser.add_argument("--clips", type=int, default=24, help="Clips per system and category.")
+        parser.add_argument(
+            "--clips",
+            type=int,
+            default=52,
+            help="Clips per system and category (above 50: the league's stability on 25 and 50).",
+        )
 
     def handle(self, *args, **options):
         if not settings.DEBUG:
