@@ -78,7 +78,7 @@ def main() -> None:
         Trial.objects.filter(session=session, position__gte=1000).delete()
     n_trials = sessions[0][1].trials.count()
 
-    save, floor_save, serve, floor_serve, event = [], [], [], [], []
+    save, floor_save, serve, floor_serve, event, events = [], [], [], [], [], []
     test = services.listening_test(challenge)
     answered = 0
     for rater, session in sessions:
@@ -87,14 +87,20 @@ def main() -> None:
             if answered >= args.answers:
                 break
             t = time.perf_counter()
-            services.serve_audio(rater, trial.token)  # served and its delivery recorded
+            sent = services.serve_audio(rater, trial.token)
+            b"".join(sent.streaming_content)  # sent to its end: the delivery is recorded
             serve.append(time.perf_counter() - t)
             t = time.perf_counter()
             storage.read_audio(delivery.delivered_audio(trial.audio, test).file)
             floor_serve.append(time.perf_counter() - t)
+            # The events the page sends for a 4-s sound: play, a checkpoint at 2 s, ended.
             t = time.perf_counter()
             services.player_event(rater, trial.token, "play", 0)
             event.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            services.player_event(rater, trial.token, "timeupdate", 0.01)
+            services.player_event(rater, trial.token, "ended", 0.02)
+            events.append(time.perf_counter() - t + event[-1])
             t = time.perf_counter()
             services.save_rating(rater, trial.token, quality=5, fit=5, key=f"bench-{trial.pk:08d}")
             save.append(time.perf_counter() - t)
@@ -123,6 +129,7 @@ def main() -> None:
     print(f"store one answer (save_rating)      ours {ms(save)}   bare insert  {ms(floor_save)}")
     print(f"serve one sound by its token        ours {ms(serve)}   file read    {ms(floor_serve)}")
     print(f"one player event (play)             ours {ms(event)}")
+    print(f"a sound's 3 events (play, checkpoint, ended)   ours {ms(events)}")
     print(f"what each category needs, judging {answered} answers   ours {ms(need)}")
 
 

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 import environ
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+
+from foley_platform.safety import unsafe_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -24,7 +27,7 @@ DATA_DIR = Path(env("FOLEY_DATA_DIR", default=str(BASE_DIR / "data")))
 # Researchers' command-line tools: they read files and print results, signing nothing that
 # outlives the process (no sessions, tokens or links), so a fresh install runs them without a
 # secret. The web server, workers and every other command still refuse to start without one.
-KEYLESS_COMMANDS = frozenset({"compute_fad", "score_offline", "validate_generator"})
+KEYLESS_COMMANDS = frozenset({"compute_fad", "compute_kad", "score_offline", "validate_generator"})
 # Asking manage.py what it can do needs no secret either: it runs nothing.
 KEYLESS_COMMANDS |= {"help", "--help", "-h", "--version", "version"}
 
@@ -56,6 +59,9 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+# Production refuses the example SECRET_KEY and an empty ALLOWED_HOSTS, naming each.
+if _unsafe := unsafe_settings(debug=DEBUG, secret_key=SECRET_KEY, allowed_hosts=ALLOWED_HOSTS):
+    raise ImproperlyConfigured("Refusing to start with DEBUG off: " + "; ".join(_unsafe))
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -70,13 +76,18 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
+    "csp",
     "stimuli",
     "raters",
     "scoring",
 ]
 
 MIDDLEWARE = [
+    # Before anything reads a body: too large a body is refused before it is spooled.
+    "foley_platform.limits.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -85,6 +96,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Per-client limits on login, admin, join and crowd links and player events, for sites
+    # without the proxy's (deploy/nginx.conf has the same).
+    "foley_platform.limits.RateLimitMiddleware",
+    "axes.middleware.AxesMiddleware",
     "foley_platform.middleware.method_not_allowed_page",
 ]
 
@@ -127,6 +142,16 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed logins (site and admin) lock that username from that address out for a while.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "foley_platform.limits.client_ip"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
@@ -162,6 +187,14 @@ WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
 AUDIO_ACCEL_REDIRECT = env("AUDIO_ACCEL_REDIRECT", default="")
 # Uploads larger than this stream to a temporary file instead of memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+# --- Request bodies: small everywhere but on the upload paths (foley_platform/limits.py) ---
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
+FOLEY_BODY_MAX_BYTES = env.int("FOLEY_BODY_MAX_BYTES", default=2 * 1024 * 1024)
+# How many proxies in front append to X-Forwarded-For (nginx: 1; a TLS proxy before it: 2);
+# 0 trusts only the connection's address. Rate limits and login lockouts count per client.
+FOLEY_PROXY_HOPS = env.int("FOLEY_PROXY_HOPS", default=0)
+FOLEY_RATE_LIMITS_ENABLED = env.bool("FOLEY_RATE_LIMITS_ENABLED", default=True)
 
 # --- Uploads: limits that keep a hostile archive from exhausting the machine ---
 FOLEY_UPLOAD_MAX_BYTES = env.int("FOLEY_UPLOAD_MAX_BYTES", default=4 * 1024**3)
@@ -212,6 +245,32 @@ if not DEBUG:
         SILENCED_SYSTEM_CHECKS = ["security.W021"]
     if env.bool("BEHIND_TLS_PROXY", default=False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Rate limits count in the cache: one shared by every web process where there are several
+# (CACHE_URL, e.g. redis://redis:6379/1), else this process's memory.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+
+# Content-Security-Policy on every response: the platform's own scripts only (the one inline
+# script carries the request's nonce); inline styles stay allowed for the SVG plots matplotlib
+# draws with style attributes.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "media-src": [SELF, "blob:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# The API's schema and its browsable docs: organizers only unless opened to everyone.
+FOLEY_PUBLIC_API_DOCS = env.bool("FOLEY_PUBLIC_API_DOCS", default=False)
 
 # --- REST API ---
 REST_FRAMEWORK = {

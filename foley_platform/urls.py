@@ -3,9 +3,11 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from raters import views as raters_views
 from stimuli import views as stimuli_views
+from stimuli.permissions import ApiDocsPermission
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -26,14 +28,23 @@ urlpatterns = [
     path("organize/text-prompts/", include("raters.text_organize_urls")),
     path("organize/", include("stimuli.urls")),
     path("listen/", include("raters.urls")),
+    # Under nginx's internal /_sounds/ location: only nginx's post_action reaches it.
+    path("_sounds/delivered/", raters_views.delivered, name="sound-delivered"),
     path("api/results/", include("scoring.api_urls")),
     path("api/listening/", include("raters.api_urls")),
     path("api/", include("stimuli.api_urls")),
     path("results/", include("scoring.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(permission_classes=[ApiDocsPermission]),
+        name="api-schema",
+    ),
+    # The split view serves its start-up script as a file: no inline script under the CSP.
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[]),
+        SpectacularSwaggerSplitView.as_view(
+            url_name="api-schema", permission_classes=[ApiDocsPermission]
+        ),
         name="api-docs",
     ),
 ]

@@ -11,6 +11,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from stimuli.exports import to_csv
 from stimuli.models import Challenge
 from stimuli.permissions import IsOrganizer
 
@@ -27,7 +28,7 @@ class CSVRenderer(BaseRenderer):
         columns = getattr(view, "columns", None)
         if not isinstance(data, list) or columns is None:  # an error body
             return str(data.get("detail", data) if isinstance(data, dict) else data)
-        return selectors.to_csv(data, columns)
+        return to_csv(data, columns)
 
 
 class RatingRowSerializer(serializers.Serializer):

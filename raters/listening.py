@@ -1,31 +1,47 @@
-"""Listening, verified on the server: what was delivered of each sound and when, and what the
-page reported as played.
+"""Listening, verified on the server: what was sent of each sound and when, and what the page
+reported as played.
 
 The rater's browser is not trusted. A sound counts as heard only when
 
-- the byte ranges served cover the whole file (a `Range: bytes=0-0` fetch is not a listen),
-- at least `listened_fraction` of its duration has passed since it was first delivered, and
-- the stretches of media time the page reported as played cover that share of the sound. Each
-  stretch is cut to the wall time the server saw pass between the events that bound it, so a
-  seek to the end, or a page that reports a minute of playing a second after it began, adds
-  only what could really have been played.
+- the bytes sent cover the whole file, counted once they really left the server (a `HEAD`, a
+  `Range: bytes=0-0` fetch or a download abandoned half-way is not a delivery),
+- the page reported playing it, at least `listened_fraction` of its duration ago, and
+- the stretches of media time the page reported as played cover that share of the sound.
 
-Plain functions over the rows that carry `Heard`'s fields (trials, familiarization examples and
-diversity trials); the clock is `now`, which tests replace instead of sleeping.
+A rater hears one sound at a time, and the rater's record says which (`Rater.playing_*`): a
+play of another sound ends the stretch of the one playing. Each stretch is credited no more than
+the wall time since its play began, with one allowance for network jitter per play (not per
+event: checkpoints add nothing), and every play begins no earlier than the listening already
+credited ends (`Rater.listened_until`), so all of a rater's sounds together are never credited
+more than the time that passed. Seeking ahead, playing faster, flooding checkpoints or playing
+sounds side by side adds nothing.
+
+Plain functions over the rows that carry `Heard`'s fields (trials, familiarization examples,
+diversity trials and the text-prompt study's clips) and the rater's fields; the clock is `now`,
+which tests replace instead of sleeping.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from . import lookups
 from .errors import ListeningError
-from .models import Heard, ListeningTest
+from .models import (
+    DiversityTrial,
+    FamiliarizationClip,
+    Heard,
+    ListeningTest,
+    PromptClip,
+    Rater,
+    TextTrial,
+    Trial,
+)
 
 EVENTS = ("play", "pause", "seeking", "timeupdate", "ended")
 # Network jitter between two event posts: a stretch may exceed the wall time seen by this much.
@@ -58,7 +74,8 @@ def covered(intervals: list[list[float]]) -> float:
 
 
 def _delivery_fields(row: Heard, start: int, end: int, size: int, moment: datetime) -> dict:
-    """What serving bytes start..end (inclusive) of a file of `size` bytes changes on `row`."""
+    """What having sent bytes start..end (inclusive) of a file of `size` bytes changes on
+    `row`."""
     # Byte ranges are stored half-open, so adjacent pieces merge into one.
     ranges = merge([*row.delivered_ranges, [start, end + 1]])
     fields = {"delivered_ranges": ranges}
@@ -70,9 +87,10 @@ def _delivery_fields(row: Heard, start: int, end: int, size: int, moment: dateti
 
 
 def record_delivery(model: type[Heard], row: Heard, start: int, end: int, size: int) -> None:
-    """Note that bytes start..end (inclusive) of a file of `size` bytes were served; `row` as
-    read by the request. One statement when nothing changed the row since it was read (it
-    writes only if the ranges are still those read); otherwise under the row's lock."""
+    """Note that bytes start..end (inclusive) of a file of `size` bytes were sent, once they
+    were (`delivery.Sent`); `row` as read by the request. One statement when nothing changed
+    the row since it was read (it writes only if the ranges are still those read); otherwise
+    under the row's lock."""
     moment = now()
     fields = _delivery_fields(row, start, end, size, moment)
     read = {"delivered_ranges": row.delivered_ranges}
@@ -86,13 +104,27 @@ def record_delivery(model: type[Heard], row: Heard, start: int, end: int, size: 
 
 
 def recorded(row: Heard, start: int, end: int, size: int) -> bool:
-    """Whether bytes start..end were already recorded as delivered on `row` as read (ranges
-    only grow, so what was covered stays covered)."""
+    """Whether bytes start..end were already recorded as sent on `row` as read (ranges only
+    grow, so what was covered stays covered)."""
     ranges = row.delivered_ranges
     return row.served_at is not None and merge([*ranges, [start, end + 1]]) == ranges
 
 
 # --- Events from the page ------------------------------------------------------------------------
+
+# The kinds of sound a rater hears, by `Rater.playing_kind`.
+KINDS: tuple[type[Heard], ...] = (Trial, FamiliarizationClip, DiversityTrial, TextTrial, PromptClip)
+KIND_OF = {model: n for n, model in enumerate(KINDS)}
+# What an event changes on a sound's row, and on the rater.
+EVENT_FIELDS = ("plays", "seeks", "heard", "first_played_at")
+RATER_FIELDS = (
+    "playing_kind",
+    "playing_id",
+    "playing_from",
+    "playing_since",
+    "playing_credited",
+    "listened_until",
+)
 
 
 def _media_time(value, duration: float, what: str) -> float:
@@ -105,89 +137,159 @@ def _media_time(value, duration: float, what: str) -> float:
     return min(number, duration)
 
 
-def _close_stretch(row: Heard, at: float, moment: datetime) -> None:
-    """End the stretch being played at media time `at`, no longer than the wall time seen."""
-    if row.playing_from is None or row.playing_since is None:
+def plays_this(rater: Rater, model: type[Heard], pk: int) -> bool:
+    return rater.playing_id == pk and rater.playing_kind == KIND_OF[model]
+
+
+def _credit_to(rater: Rater, at: float, moment: datetime, *, slack: bool) -> float:
+    """How far (media time) the open stretch may be credited at `moment` when the page reports
+    media time `at`: no further than the wall time since the play began, with one allowance for
+    network jitter per play (`slack`) and none when another sound cut it short; never less than
+    what it was already credited."""
+    elapsed = (moment - rater.playing_since).total_seconds() + (SLACK_S if slack else 0.0)
+    end = min(at, rater.playing_from + max(0.0, elapsed))
+    return max(end, rater.playing_credited or rater.playing_from)
+
+
+def _credit(rater: Rater, row: Heard, at: float, moment: datetime, *, slack: bool) -> None:
+    """Credit the open stretch of `rater` (playing `row`) up to media time `at`, and keep it
+    open: a checkpoint keeps what was played if the page goes away."""
+    end = _credit_to(rater, at, moment, slack=slack)
+    if end > rater.playing_from:
+        row.heard = merge([*row.heard, [rater.playing_from, end]])
+    rater.playing_credited = end
+
+
+def _close(rater: Rater, row: Heard | None, at: float, moment: datetime, *, slack: bool) -> None:
+    """End the rater's open stretch (on `row`, the sound playing) at media time `at`. The wall
+    time it was credited is used up: the next play, of any sound, starts after it."""
+    if rater.playing_kind is None:
         return
-    elapsed = (moment - row.playing_since).total_seconds() + SLACK_S
-    end = min(at, row.playing_from + max(0.0, elapsed))
-    if end > row.playing_from:
-        row.heard = merge([*row.heard, [row.playing_from, end]])
-    row.playing_from = None
-    row.playing_since = None
+    if row is not None:
+        _credit(rater, row, at, moment, slack=slack)
+    used = (rater.playing_credited or rater.playing_from) - rater.playing_from
+    rater.listened_until = rater.playing_since + timedelta(seconds=used)
+    rater.playing_kind = rater.playing_id = None
+    rater.playing_from = rater.playing_since = rater.playing_credited = None
 
 
-# What an event of the page's player changes on a row.
-EVENT_FIELDS = ("plays", "seeks", "heard", "playing_from", "playing_since")
+def _open(rater: Rater, model: type[Heard], row: Heard, t: float, moment: datetime) -> None:
+    # A play begins no earlier than the listening already credited ends: two sounds played
+    # at once, or one replayed in quick bursts, share one stretch of wall time.
+    since = moment if rater.listened_until is None else max(moment, rater.listened_until)
+    rater.playing_kind, rater.playing_id = KIND_OF[model], row.pk
+    rater.playing_from, rater.playing_since, rater.playing_credited = t, since, t
 
 
-def _apply_event(
-    row: Heard, kind: str, t: float, left: float | None, duration: float, moment: datetime
+def apply_event(
+    rater: Rater,
+    model: type[Heard],
+    row: Heard,
+    kind: str,
+    t: float,
+    left: float | None,
+    duration: float,
+    moment: datetime,
 ) -> None:
+    """One event of the page's player for `row`, on the rater's and the row's fields as read.
+    The caller has closed a stretch of another sound first (`close_other`)."""
+    mine = plays_this(rater, model, row.pk)
     if kind == "play":
-        was_playing = row.playing_from is not None
-        _close_stretch(row, t, moment)
-        row.plays += not was_playing
-        row.playing_from, row.playing_since = t, moment
-    elif kind == "timeupdate":
-        # A checkpoint while playing: what was played so far is kept if the page goes away.
-        if row.playing_from is not None:
-            _close_stretch(row, t, moment)
-            row.playing_from, row.playing_since = t, moment
-    elif kind == "seeking":
-        playing = row.playing_from is not None
-        _close_stretch(row, row.playing_from if left is None else left, moment)
-        # Play again after the end restarts at 0: that is listening again, not a seek.
-        if not (left is not None and left >= duration - 0.05 and t <= 0.05):
+        if mine:  # a play while playing: the stretch so far ends where the page says it is
+            _close(rater, row, t, moment, slack=True)
+        else:
+            row.plays += 1
+        if row.first_played_at is None:
+            row.first_played_at = moment
+        _open(rater, model, row, t, moment)
+    elif not mine:
+        # An event of a sound that is not playing (paused, cut short by another sound, or
+        # its page reloaded) changes nothing but a seek's count.
+        if kind == "seeking" and not _restart(left, t, duration):
             row.seeks += 1
-        if playing:
-            row.playing_from, row.playing_since = t, moment
+    elif kind == "timeupdate":
+        _credit(rater, row, t, moment, slack=True)
+    elif kind == "seeking":
+        _close(rater, row, rater.playing_credited if left is None else left, moment, slack=True)
+        if not _restart(left, t, duration):
+            row.seeks += 1
+        _open(rater, model, row, t, moment)
     else:  # pause, ended
-        _close_stretch(row, duration if kind == "ended" else t, moment)
+        _close(rater, row, duration if kind == "ended" else t, moment, slack=True)
+
+
+def _restart(left: float | None, t: float, duration: float) -> bool:
+    """Play again after the end restarts at 0: that is listening again, not a seek."""
+    return left is not None and left >= duration - 0.05 and t <= 0.05
+
+
+def _other_playing(rater: Rater, model: type[Heard], pk: int) -> bool:
+    return rater.playing_kind is not None and not plays_this(rater, model, pk)
 
 
 def record_event(
-    model: type[Heard], row: Heard, kind: str, t, duration: float, *, seek_from=None
+    rater: Rater, model: type[Heard], row: Heard, kind: str, t, duration: float, *, seek_from=None
 ) -> Heard:
-    """Apply one event of the page's player to `row` (as read by the request): `t` is the media
-    time it reports (for `seeking`, the position sought; `seek_from` the position left). One
-    statement when the row is still as read (a page sends its events one at a time); otherwise
-    applied again under the row's lock to the row as it is."""
+    """Apply one event of the page's player to `row` and to the rater (both as read by the
+    request): `t` is the media time it reports (for `seeking`, the position sought;
+    `seek_from` the position left).
+
+    A rater's events apply one at a time: the write happens only if no other event of the rater
+    came between the reading and the write (`listening_version`); otherwise, or when a play cuts
+    short another sound, the event is applied again under the rater's lock, to everything as it
+    is then."""
     if kind not in EVENTS:
         raise ListeningError(f"Unknown player event {kind!r}; use one of {', '.join(EVENTS)}.")
     t = _media_time(t, duration, "The media time")
     left = None if seek_from is None else _media_time(seek_from, duration, "The seek origin")
     moment = now()
-    read = {name: getattr(row, name) for name in EVENT_FIELDS}
-    _apply_event(row, kind, t, left, duration, moment)
-    changed = {name: getattr(row, name) for name in EVENT_FIELDS}
-    if lookups.update_if_unchanged(model, row.pk, read, changed):
-        return row
+    if not (kind == "play" and _other_playing(rater, model, row.pk)):
+        version = rater.listening_version
+        apply_event(rater, model, row, kind, t, left, duration, moment)
+        if lookups.write_event(rater, version, model, row, EVENT_FIELDS, RATER_FIELDS):
+            rater.listening_version = version + 1
+            return row
     with transaction.atomic():
+        fresh = Rater.objects.select_for_update(no_key=True).get(pk=rater.pk)
         row = model.objects.select_for_update(no_key=True).get(pk=row.pk)
-        _apply_event(row, kind, t, left, duration, moment)
+        if kind == "play" and _other_playing(fresh, model, row.pk):
+            close_other(fresh, moment)
+        apply_event(fresh, model, row, kind, t, left, duration, moment)
         row.save(update_fields=list(EVENT_FIELDS))
+        fresh.listening_version += 1
+        fresh.save(update_fields=[*RATER_FIELDS, "listening_version"])
+    for name in (*RATER_FIELDS, "listening_version"):
+        setattr(rater, name, getattr(fresh, name))
     return row
 
 
-def stop(model: type[Heard], pk: int) -> None:
-    """Another sound began: this one's stretch ends now (up to the wall time it may have had).
-    A rater hears one sound at a time, so sounds played side by side do not each count."""
+def close_other(rater: Rater, moment: datetime) -> None:
+    """Another sound began: the one playing stops now, credited only the wall time it had (no
+    allowance for jitter: a rater hears one sound at a time). Under the rater's lock."""
+    other_model = KINDS[rater.playing_kind]
+    other = other_model.objects.select_for_update(no_key=True).get(pk=rater.playing_id)
+    reached = rater.playing_from + max(0.0, (moment - rater.playing_since).total_seconds())
+    _close(rater, other, reached, moment, slack=False)
+    other.save(update_fields=["heard"])
+
+
+def page_shown(rater: Rater) -> None:
+    """A rater's page (re)loaded: whatever played before stops, and only what was reported
+    (credited) counts. Written only when something was playing."""
+    if rater.playing_kind is None:
+        return
+    version = rater.listening_version
+    _close(rater, None, 0.0, now(), slack=False)
+    if lookups.write_event(rater, version, None, None, (), RATER_FIELDS):
+        rater.listening_version = version + 1
+        return
     with transaction.atomic():
-        row = model.objects.select_for_update(no_key=True).get(pk=pk)
-        if row.playing_from is None or row.playing_since is None:
-            return
-        moment = now()
-        elapsed = (moment - row.playing_since).total_seconds()
-        _close_stretch(row, row.playing_from + max(0.0, elapsed), moment)
-        row.save(update_fields=["heard", "playing_from", "playing_since"])
-
-
-def page_shown(model: type[Heard], tokens: list[str]) -> None:
-    """A page (re)loaded: whatever played before stops, and only what was reported counts."""
-    model.objects.filter(token__in=tokens, playing_from__isnull=False).update(
-        playing_from=None, playing_since=None
-    )
+        fresh = Rater.objects.select_for_update(no_key=True).get(pk=rater.pk)
+        _close(fresh, None, 0.0, now(), slack=False)
+        fresh.listening_version += 1
+        fresh.save(update_fields=[*RATER_FIELDS, "listening_version"])
+    for name in (*RATER_FIELDS, "listening_version"):
+        setattr(rater, name, getattr(fresh, name))
 
 
 # --- The verdict ---------------------------------------------------------------------------------
@@ -221,15 +323,22 @@ class Listened:
         }
 
 
-def listened(row: Heard, duration: float, test: ListeningTest, *, what: str = "sound") -> Listened:
-    """The server's verdict on one sound (a stretch still playing counts up to now)."""
+def listened(
+    row: Heard,
+    duration: float,
+    test: ListeningTest,
+    *,
+    what: str = "sound",
+    rater: Rater | None = None,
+) -> Listened:
+    """The server's verdict on one sound. A stretch still playing (by `rater`'s record) counts
+    up to now, without the allowance for jitter."""
     moment = now()
     stretches = list(row.heard)
-    if row.playing_from is not None and row.playing_since is not None:
-        elapsed = (moment - row.playing_since).total_seconds()
-        end = min(duration, row.playing_from + max(0.0, elapsed))
-        if end > row.playing_from:
-            stretches = merge([*stretches, [row.playing_from, end]])
+    if rater is not None and plays_this(rater, type(row), row.pk):
+        end = min(duration, _credit_to(rater, duration, moment, slack=False))
+        if end > rater.playing_from:
+            stretches = merge([*stretches, [rater.playing_from, end]])
     heard_s = min(duration, covered(stretches))
     need = test.listened_fraction * duration
     reason = ""
@@ -241,15 +350,18 @@ def listened(row: Heard, duration: float, test: ListeningTest, *, what: str = "s
             f"Only part of the {what} reached your browser ({got} bytes); please play it to "
             "the end."
         )
+    elif need > 0 and row.first_played_at is None:
+        reason = f"Please play the {what} before rating it."
     elif heard_s < need - 1e-6:
         reason = (
             f"You have heard {heard_s:.1f} s of the {duration:.1f} s {what} "
-            f"({round(100 * heard_s / duration)}%); please listen to all of it. Skipping ahead "
-            "does not count as listening."
+            f"({round(100 * heard_s / duration)}%); please listen to all of it. Only the "
+            "time it really played counts: skipping ahead, playing faster or playing two "
+            "sounds at once does not."
         )
-    elif (waited := (moment - row.served_at).total_seconds()) < need:
+    elif need > 0 and (waited := (moment - row.first_played_at).total_seconds()) < need:
         reason = (
-            f"The {what} lasts {duration:.1f} s and reached your browser {waited:.1f} s ago; "
+            f"The {what} lasts {duration:.1f} s and began playing {waited:.1f} s ago; "
             "please listen to all of it."
         )
     return Listened(heard_s, duration, row.plays, row.seeks, reason)

@@ -1,8 +1,7 @@
 """The statements every request of a rater makes, in SQL built once per process: the rater
 behind a browser's cookie (with its challenge, test settings and judge role), a trial by its
 token with the audio the rater's browser receives, a session's trials and its first unanswered
-ones, which of the rater's sounds still play, and the one conditional write of a sound's
-delivery or a player's event.
+ones, and the conditional writes of a sound's delivery and of a player's event.
 
 Every request of a rater makes some of them (a page, each sound, each event, each answer).
 Through the ORM, building these joins cost more CPU than the database spends answering them
@@ -25,7 +24,7 @@ import weakref
 from dataclasses import dataclass
 from functools import cache
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Model
 
 from stimuli.models import AudioFile, Challenge
@@ -34,15 +33,10 @@ from .delivery import delivery_settings
 from .models import (
     CategorySession,
     DeliveredAudio,
-    DiversityTrial,
-    FamiliarizationClip,
     ListeningTest,
-    PromptClip,
-    PromptSet,
     Rater,
     Rating,
     TextJudge,
-    TextTrial,
     Trial,
 )
 
@@ -227,42 +221,6 @@ def first_unanswered(session_id: int, n: int = 2) -> list[tuple[int, int]]:
     return [row[:2] for row in run(f"foley_first_unanswered_{int(n)}", sql, [session_id])]
 
 
-# The kinds of sound a rater hears, in `playing`'s order, each with the joins to its rater.
-_HEARD = (
-    (Trial, "JOIN {session} s ON s.id = x.session_id WHERE s.rater_id = %s"),
-    (FamiliarizationClip, "JOIN {session} s ON s.id = x.session_id WHERE s.rater_id = %s"),
-    (DiversityTrial, "WHERE x.rater_id = %s"),
-    (TextTrial, "JOIN {judge} j ON j.id = x.judge_id WHERE j.rater_id = %s"),
-    (
-        PromptClip,
-        "JOIN {prompt_set} p ON p.id = x.prompt_set_id JOIN {judge} j ON j.id = p.judge_id "
-        "WHERE j.rater_id = %s",
-    ),
-)
-
-
-@cache
-def _playing_statement(vendor: str) -> str:
-    tables = {
-        "session": _table(CategorySession),
-        "judge": _table(TextJudge),
-        "prompt_set": _table(PromptSet),
-    }
-    return " UNION ALL ".join(
-        f"SELECT {n}, x.id FROM {_table(model)} x {joins.format(**tables)} "
-        "AND x.playing_from IS NOT NULL"
-        for n, (model, joins) in enumerate(_HEARD)
-    )
-
-
-def playing(rater: Rater) -> list[tuple[type, int]]:
-    """(kind, id) of each of the rater's sounds still playing by the server's record: one
-    statement for every kind (a `play` stops the others)."""
-    sql = _playing_statement(connection.vendor)
-    rows = run("foley_playing", sql, [rater.pk] * len(_HEARD))
-    return [(_HEARD[n][0], pk) for n, pk in rows]
-
-
 @cache
 def _update_statement(vendor: str, model: type[Model], sets: tuple, wheres: tuple) -> str:
     quote = connection.ops.quote_name
@@ -288,3 +246,58 @@ def update_if_unchanged(model: type[Model], pk: int, read: dict, changed: dict) 
     with connection.cursor() as cursor:
         _execute(cursor, name, sql, params)
         return cursor.rowcount == 1
+
+
+@cache
+def _event_statements(
+    vendor: str, model, row_fields: tuple, rater_fields: tuple
+) -> tuple[str, ...]:
+    """The write of one player event: the rater's fields, only if no other event of the rater
+    came since they were read (its `listening_version`), and the sound's row with them. One
+    statement on PostgreSQL (the row's update waits on the rater's); two in a transaction
+    elsewhere."""
+    quote = connection.ops.quote_name
+    rater_sets = ", ".join(f"{quote(Rater._meta.get_field(n).column)} = %s" for n in rater_fields)
+    version = quote(Rater._meta.get_field("listening_version").column)
+    rater_sql = (
+        f"UPDATE {_table(Rater)} SET {rater_sets}, {version} = {version} + 1 "
+        f"WHERE id = %s AND {version} = %s"
+    )
+    if model is None:
+        return (rater_sql,)
+    row_sets = ", ".join(f"{quote(model._meta.get_field(n).column)} = %s" for n in row_fields)
+    row_sql = f"UPDATE {_table(model)} SET {row_sets} WHERE id = %s"
+    if vendor == "postgresql":
+        return (f"WITH r AS ({rater_sql} RETURNING id) {row_sql} AND EXISTS (SELECT 1 FROM r)",)
+    return rater_sql, row_sql
+
+
+def write_event(
+    rater: Rater, version: int, model, row, row_fields: tuple, rater_fields: tuple
+) -> bool:
+    """Write a player event's changes to `rater` and (unless `model` is None) its sound's `row`,
+    provided the rater's `listening_version` is still `version`; whether it did."""
+    statements = _event_statements(connection.vendor, model, row_fields, rater_fields)
+
+    def values(obj, names) -> list:
+        meta = type(obj)._meta
+        return [meta.get_field(n).get_db_prep_value(getattr(obj, n), connection) for n in names]
+
+    rater_params = [*values(rater, rater_fields), rater.pk, version]
+    if model is None:
+        params = [rater_params]
+    else:
+        row_params = [*values(row, row_fields), row.pk]
+        params = [rater_params + row_params] if len(statements) == 1 else [rater_params, row_params]
+    with connection.cursor() as cursor:
+        if len(statements) == 1:
+            sql = statements[0]
+            name = "foley_event_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
+            _execute(cursor, name, sql, params[0])
+            return cursor.rowcount == 1
+        with transaction.atomic():
+            cursor.execute(statements[0], params[0])
+            if cursor.rowcount != 1:
+                return False
+            cursor.execute(statements[1], params[1])
+            return True

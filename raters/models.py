@@ -231,6 +231,19 @@ class Rater(models.Model):
     instructed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The rater's one sound playing by the server's record (see `raters.listening`): which
+    # (`playing_kind` indexes `listening.KINDS`), from which media time, since when, and how far
+    # its stretch has been credited; `listened_until` is the wall time that the listening
+    # credited so far has used up, so all the rater's sounds together are never credited more
+    # than the time that passed. Every event changes `listening_version`, so an event whose
+    # reading is stale writes nothing.
+    playing_kind = models.PositiveSmallIntegerField(null=True, blank=True)
+    playing_id = models.BigIntegerField(null=True, blank=True)
+    playing_from = models.FloatField(null=True, blank=True)
+    playing_since = models.DateTimeField(null=True, blank=True)
+    playing_credited = models.FloatField(null=True, blank=True)
+    listened_until = models.DateTimeField(null=True, blank=True)
+    listening_version = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["challenge", "index"]
@@ -337,7 +350,9 @@ class Heard(models.Model):
     and the stretches of media time the page reported as played, each no longer than the wall
     time the server saw pass (see `raters.listening`)."""
 
-    served_at = models.DateTimeField(null=True, blank=True, help_text="First delivery.")
+    served_at = models.DateTimeField(
+        null=True, blank=True, help_text="When bytes of it were first sent to the browser."
+    )
     delivered_ranges = models.JSONField(
         default=list, blank=True, help_text="Merged inclusive byte ranges served: [[a, b], ...]."
     )
@@ -349,8 +364,9 @@ class Heard(models.Model):
     heard = models.JSONField(
         default=list, blank=True, help_text="Merged media-time intervals played: [[s, e], ...]."
     )
-    playing_from = models.FloatField(null=True, blank=True)
-    playing_since = models.DateTimeField(null=True, blank=True)
+    first_played_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the page first reported playing it."
+    )
 
     class Meta:
         abstract = True

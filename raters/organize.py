@@ -12,8 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
-from stimuli.permissions import organizer_or_403, organizer_required
+from stimuli.permissions import challenge_organizer_or_403, challenge_organizer_required
 
 from . import selectors, services
 from .models import ListeningTest, Rater
@@ -116,6 +117,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "crowd_warning": services.crowd_warning(challenge),
         "completion_code": services.completion_code(test),
         "crowd_workload": workload(challenge, test, test.crowd_categories),
+        "rules": selectors.rules_table(challenge),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),
         "n_diversity": challenge.diversity_items.filter(audio__isnull=False).count(),
@@ -132,7 +134,7 @@ def _progress_context(challenge: Challenge) -> dict:
     }
 
 
-@organizer_required
+@challenge_organizer_required
 def monitor(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     context = _context(request, challenge)
@@ -147,7 +149,7 @@ def monitor(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "raters/organize.html", context)
 
 
-@organizer_required
+@challenge_organizer_required
 def progress(request: HttpRequest, slug: str) -> HttpResponse:
     """The monitoring tables alone, for the page's periodic refresh."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -162,7 +164,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def prepare(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -171,7 +173,7 @@ def prepare(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -189,7 +191,7 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def invite(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -207,7 +209,7 @@ def invite(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("listening:monitor", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def add_account(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -228,7 +230,7 @@ def add_account(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def rate_diversity(request: HttpRequest, slug: str) -> HttpResponse:
     """The organizer takes the diversity role (allowed only without quality/fit sessions)."""
@@ -247,25 +249,23 @@ def csv_response(text: str, filename: str) -> HttpResponse:
     return response
 
 
-@organizer_or_403
+@challenge_organizer_or_403
 def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    rows = selectors.export_rating_rows(challenge)
-    return csv_response(
-        selectors.to_csv(rows, selectors.EXPORT_RATING_COLUMNS), f"{slug}-ratings.csv"
-    )
+    text = to_csv(selectors.export_rating_rows(challenge), selectors.EXPORT_RATING_COLUMNS)
+    return csv_response(text, f"{slug}-ratings.csv")
 
 
-@organizer_or_403
+@challenge_organizer_or_403
 def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """Each crowd worker's approve or reject decision, to apply on the recruiting platform."""
     challenge = get_object_or_404(Challenge, slug=slug)
-    rows = selectors.crowd_decisions(challenge)
-    return csv_response(selectors.to_csv(rows, selectors.CROWD_COLUMNS), f"{slug}-crowd.csv")
+    text = to_csv(selectors.crowd_decisions(challenge), selectors.CROWD_COLUMNS)
+    return csv_response(text, f"{slug}-crowd.csv")
 
 
-@organizer_or_403
+@challenge_organizer_or_403
 def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    text = selectors.to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
+    text = to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
     return csv_response(text, f"{slug}-diversity.csv")

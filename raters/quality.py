@@ -4,8 +4,11 @@ the organizers' monitoring page and the ratings export (the flags on every row).
 
 Plain Python over rows in the export format (`session, rater, category, role, quality, fit`,
 and where known `heard_fraction`, `answer_s`; gold trials add `expected_quality`,
-`expected_fit`). Every rule is "exclude", "flag" or "off"; the defaults are DCASE 2023 Task 7's:
-sessions are excluded by the hidden anchors alone, and the other rules only flag.
+`expected_fit`, and `rater_kind` says whether the rater is a crowd worker). Every rule is
+"exclude", "flag" or "off", and may take another action for crowd workers (`crowd_action`). By
+default sessions are excluded by the hidden anchors (an answer on the wrong half of a scale, the
+middle included, misrates one), and crowd workers' sessions also by straight-lining and by
+answering too fast; the other rules only flag.
 
 Rules:
 - anchors: a check is misrated when the answer meets one of its anchor type's conditions; a
@@ -29,9 +32,29 @@ from dataclasses import dataclass, field
 
 ACTIONS = ("exclude", "flag", "off")
 ANCHOR_ROLES = ("anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit")
-CONDITIONS = ("quality_low", "quality_high", "fit_low", "fit_high")
+# An answer at or below `low` is low, at or above `high` high; "not high" is at or below the
+# middle of the scale between them, "not low" at or above it.
+CONDITIONS = (
+    "quality_low",
+    "quality_high",
+    "fit_low",
+    "fit_high",
+    "quality_not_high",
+    "quality_not_low",
+    "fit_not_high",
+    "fit_not_low",
+)
 GOLD = "gold"
+# Each anchor is made to sit at an extreme of both scales, so an answer on the wrong half of a
+# scale, the middle included, misrates it: the intent of DCASE 2023 Task 7's check, which a
+# rater answering 5 everywhere would otherwise pass.
 DEFAULT_MISRATING = {
+    "anchor_hq_goodfit": ["quality_not_high", "fit_not_high"],
+    "anchor_hq_poorfit": ["quality_not_high", "fit_not_low"],
+    "anchor_lq_poorfit": ["quality_not_low", "fit_not_low"],
+}
+# DCASE 2023 Task 7's own rule: only an answer at the opposite extreme misrates.
+DCASE_MISRATING = {
     "anchor_hq_goodfit": ["quality_low", "fit_low"],
     "anchor_hq_poorfit": ["quality_low", "fit_high"],
     "anchor_lq_poorfit": ["quality_high", "fit_high"],
@@ -46,13 +69,21 @@ DEFAULTS: dict[str, dict] = {
         "exclude_at": 5,
         "checks_per_session": 12,
     },
+    # Crowd workers, paid per task and unknown to the organizers, are excluded by these; invited
+    # raters only flagged.
     "straight_lining": {
         "action": "flag",
+        "crowd_action": "exclude",
         "same_share": 0.8,
         "min_variance": 0.25,
         "min_answers": 8,
     },
-    "too_fast": {"action": "flag", "min_median_answer_s": 3.0, "min_answers": 4},
+    "too_fast": {
+        "action": "flag",
+        "crowd_action": "exclude",
+        "min_median_answer_s": 3.0,
+        "min_answers": 4,
+    },
     "not_listened": {"action": "flag", "min_heard_fraction": 0.9, "max_share": 0.1},
     "gold": {"action": "flag", "tolerance": 1.0, "max_failed": 0},
 }
@@ -81,8 +112,9 @@ class QualityRules:
             if extra:
                 raise QualityRuleError(f"{name}: unknown parameter(s) {', '.join(sorted(extra))}")
             merged[name] = {**defaults, **values}
-            if merged[name]["action"] not in ACTIONS:
-                raise QualityRuleError(f"{name}: action must be one of {', '.join(ACTIONS)}")
+            for key in ("action", "crowd_action"):
+                if key in merged[name] and merged[name][key] not in ACTIONS:
+                    raise QualityRuleError(f"{name}: {key} must be one of {', '.join(ACTIONS)}")
             for key, default in defaults.items():
                 if isinstance(default, float | int) and not isinstance(default, bool):
                     value = merged[name][key]
@@ -143,11 +175,16 @@ class Verdict:
 def misrated(rules: QualityRules, role: str, quality: float, fit: float) -> list[str]:
     """The conditions of the anchor's rule that this answer meets (empty: rated as expected)."""
     anchors = rules["anchors"]
+    middle = (anchors["low"] + anchors["high"]) / 2
     state = {
         "quality_low": quality <= anchors["low"],
         "quality_high": quality >= anchors["high"],
         "fit_low": fit <= anchors["low"],
         "fit_high": fit >= anchors["high"],
+        "quality_not_high": quality <= middle,
+        "quality_not_low": quality >= middle,
+        "fit_not_high": fit <= middle,
+        "fit_not_low": fit >= middle,
     }
     return [c for c in anchors["misrating"].get(role, ()) if state[c]]
 
@@ -174,6 +211,7 @@ def judge_session(
     what can no longer change: misrated checks already at `exclude_at`."""
     verdict = Verdict(session, rater, category)
     anchors = rules["anchors"]
+    crowd = any(row.get("rater_kind") == "crowd" for row in answers)
     for row in answers:
         role = str(row["role"])
         if role in ANCHOR_ROLES:
@@ -187,7 +225,9 @@ def judge_session(
                 )
 
     def add(name: str, reason: str) -> None:
-        action = rules[name]["action"]
+        action = rules[name][
+            "crowd_action" if crowd and "crowd_action" in rules[name] else "action"
+        ]
         if action != "off":
             verdict.flags.append(Flag(name, action, reason))
 

@@ -3,9 +3,7 @@ organizers' monitoring figures."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from collections import defaultdict
 
@@ -40,6 +38,7 @@ RATING_COLUMNS = (
     "role",
     "quality",
     "fit",
+    "rater_kind",
     "plays",
     "seeks",
     "heard_fraction",
@@ -96,6 +95,7 @@ def rules_key(rules: QualityRules) -> str:
 ANSWER_FIELDS = (
     "session",
     "rater",
+    "rater_kind",
     "category",
     "role",
     "quality",
@@ -123,7 +123,7 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
         name, where = None, f"t.session_id IN ({', '.join(['%s'] * len(sessions))})"
         params = list(sessions)
     sql = (
-        "SELECT t.session_id, r.code, c.slug, t.role, k.quality, k.fit, k.heard_fraction, "
+        "SELECT t.session_id, r.code, r.kind, c.slug, t.role, k.quality, k.fit, k.heard_fraction, "
         f"k.answer_s FROM {table[Rating]} k JOIN {table[Trial]} t ON t.id = k.trial_id "
         f"JOIN {table[CategorySession]} s ON s.id = t.session_id "
         f"JOIN {table[Rater]} r ON r.id = s.rater_id JOIN {table[Category]} c ON c.id = s.category_id "
@@ -196,6 +196,7 @@ def rating_rows(challenge: Challenge) -> list[dict]:
                 "role": trial.role,
                 "quality": rating.quality,
                 "fit": rating.fit,
+                "rater_kind": rater.kind,
                 **_listening(rating),
                 FLAGS_COLUMN: verdicts.get(session.pk, ""),
             }
@@ -285,14 +286,6 @@ def diversity_rows(challenge: Challenge) -> list[dict]:
         }
         for r in ratings
     ]
-
-
-def to_csv(rows: list[dict], columns: tuple[str, ...]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 def excluded_sessions(challenge: Challenge) -> list[int]:
@@ -460,3 +453,27 @@ def text_prompt_rows(challenge: Challenge) -> dict[str, list[dict]]:
             for a in prompts.order_by("prompt_set__judge__rater__index", "prompt_set__position")
         ],
     }
+
+
+def rules_table(challenge: Challenge) -> list[dict]:
+    """The rater-quality rules as the organizer's page states them: per rule, its action for
+    invited raters and for crowd workers, and its parameters in words."""
+    rows = []
+    for name, values in quality_rules(challenge).to_dict().items():
+        action = values.pop("action")
+        crowd = values.pop("crowd_action", action)
+        if name == "anchors":
+            misrating = values.pop("misrating")
+            values["misrated when"] = "; ".join(
+                f"{role.removeprefix('anchor_')}: {' or '.join(conditions)}"
+                for role, conditions in misrating.items()
+            )
+        rows.append(
+            {
+                "name": name.replace("_", " "),
+                "action": action,
+                "crowd_action": crowd,
+                "parameters": ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in values.items()),
+            }
+        )
+    return rows

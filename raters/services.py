@@ -51,8 +51,12 @@ ANCHOR_POOL = 8
 MIN_SOURCE_LUFS = -70.0
 # Blocks of the balanced Latin square over a session.
 SESSION_BLOCKS = 8
-# An open session without an answer for this long no longer holds its place in the assignment.
-ABANDONED_AFTER = timedelta(hours=2)
+# An open session holds its place in the assignment while its rater is at work: its first answer
+# within this long of its start (the examples take a minute or two), then an answer at least
+# this often. A link opened and left, by a careless worker or by someone holding places, frees
+# its place soon.
+FIRST_ANSWER_WITHIN = timedelta(minutes=10)
+ABANDONED_AFTER = timedelta(minutes=30)
 # Every publication of a challenge is of the same ratings: publishing closes the test for good.
 PUBLISHED_CLOSED = (
     "Results are published, so the listening test stays closed: every publication must be of "
@@ -338,6 +342,12 @@ def completion_code(test: ListeningTest) -> str:
     return given or test.completion_code
 
 
+def completion_earned(rater: Rater) -> bool:
+    """Whether a crowd worker gets the completion code: only for answers the server accepted.
+    A worker given nothing to rate (a full test) is asked to return the study instead."""
+    return Rating.objects.filter(trial__session__rater=rater).exists()
+
+
 def completion_link(test: ListeningTest) -> str:
     """The completion URL, with the run's code added as `cc` when it carries none."""
     if not test.completion_url:
@@ -557,7 +567,8 @@ def category_need(challenge: Challenge) -> dict[int, int]:
     ratings.
 
     A session counts for a stimulus while it is closed and not excluded by the rater-quality
-    rules, or open and active in the last `ABANDONED_AFTER`, and only when the rater is not of
+    rules, or open and active (answered in the last `ABANDONED_AFTER`, or begun in the last
+    `FIRST_ANSWER_WITHIN` and not answered yet), and only when the rater is not of
     the stimulus's team (scoring removes ratings of one's own systems). An abandoned or excluded
     session leaves its place to another rater.
 
@@ -572,14 +583,14 @@ def category_need(challenge: Challenge) -> dict[int, int]:
     ):
         teams.setdefault(category_id, []).append(team_id)
     rejudge_stale(challenge)
-    cutoff = timezone.now() - ABANDONED_AFTER
+    moment = timezone.now()
     counting: dict[int, dict[int | None, int]] = {}
     for category_id, team_id, n in (
         CategorySession.objects.filter(rater__challenge=challenge, excluded=False)
         .filter(
             Q(state=CategorySession.State.CLOSED)
-            | Q(last_answer_at__gte=cutoff)
-            | Q(last_answer_at__isnull=True, created_at__gte=cutoff)
+            | Q(last_answer_at__gte=moment - ABANDONED_AFTER)
+            | Q(last_answer_at__isnull=True, created_at__gte=moment - FIRST_ANSWER_WITHIN)
         )
         .order_by()
         .values("category_id", "rater__team_id")
@@ -813,7 +824,11 @@ def complete_familiarization(session: CategorySession, *, require_heard: bool = 
         clips = list(session.familiarization.select_related("audio").order_by("position"))
         for clip in clips:
             verdict = listening.listened(
-                clip, delivery.delivered_audio(clip.audio, test).duration_s, test, what="example"
+                clip,
+                delivery.delivered_audio(clip.audio, test).duration_s,
+                test,
+                what="example",
+                rater=session.rater,
             )
             if not verdict.ok:
                 raise ListeningError(
@@ -922,7 +937,9 @@ def save_rating(
             # The counterbalanced order is part of the design; the page preloads the next
             # sound, so its token is known before its turn.
             raise ListeningError("Please rate the sounds in the order they are given.", 409)
-        verdict = listening.listened(trial, delivery.delivered_of(trial, test).duration_s, test)
+        verdict = listening.listened(
+            trial, delivery.delivered_of(trial, test).duration_s, test, rater=rater
+        )
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
         rating = Rating.objects.create(
@@ -1107,7 +1124,9 @@ def save_diversity_rating(
         if DiversityRating.objects.filter(trial=trial).exists():
             raise ListeningError("This item is already answered.", 409)
         test = _check_open(rater.challenge)
-        verdict = listening.listened(trial, trial.item.audio.duration_s, test, what="file")
+        verdict = listening.listened(
+            trial, trial.item.audio.duration_s, test, what="file", rater=rater
+        )
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
         turn_began = _last_answer_at(DiversityRating.objects.filter(trial__rater=rater))
@@ -1161,33 +1180,54 @@ def _sound(
     raise ListeningError("No such audio.", 404)
 
 
-def serve_audio(rater: Rater, token: str, range_header: str = "") -> HttpResponse:
-    """The delivered audio behind one of the rater's tokens; the bytes served are recorded (a
-    range already recorded changes nothing, so it is not written again)."""
+def serve_audio(rater: Rater, token: str, range_header: str = "", *, sock=None) -> HttpResponse:
+    """The delivered audio behind one of the rater's tokens. The bytes are recorded as sent
+    once they have left the server (`delivery.Sent`, acknowledged on `sock` where it is known)
+    or the web server in front (its receipt); a range already recorded is not written again."""
     model, row, audio = _sound(rater, token)
-    response = delivery.audio_response(audio, range_header)
-    served = delivery.served_range(response)
-    if served is not None and not listening.recorded(row, *served):
-        listening.record_delivery(model, row, *served)
-    return response
+
+    def sent(start: int, end: int, size: int) -> None:
+        if not listening.recorded(row, start, end, size):
+            listening.record_delivery(model, row, start, end, size)
+
+    # A sound already delivered whole (preloaded, then fetched again in its turn) needs no
+    # receipt: nginx then skips the report.
+    whole = row.delivered_at is not None
+    return delivery.audio_response(
+        audio,
+        range_header,
+        sent=None if whole else sent,
+        receipt_for=None if whole else (listening.KIND_OF[model], row.pk),
+        sock=sock,
+    )
+
+
+def redeem_receipt(value: str, completion: str, bytes_sent: str) -> None:
+    """Record a delivery that the web server in front reports finished (`delivery.redeem`)."""
+    redeemed = delivery.redeem(value, completion, bytes_sent)
+    if redeemed is None:
+        return
+    kind, pk, start, end, size = redeemed
+    model = listening.KINDS[kind]
+    row = model.objects.filter(pk=pk).first()
+    if row is not None and not listening.recorded(row, start, end, size):
+        listening.record_delivery(model, row, start, end, size)
 
 
 def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> listening.Listened:
     """One event of the page's player (play, pause, seeking, timeupdate, ended) for one of the
     rater's sounds; returns the server's verdict on it so far."""
     model, row, audio = _sound(rater, token)
-    if kind == "play":
-        for other, pk in lookups.playing(rater):
-            if (other, pk) != (model, row.pk):
-                listening.stop(other, pk)
-    row = listening.record_event(model, row, kind, t, audio.duration_s, seek_from=seek_from)
+    row = listening.record_event(rater, model, row, kind, t, audio.duration_s, seek_from=seek_from)
     what = {FamiliarizationClip: "example", DiversityTrial: "file"}.get(model, "sound")
-    return listening.listened(row, audio.duration_s, listening_test(rater.challenge), what=what)
+    return listening.listened(
+        row, audio.duration_s, listening_test(rater.challenge), what=what, rater=rater
+    )
 
 
-def page_shown(model: type[Heard], tokens: list[str]) -> None:
-    """A page showing these sounds (re)loaded: nothing of them is playing any more."""
-    listening.page_shown(model, tokens)
+def page_shown(rater: Rater) -> None:
+    """A page of the rater's sounds (re)loaded: nothing is playing any more."""
+    listening.page_shown(rater)
 
 
 def listened_now(
@@ -1197,20 +1237,16 @@ def listened_now(
     for the page to open its scales."""
     test = test or listening_test(rater.challenge)
     _, row, audio = _sound(rater, token, test)
-    return row, listening.listened(row, audio.duration_s, test)
+    return row, listening.listened(row, audio.duration_s, test, rater=rater)
 
 
 def shown_now(
     rater: Rater, token: str, test: ListeningTest | None = None
 ) -> tuple[Heard, listening.Listened]:
-    """A page showing one of the rater's sounds (re)loaded: whatever of it was playing stops
-    (written only when something was), and the sound as it is now with the server's verdict."""
-    test = test or listening_test(rater.challenge)
-    model, row, audio = _sound(rater, token, test)
-    if row.playing_from is not None:
-        listening.page_shown(model, [token])
-        row.playing_from = row.playing_since = None
-    return row, listening.listened(row, audio.duration_s, test)
+    """A page showing one of the rater's sounds (re)loaded: whatever was playing stops (written
+    only when something was), and the sound as it is now with the server's verdict."""
+    listening.page_shown(rater)
+    return listened_now(rater, token, test)
 
 
 def pick_stimuli(challenge: Challenge, *, per_category: int = 20, systems=None) -> int:

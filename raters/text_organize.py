@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from stimuli.generators.text_prompts import TextPromptError, import_described_clips
 from stimuli.models import Challenge, DescribedClip, System
-from stimuli.permissions import organizer_required
+from stimuli.permissions import challenge_organizer_required
 
 from . import text_prompts
 from .errors import ListeningError
@@ -65,13 +65,13 @@ def _context(challenge: Challenge, **extra) -> dict:
     }
 
 
-@organizer_required
+@challenge_organizer_required
 def page(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     return render(request, "raters/text/organize.html", _context(challenge))
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def create(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -89,7 +89,7 @@ def create(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("text_prompts:page", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def reference(request: HttpRequest, slug: str) -> HttpResponse:
     """The described reference set: checked and stored all at once, or not at all."""
@@ -122,7 +122,7 @@ def _study(challenge: Challenge) -> TextPromptStudy:
     return study
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -133,7 +133,7 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("text_prompts:page", slug=slug)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def invite(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)

@@ -365,7 +365,7 @@ def _previous(model, key: str, item_field: str, item_id: int):
 def _heard(judge: TextJudge, row, what: str = "sound") -> listening.Listened:
     test = services.listening_test(judge.study.challenge)
     audio = delivery.delivered_audio(row.audio, test)
-    return listening.listened(row, audio.duration_s, test, what=what)
+    return listening.listened(row, audio.duration_s, test, what=what, rater=judge.rater)
 
 
 def _locked_judge(judge: TextJudge) -> TextJudge:

@@ -47,8 +47,7 @@ def _context(challenge: Challenge, judge: TextJudge, **extra) -> dict:
 
 
 def _heard(rater: Rater, rows: list) -> list:
-    for model in {type(row) for row in rows}:
-        services.page_shown(model, [row.token for row in rows if type(row) is model])
+    services.page_shown(rater)
     for row in rows:
         _, row.listened = services.listened_now(rater, row.token)
     return rows

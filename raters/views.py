@@ -15,13 +15,13 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from stimuli.models import Challenge
-from stimuli.permissions import is_organizer
+from stimuli.permissions import may_read
 
-from . import lookups, services
-from .models import CategorySession, FamiliarizationClip, Rater, TextJudge
+from . import delivery, lookups, services
+from .models import CategorySession, Rater, TextJudge
 from .workload import workload
 
 # A rater's browser is known by a signed cookie holding its access key (the secret of its
@@ -52,7 +52,7 @@ def _account_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
     if not request.user.is_authenticated:
         return None
     rater = Rater.objects.filter(challenge=challenge, user=request.user).first()
-    if rater is None and is_organizer(request.user):
+    if rater is None and may_read(request.user, challenge):
         # Only organizers enrol themselves. A participant account rates in the challenge it
         # was made for, with its team: enrolled anywhere else it would have no team, and its
         # ratings of its own team's systems could not be removed.
@@ -124,15 +124,30 @@ def rater_view(view):
     return wrapper
 
 
+def _confirm_switch(request: HttpRequest, challenge: Challenge) -> HttpResponse:
+    """A link of another rater than the one this browser holds: the switch needs the person's
+    own POST from this page, so another site's link (a cross-site GET) cannot make the browser
+    someone else."""
+    response = render(request, "raters/switch.html", {"challenge": challenge})
+    add_never_cache_headers(response)
+    return response
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 def join(request: HttpRequest, slug: str, key: str) -> HttpResponse:
-    """An invitation link: the browser becomes this rater."""
+    """An invitation link: the browser becomes this rater (after a confirming POST when it
+    already is another one)."""
     challenge = get_object_or_404(Challenge, slug=slug)
     rater = Rater.objects.filter(challenge=challenge, access_key=key).first()
     if rater is None:
         raise Http404("This invitation link is not valid.")
+    held = _cookie_rater(request, slug)
+    if held is not None and held.pk != rater.pk and request.method != "POST":
+        return _confirm_switch(request, challenge)
     return _remember(redirect("raters:home", slug=slug), rater, slug)
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     """A crowd-sourcing link, e.g. `...?PROLIFIC_PID=..&STUDY_ID=..&SESSION_ID=..`."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -142,6 +157,8 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
         held is not None and participant and held.participant_id == participant
     ):  # this browser's own worker, back through the link
         return redirect("raters:home", slug=slug)
+    if held is not None and request.method != "POST":  # another rater: enrol on confirmation
+        return _confirm_switch(request, challenge)
     try:
         rater = services.enrol_crowd(
             challenge,
@@ -186,7 +203,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
         clips = list(session.familiarization.order_by("position"))
-        services.page_shown(FamiliarizationClip, [clip.token for clip in clips])
+        services.page_shown(rater)
         for clip in clips:
             _, clip.listened = services.listened_now(rater, clip.token, test)
         return render(
@@ -271,14 +288,16 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 def _end(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     test = services.listening_test(challenge)
     crowd = rater.kind == Rater.Kind.CROWD
+    paid = crowd and services.completion_earned(rater)
     return render(
         request,
         "raters/end.html",
         {
             "challenge": challenge,
             "rater": rater,
-            "completion_url": services.completion_link(test) if crowd else "",
-            "completion_code": services.completion_code(test) if crowd else "",
+            "completion_url": services.completion_link(test) if paid else "",
+            "completion_code": services.completion_code(test) if paid else "",
+            "no_code": crowd and not paid,
         },
     )
 
@@ -367,14 +386,34 @@ def next_category(request: HttpRequest, challenge: Challenge, rater: Rater) -> H
 def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     services.finish(rater)
     test = services.listening_test(challenge)
-    if rater.kind == Rater.Kind.CROWD and test.completion_url:
+    if rater.kind == Rater.Kind.CROWD and test.completion_url and services.completion_earned(rater):
         return HttpResponseRedirect(services.completion_link(test))
     return redirect("raters:home", slug=challenge.slug)
 
 
 @rater_view
+@require_GET  # a HEAD sends no byte of the sound, so it is not a delivery
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
-    return services.serve_audio(rater, token, request.headers.get("Range", ""))
+    return services.serve_audio(
+        rater,
+        token,
+        request.headers.get("Range", ""),
+        sock=request.environ.get("gunicorn.socket"),
+    )
+
+
+def delivered(request: HttpRequest) -> HttpResponse:
+    """The web server in front has finished sending a sound (deploy/nginx.conf's post_action):
+    its receipt is redeemed when the file went out whole. Reachable only through that server's
+    internal location, and a receipt is signed by the process that wrote it."""
+    if not settings.AUDIO_ACCEL_REDIRECT:
+        raise Http404
+    services.redeem_receipt(
+        request.headers.get(delivery.RECEIPT_HEADER, ""),
+        request.headers.get("X-Foley-Completion", ""),
+        request.headers.get("X-Foley-Bytes-Sent", ""),
+    )
+    return HttpResponse(status=204)
 
 
 @rater_view

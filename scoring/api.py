@@ -63,6 +63,15 @@ class LeaderboardRowSerializer(serializers.Serializer):
     fad_eval_inf = serializers.FloatField(
         required=False, help_text="FAD-inf, mean over categories; only with FAD-inf enabled."
     )
+    # Present only where the objective stage computed KAD (its references were audio).
+    kad_dev = serializers.FloatField(
+        required=False, allow_null=True, help_text="KAD, mean over categories; may be below 0."
+    )
+    kad_dev_ci = IntervalField(required=False, allow_null=True)
+    kad_eval = serializers.FloatField(
+        required=False, allow_null=True, help_text="KAD, mean over categories; may be below 0."
+    )
+    kad_eval_ci = IntervalField(required=False, allow_null=True)
     quality = serializers.FloatField(allow_null=True)
     quality_ci = IntervalField(allow_null=True)
     fit = serializers.FloatField(allow_null=True)
@@ -106,7 +115,10 @@ class SnapshotList(PublicMixin, generics.ListAPIView):
 
     def get_queryset(self):
         challenge = get_object_or_404(Challenge, slug=self.kwargs["slug"])
-        return selectors.snapshots(challenge).select_related("challenge")
+        found = selectors.snapshots(challenge).select_related("challenge")
+        if not found.exists():  # before publication the challenge's results are not there
+            raise Http404("No published results.")
+        return found
 
 
 class SnapshotDetail(PublicMixin, generics.RetrieveAPIView):

@@ -9,7 +9,8 @@ Inputs (lists of dicts, the listening test's export format and the FAD and teams
 - diversity: `rater, rater_team, category, system, track, diversity`
 - fad: `system, track, category, fad_dev, fad_eval`; optional `fad_dev_low`, `fad_dev_high`,
   `fad_eval_low`, `fad_eval_high` (intervals), `fad_dev_inf`, `fad_eval_inf` (FAD-inf: with
-  these columns the leaderboard shows FAD-inf, absent otherwise) and `model`
+  these columns the leaderboard shows FAD-inf, absent otherwise), `kad_dev`, `kad_eval` (KAD
+  beside FAD, with `kad_dev_low`... intervals as FAD's) and `model`
 - teams: `system, team, track`
 """
 
@@ -38,10 +39,18 @@ from raters.quality import (
     judge,
 )
 from stimuli.errors import Refused
+from stimuli.exports import read_cell
 
 from .intervals import JACKKNIFE_T, Jackknife, rater_and_sound_strata
 from .intervals import METHODS as INTERVAL_METHODS
-from .league import designated_model, fad_models, is_designated, metric_league
+from .league import (
+    SUBSET_SIZES,
+    designated_model,
+    fad_models,
+    has_kad,
+    is_designated,
+    metric_league,
+)
 
 RATING_COLUMNS = (
     "rater",
@@ -59,6 +68,17 @@ DIVERSITY_COLUMNS = ("rater", "rater_team", "category", "system", "track", "dive
 FAD_COLUMNS = ("system", "track", "category", "fad_dev", "fad_eval")
 # Optional FAD-inf columns: present when the objective settings compute FAD-inf.
 FAD_INF_COLUMNS = ("fad_dev_inf", "fad_eval_inf")
+# Optional KAD columns: KAD beside FAD against the same references (where they are audio).
+KAD_COLUMNS = ("kad_dev", "kad_eval")
+# The distances a FAD row may carry, each against the development and the evaluation reference.
+METRICS = ("fad", "kad")
+# Optional: each distance on one draw of 25, 50, 100 clips (the league's stability).
+SUBSET_COLUMNS = tuple(
+    f"{metric}_{ref}_{size}"
+    for metric in METRICS
+    for ref in ("dev", "eval")
+    for size in SUBSET_SIZES
+)
 TEAM_COLUMNS = ("system", "team", "track")
 
 TRIAL = "trial"
@@ -171,6 +191,10 @@ class Inputs:
         fad_columns = (*FAD_COLUMNS, "model") if fad_models(self.fad) else FAD_COLUMNS
         if has_fad_infinity(self.fad):
             fad_columns = (*fad_columns, *FAD_INF_COLUMNS)
+        if has_kad(self.fad):
+            fad_columns = (*fad_columns, *KAD_COLUMNS)
+        if any(name in row for row in self.fad for name in SUBSET_COLUMNS):
+            fad_columns = (*fad_columns, *SUBSET_COLUMNS)
         return {
             name: table_hash(rows, columns)
             for name, rows, columns in (
@@ -182,7 +206,10 @@ class Inputs:
         }
 
 
-NUMERIC_COLUMNS = {"quality", "fit", "diversity", "fad_dev", "fad_eval", *FAD_INF_COLUMNS}
+NUMERIC_COLUMNS = {
+    "quality", "fit", "diversity", "fad_dev", "fad_eval", *FAD_INF_COLUMNS, *KAD_COLUMNS,
+    *SUBSET_COLUMNS,
+}  # fmt: skip
 
 
 def has_fad_infinity(fad_rows: Iterable[Mapping]) -> bool:
@@ -239,7 +266,12 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> list[dict]:
                     f"{path.name}: missing column(s) {', '.join(missing)}; "
                     f"expected {', '.join(columns)}"
                 )
-            return [dict(row) for row in reader]
+            # The platform's exports escape formula-like cells (stimuli/exports.py): read back
+            # as written.
+            return [
+                {k: read_cell(v) if isinstance(v, str) else v for k, v in row.items()}
+                for row in reader
+            ]
     except OSError as exc:
         raise ScoringInputError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
@@ -536,7 +568,8 @@ class Uncertainty:
 
 @dataclass(frozen=True)
 class FadTable:
-    """The designated model's FAD per system and category, with its intervals and FAD-inf."""
+    """The designated model's FAD (and KAD) per system and category, with their intervals and
+    FAD-inf."""
 
     categories: list[str]
     model: str
@@ -545,30 +578,43 @@ class FadTable:
     intervals: Mapping[tuple[str, str], dict[str, tuple[float, float]]]
     infinity: Mapping[tuple[str, str], dict[str, float]]
     track_of: Mapping[str, str]  # the track of each system in the FAD rows
+    # KAD as `values` holds FAD; shown only where some row has one (`with_kad`).
+    kad: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    with_kad: bool = False
+
+    def _metrics(self) -> list[tuple[str, Mapping[tuple[str, str], tuple[float, float]]]]:
+        return [("fad", self.values), *([("kad", self.kad)] if self.with_kad else [])]
 
     def cell(self, system: str, category: str) -> dict:
-        """The FAD entries of one system's category in the leaderboard."""
-        fd = self.values.get((system, category), (math.nan, math.nan))
-        return {
-            "fad_dev": _r(fd[0]),
-            "fad_dev_ci": _ci(self.intervals.get((system, category), {}).get("fad_dev")),
-            "fad_eval": _r(fd[1]),
-            "fad_eval_ci": _ci(self.intervals.get((system, category), {}).get("fad_eval")),
-            **(
+        """The FAD (and KAD) entries of one system's category in the leaderboard."""
+        out = {}
+        intervals = self.intervals.get((system, category), {})
+        for metric, table in self._metrics():
+            values = table.get((system, category), (math.nan, math.nan))
+            for name, value in zip((f"{metric}_dev", f"{metric}_eval"), values, strict=True):
+                out[name] = _r(value)
+                out[f"{name}_ci"] = _ci(intervals.get(name))
+        if self.with_inf:
+            out.update(
                 {n: _r(self.infinity.get((system, category), {}).get(n)) for n in FAD_INF_COLUMNS}
-                if self.with_inf
-                else {}
-            ),
-        }
+            )
+        return out
 
     def summary(self, system: str) -> dict:
-        """A system's FAD over categories: mean, min, max, sd and interval of the mean."""
-        fad, categories = self.values, self.categories
+        """A system's FAD (and KAD) over categories: mean, min, max, sd and interval of the
+        mean."""
+        out = {}
+        for metric, table in self._metrics():
+            out.update(self._summary(system, metric, table))
+        return out
+
+    def _summary(self, system: str, metric: str, table: Mapping) -> dict:
+        fad, categories = table, self.categories
         values = [fad[(system, c)] for c in categories if (system, c) in fad]
         dev = np.array([v[0] for v in values], float)
         ev = np.array([v[1] for v in values], float)
         out = {}
-        for name, arr in (("fad_dev", dev), ("fad_eval", ev)):
+        for name, arr in ((f"{metric}_dev", dev), (f"{metric}_eval", ev)):
             arr = arr[np.isfinite(arr)]
             out[name] = _r(arr.mean()) if arr.size else None
             out[f"{name}_min"] = _r(arr.min()) if arr.size else None
@@ -576,9 +622,9 @@ class FadTable:
             out[f"{name}_sd"] = _r(arr.std()) if arr.size else None
             out[f"{name}_ci"] = _mean_interval(
                 [(fad[(system, c)], self.intervals[(system, c)].get(name)) for c in categories
-                 if (system, c) in fad], 0 if name == "fad_dev" else 1
+                 if (system, c) in fad], 0 if name.endswith("_dev") else 1
             )  # fmt: skip
-            if self.with_inf:
+            if self.with_inf and metric == "fad":
                 # Over the categories the FAD mean covers, and only when each has its FAD-inf:
                 # a mean over fewer categories would be another quantity.
                 index = 0 if name == "fad_dev" else 1
@@ -637,6 +683,7 @@ class Result:
     incomplete_systems: dict[str, list[dict]]
     categories: list[str]
     fad_infinity: bool
+    kad: bool
     analyses: dict
     counts: Counts
     self_ratings_removed: list[dict]
@@ -656,6 +703,7 @@ class Result:
             "incomplete_systems": self.incomplete_systems,
             "categories": self.categories,
             "fad_infinity": self.fad_infinity,
+            "kad": self.kad,
             "analyses": self.analyses,
             "counts": asdict(self.counts),
             "self_ratings_removed": self.self_ratings_removed,
@@ -831,7 +879,9 @@ def bootstrap(
         return Uncertainty(rules.confidence)
     if rules.intervals == JACKKNIFE_T:
         strata = rater_and_sound_strata(n_raters, agg.t_rater, agg.unit_cell)
-        jack = Jackknife(agg.estimate, agg.point, strata, n_raters, n_units)
+        jack = Jackknife(
+            agg.estimate, agg.point, strata, n_raters, n_units, bounds=(0.0, SCALE_MAX)
+        )
         return Uncertainty(rules.confidence, jack=jack)
     # The percentile bootstrap (the other method Rules allows): a rating counts as often as its
     # rater and its sound were drawn. Raters of trials and raters of diversity alone (in DCASE,
@@ -865,6 +915,7 @@ def bootstrap(
 def fad_table(inputs: Inputs, categories: list[str]) -> FadTable:
     """The designated model's FAD rows per system and category."""
     values: dict[tuple[str, str], tuple[float, float]] = {}
+    kad: dict[tuple[str, str], tuple[float, float]] = {}
     intervals: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
     infinity: dict[tuple[str, str], dict[str, float]] = {}
     track_of: dict[str, str] = {}
@@ -881,6 +932,10 @@ def fad_table(inputs: Inputs, categories: list[str]) -> FadTable:
             _number(row["fad_dev"], "fad", line, optional=True),
             _number(row["fad_eval"], "fad", line, optional=True),
         )
+        kad[(system, category)] = (
+            _number(row.get("kad_dev"), "fad", line, optional=True),
+            _number(row.get("kad_eval"), "fad", line, optional=True),
+        )
         intervals[(system, category)] = _fad_intervals(row, line)
         infinity[(system, category)] = {
             name: value
@@ -888,8 +943,9 @@ def fad_table(inputs: Inputs, categories: list[str]) -> FadTable:
             if math.isfinite(value := _number(row.get(name), "fad", line, optional=True))
         }
     return FadTable(
-        categories, model, has_fad_infinity(inputs.fad), values, intervals, infinity, track_of
-    )
+        categories, model, has_fad_infinity(inputs.fad), values, intervals, infinity, track_of,
+        kad, has_kad(r for r in inputs.fad if is_designated(r, model)),
+    )  # fmt: skip
 
 
 def _order(row: Mapping) -> tuple:
@@ -1044,6 +1100,7 @@ def score_result(
         incomplete_systems=ranking.incomplete,
         categories=agg.categories,
         fad_infinity=fad.with_inf,
+        kad=fad.with_kad,
         analyses=analysis.analyses,
         counts=Counts(
             ratings=len(inputs.ratings),
@@ -1077,9 +1134,10 @@ def score(
 
 
 def _fad_intervals(row: Mapping, line: int) -> dict[str, tuple[float, float]]:
-    """A FAD row's optional intervals (`fad_eval_low`, `fad_eval_high`, and of FAD-Dev)."""
+    """A FAD row's optional intervals (`fad_eval_low`, `fad_eval_high`, and of FAD-Dev, KAD-Eval
+    and KAD-Dev)."""
     out = {}
-    for name in ("fad_dev", "fad_eval"):
+    for name in (f"{metric}_{ref}" for metric in METRICS for ref in ("dev", "eval")):
         low = _number(row.get(f"{name}_low"), "fad", line, optional=True)
         high = _number(row.get(f"{name}_high"), "fad", line, optional=True)
         if math.isfinite(low) and math.isfinite(high):
@@ -1092,18 +1150,19 @@ def _ci(pair) -> list | None:
 
 
 def _mean_interval(cells: Sequence[tuple], index: int) -> list | None:
-    """An interval of the mean FAD over categories from each category's interval: categories
-    hold different clips, so their errors are independent and add in quadrature (each side
-    apart, since basic bootstrap intervals are not symmetric). None unless every category
-    has one."""
+    """An interval of the mean FAD (or KAD) over categories from each category's interval:
+    categories hold different clips, so their errors are independent and add in quadrature
+    (each side apart, since the intervals are not symmetric). Both distances are at least 0,
+    and so is the interval (a KAD estimate may be below 0, its interval starts at 0). None
+    unless every category has one."""
     values = [(v[index], ci) for v, ci in cells if math.isfinite(v[index])]
     if not values or any(ci is None for _, ci in values):
         return None
     n = len(values)
     mean = sum(v for v, _ in values) / n
-    below = math.sqrt(sum((v - ci[0]) ** 2 for v, ci in values)) / n
-    above = math.sqrt(sum((ci[1] - v) ** 2 for v, ci in values)) / n
-    return [_r(mean - below), _r(mean + above)]
+    below = math.sqrt(sum(max(v - ci[0], 0.0) ** 2 for v, ci in values)) / n
+    above = math.sqrt(sum(max(ci[1] - v, 0.0) ** 2 for v, ci in values)) / n
+    return [_r(max(mean - below, 0.0)), _r(max(mean + above, 0.0))]
 
 
 def _missing_cells(
@@ -1135,7 +1194,8 @@ def _analyses(tracks: Mapping[str, list[dict]], checked: Checked, agg: Aggregate
     for track, rows in tracks.items():
         final_rank = [r["rank"] for r in rows]
         entry = {"n": len(rows)}
-        for name in ("fad_eval", "fad_dev"):
+        kad = ("kad_eval", "kad_dev") if rows and "kad_eval" in rows[0] else ()
+        for name in ("fad_eval", "fad_dev", *kad):
             values = [r[name] if r[name] is not None else math.nan for r in rows]
             # Lower FAD is better, so rank 1 is the lowest FAD, like final rank 1 is the best.
             entry[name] = _r(spearman(values, final_rank), 4)

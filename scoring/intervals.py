@@ -15,9 +15,18 @@ Here each reported value gets a stratified delete-one jackknife and a Student t 
 - the variances add up; the degrees of freedom are Satterthwaite's,
   (sum V_h)^2 / sum(V_h^2 / (m_h - 1)), so a value resting on 4 raters gets about 3 and
   t(3) = 3.18 standard errors each side instead of 1.96;
-- a value that cannot be estimated without one of its raters or sounds (a single rater in a
-  cell), or whose degrees of freedom fall below `MIN_DF` (two raters carrying it), has no honest
-  interval: it is withheld with the reason, never printed narrow.
+- whether a value gets an interval is decided by its design, the raters and sounds behind it,
+  never by how far they happened to agree: a value that cannot be estimated without one of its
+  raters or sounds (a single rater in a cell), or any of whose strata has fewer than
+  `MIN_DF` + 1 members (two raters, or two sounds of a cell, behind it), is withheld with the
+  reason. (Satterthwaite's degrees of freedom are never below the smallest stratum's m - 1, so
+  the t quantile still follows the realised spread; but deciding on them showed exactly the
+  draws where two sounds happened to agree, and those intervals covered 0.88.) A standard error
+  below `MIN_SE` (every rater gave the same integer) is no spread to build on: withheld too, never
+  printed as a zero-width interval;
+- an interval stays on the scale: cut to [0, 10] (`bounds`). The true mean of ratings on the
+  scale is on it too, so the cut loses no coverage; without it a near-ceiling system's interval
+  with 4 raters reached as far as 17.8.
 
 The probability that a system is above the next one is t's distribution function of their
 difference over its jackknife standard error, which cancels what the two share (the same raters'
@@ -35,6 +44,9 @@ from scipy import stats
 # Below 2 degrees of freedom (a value carried by 2 raters) t's tails are too heavy for the
 # normality an interval of 2 values rests on: the interval is withheld instead.
 MIN_DF = 2.0
+# A standard error below this, on a 0-10 scale shown to two decimals, is not a spread but its
+# absence (raters who all gave one integer): no interval can be built on it.
+MIN_SE = 0.005
 JACKKNIFE_T = "jackknife-t"
 BOOTSTRAP_PERCENTILE = "bootstrap"
 METHODS = (JACKKNIFE_T, BOOTSTRAP_PERCENTILE)
@@ -82,15 +94,25 @@ class Jackknife:
         strata: Sequence[Stratum],
         n_raters: int,
         n_units: int,
+        bounds: tuple[float, float] | None = None,
     ) -> None:
         self.point = point
+        self.bounds = bounds
         # Per stratum: the values without each member, and which values each member is in
         # (finite from that member alone): a rater of other cells, a sound of another system
         # says nothing of a value's spread, and members count by the design, not by chance.
         self.groups: list[tuple[Stratum, dict[str, np.ndarray], dict[str, np.ndarray]]] = []
+        # Per group, the values the stratum is behind: those it cannot be estimated without (a
+        # sound of another system is "in" a diversity value, but does not carry it).
+        self.behind: list[dict[str, np.ndarray]] = []
         for stratum in strata:
             if stratum.members.size == 0:
                 continue
+            w_rater, w_unit = np.ones(n_raters), np.ones(n_units)
+            (w_rater if stratum.kind == "rater" else w_unit)[stratum.members] = 0.0
+            self.behind.append(
+                {k: ~np.isfinite(v) for k, v in estimate(w_rater, w_unit, point).items()}
+            )
             replicates: dict[str, list[np.ndarray]] = {k: [] for k in point}
             members: dict[str, list[np.ndarray]] = {k: [] for k in point}
             for member in stratum.members:
@@ -120,23 +142,39 @@ class Jackknife:
     def _spread(self, key: str) -> _Spread:
         if key not in self._spreads:
             self._spreads[key] = self._combine(
-                self.point[key], [(g[key], m[key]) for _, g, m in self.groups]
+                self.point[key],
+                [(g[key], m[key]) for _, g, m in self.groups],
+                behind=[b[key] for b in self.behind],
             )
         return self._spreads[key]
 
     def _combine(
-        self, point: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarray]]
+        self,
+        point: np.ndarray,
+        groups: Sequence[tuple[np.ndarray, np.ndarray]],
+        *,
+        behind: Sequence[np.ndarray] | None = None,
+        for_interval: bool = True,
     ) -> _Spread:
         total = np.zeros(point.shape)
         df_den = np.zeros(point.shape)
         lost = np.zeros(point.shape, bool)
         raters = np.zeros(point.shape, int)
-        for (stratum, *_), (replicates, moved) in zip(self.groups, groups, strict=True):
+        # The design's degrees of freedom: the smallest stratum behind a value, less one.
+        design = np.full(point.shape, np.inf)
+        short = np.full(point.shape, "", dtype=object)
+        for g, ((stratum, *_), (replicates, moved)) in enumerate(
+            zip(self.groups, groups, strict=True)
+        ):
             missing = ~np.isfinite(replicates) & np.isfinite(point)
             lost |= missing.any(axis=0)
             m = moved.sum(axis=0)
             if stratum.kind == "rater":
                 raters += m
+            carries = behind[g] if behind is not None else m > 0
+            smaller = carries & (m > 0) & (m - 1 < design)
+            design = np.where(smaller, m - 1, design)
+            short = np.where(smaller, stratum.kind, short)
             filled = np.where(moved & ~missing, replicates, 0.0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 mean = filled.sum(axis=0) / np.maximum(m, 1)
@@ -147,9 +185,18 @@ class Jackknife:
         with np.errstate(invalid="ignore", divide="ignore"):
             df = np.where(df_den > 0, total**2 / np.where(df_den > 0, df_den, 1.0), np.inf)
         withheld = np.full(point.shape, "", dtype=object)
-        few = np.isfinite(point) & ~lost & (df < MIN_DF)
-        for index in zip(*np.nonzero(few), strict=True):
-            withheld[index] = f"{raters[index]} raters: too few for an honest interval"
+        shown = np.isfinite(point) & ~lost
+        if for_interval:
+            for index in zip(*np.nonzero(shown & (np.sqrt(total) < MIN_SE)), strict=True):
+                withheld[index] = "its raters and sounds all agree: no spread for an interval"
+        else:  # an order's probability: a certain order (no spread) is a probability of 1
+            design = np.where(shown, df, np.inf)
+            short[...] = "rater"
+        for index in zip(*np.nonzero(shown & (design < MIN_DF)), strict=True):
+            if short[index] == "sound":
+                withheld[index] = f"{int(design[index]) + 1} sounds: too few for an honest interval"
+            else:
+                withheld[index] = f"{int(design[index]) + 1} raters: too few for an honest interval"
         for index in zip(*np.nonzero(lost & np.isfinite(point)), strict=True):
             withheld[index] = "a cell rests on one rater or sound: no interval can be honest"
         return _Spread(total, df, withheld)
@@ -161,7 +208,10 @@ class Jackknife:
         if not np.isfinite(value) or spread.withheld[index]:
             return None
         half = _t(confidence, spread.df[index]) * float(np.sqrt(spread.variance[index]))
-        return [value - half, value + half]
+        low, high = value - half, value + half
+        if self.bounds is not None:
+            low, high = max(low, self.bounds[0]), min(high, self.bounds[1])
+        return [low, high]
 
     def withheld(self, key: str, index: tuple) -> str:
         """Why `key` at `index` has no interval ("" when it has one or no value)."""
@@ -181,7 +231,7 @@ class Jackknife:
             )
             for _, g, m in self.groups
         ]
-        spread = self._combine(np.array([diff]), groups)
+        spread = self._combine(np.array([diff]), groups, for_interval=False)
         if spread.withheld[0]:
             return None
         se = float(np.sqrt(spread.variance[0]))

@@ -13,17 +13,31 @@ track and pooled over tracks:
   system carries the agreement);
 - `quality`, `fit`, `diversity`: rho against each scale alone, with `quality_ci`, `fit_ci`,
   `diversity_ci` from the same bootstrap draws as `spearman_ci`.
+
+Where the rows carry KAD (`kad_eval`, `kad_dev`), every model is ranked by its KAD the same way,
+under `kad` (`tracks` and `pooled` there as for FAD): the same embeddings, another distance.
+
+Stability, where the rows carry the metric on one draw of 25, 50 and 100 clips per system and
+category (`fad_eval_25`, `kad_eval_50`...; a system with no more clips than that keeps its own
+value; none where no system has more): `tau_25`, `tau_50`, `tau_100`, Kendall's tau-b between the
+systems' ranking on that many clips and on all of them; `drift_25`... the mean change of the systems' metric from all clips to
+that many, relative to its mean size (FAD's bias grows as clips fall; KAD has none); `unstable`
+when the ranking on half of DCASE's 100 clips keeps less than `STABLE_TAU`: such a model may agree
+with listeners on this test and reorder the systems on the next.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
 
 LEAGUE_SCALES = ("quality", "fit", "diversity")
+SUBSET_SIZES = (25, 50, 100)
+# Kendall's tau with the full ranking below which a model's ranking on 50 clips is unstable.
+STABLE_TAU = 0.8
 
 
 def fad_models(rows: Sequence[Mapping]) -> list[str]:
@@ -50,8 +64,11 @@ def is_designated(row: Mapping, model: str) -> bool:
     return not model or not named or named == model
 
 
-def _fad_matrix(rows, model, systems, categories) -> np.ndarray:
-    """[system, category] FAD-Eval, FAD-Dev where the system has no FAD-Eval; NaN if none."""
+def _fad_matrix(
+    rows, model, systems, categories, metric: str = "fad", suffix: str = ""
+) -> np.ndarray:
+    """[system, category] FAD-Eval, FAD-Dev where the system has no FAD-Eval; NaN if none
+    (KAD's with `metric="kad"`; on a subset of clips with `suffix="_50"`)."""
     s_index = {s: i for i, s in enumerate(systems)}
     c_index = {c: j for j, c in enumerate(categories)}
     ev = np.full((len(systems), len(categories)), np.nan)
@@ -62,7 +79,7 @@ def _fad_matrix(rows, model, systems, categories) -> np.ndarray:
         i, j = s_index.get(str(row["system"]).strip()), c_index.get(str(row["category"]).strip())
         if i is None or j is None:
             continue
-        for target, key in ((ev, "fad_eval"), (dev, "fad_dev")):
+        for target, key in ((ev, f"{metric}_eval{suffix}"), (dev, f"{metric}_dev{suffix}")):
             value = _float(row.get(key))
             if value is not None:
                 target[i, j] = value
@@ -183,29 +200,72 @@ def metric_league(
     confidence: float = 0.95,
     seed: int = 2023,
 ) -> dict:
-    """Per track and pooled, per model: its FAD ranking against the listening test's."""
+    """Per track and pooled, per model: its FAD ranking (and its KAD ranking, under `kad`, where
+    the rows carry KAD) against the listening test's."""
     models = fad_models(rows)
+    subsets = any(f"fad_eval_{size}" in row or f"fad_dev_{size}" in row
+                  for row in rows for size in SUBSET_SIZES)  # fmt: skip
 
-    def table(members: Sequence[Mapping]) -> dict:
+    def table(members: Sequence[Mapping], metric: str = "fad") -> dict:
         systems = [row["system"] for row in members]
         scores = {
             key: np.array([np.nan if row[key] is None else row[key] for row in members], float)
             for key in ("final", *LEAGUE_SCALES)
         }
-        return {
-            model: _entry(
-                _fad_matrix(rows, model, systems, categories),
-                scores,
-                replicates=replicates,
-                confidence=confidence,
-                seed=seed,
+        out = {}
+        for model in models:
+            matrix = _fad_matrix(rows, model, systems, categories, metric)
+            out[model] = _entry(
+                matrix, scores, replicates=replicates, confidence=confidence, seed=seed
             )
-            for model in models
-        }
+            if subsets:
+                parts = {
+                    size: _fad_matrix(rows, model, systems, categories, metric, f"_{size}")
+                    for size in SUBSET_SIZES
+                }
+                out[model].update(stability(matrix, parts))
+        return out
 
-    return {
+    everyone = [row for ranked in tracks.values() for row in ranked]
+    out = {
         "designated": designated,
         "models": models,
         "tracks": {track: table(ranked) for track, ranked in tracks.items()},
-        "pooled": table([row for ranked in tracks.values() for row in ranked]),
+        "pooled": table(everyone),
     }
+    if has_kad(rows):
+        out["kad"] = {
+            "tracks": {track: table(ranked, "kad") for track, ranked in tracks.items()},
+            "pooled": table(everyone, "kad"),
+        }
+    return out
+
+
+def has_kad(rows: Iterable[Mapping]) -> bool:
+    """Whether any FAD row carries a KAD value (the leaderboard then shows KAD beside FAD)."""
+    return any(_float(row.get(key)) is not None for row in rows for key in ("kad_eval", "kad_dev"))
+
+
+def stability(full: np.ndarray, parts: Mapping[int, np.ndarray]) -> dict:
+    """Kendall's tau of the systems' ranking on 25, 50 and 100 clips with that on all clips,
+    and the metric's relative drift; `parts[size]` is the [system, category] matrix on `size`
+    clips (NaN where the system has no more clips than that: its own value stands)."""
+    mean_full = _mean_rows(full, np.ones(full.shape[1]))
+    out: dict = {}
+    for size in SUBSET_SIZES:
+        if not np.isfinite(parts[size]).any():  # no system has more clips: nothing to measure
+            out[f"tau_{size}"] = out[f"drift_{size}"] = None
+            continue
+        part = np.where(np.isfinite(parts[size]), parts[size], full)
+        mean_part = _mean_rows(part, np.ones(full.shape[1]))
+        keep = np.isfinite(mean_full) & np.isfinite(mean_part)
+        tau = None
+        if keep.sum() >= 3 and np.ptp(mean_full[keep]) > 0:
+            tau = float(stats.kendalltau(mean_full[keep], mean_part[keep]).statistic)
+        out[f"tau_{size}"] = _round(tau)
+        scale = float(np.mean(np.abs(mean_full[keep]))) if keep.any() else 0.0
+        drift = float(np.mean(mean_part[keep] - mean_full[keep])) / scale if scale > 0 else None
+        out[f"drift_{size}"] = _round(drift)
+    half = out["tau_50"]
+    out["unstable"] = half is not None and half < STABLE_TAU
+    return out

@@ -27,7 +27,9 @@ class ScoringSettings(models.Model):
     misrating_rules = models.JSONField(
         default=default_misrating,
         help_text="Per anchor type, the conditions (quality_low, quality_high, fit_low, "
-        "fit_high) of which any one makes a check misrated.",
+        "fit_high: at or beyond a threshold; quality_not_high, quality_not_low, fit_not_high, "
+        "fit_not_low: on the wrong half of the scale, the middle included) of which any one "
+        "makes a check misrated.",
     )
     exclude_at = models.PositiveSmallIntegerField(
         default=5, help_text="A session with this many misrated checks or more is excluded."

@@ -3,13 +3,12 @@ API all show."""
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 
 from django.db.models import Max, Q, QuerySet
 
 from raters.models import CategorySession, ListeningTest, TextPromptStudy
+from stimuli.exports import to_csv
 from stimuli.models import Challenge
 
 from .models import Snapshot
@@ -102,12 +101,7 @@ class Table:
         ]
 
     def to_csv(self) -> str:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=self.flat_columns, lineterminator="\n")
-        writer.writeheader()
-        for row in self.flat_rows():
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        return buffer.getvalue()
+        return to_csv(self.flat_rows(), self.flat_columns)
 
 
 SCALE_COLUMNS = [
@@ -120,12 +114,29 @@ SCALE_COLUMNS = [
 
 # FAD-inf beside FAD where the objective settings computed it (the result says so).
 FAD_INF_COLUMNS = [Column("fad_dev_inf", "FAD∞-Dev"), Column("fad_eval_inf", "FAD∞-Eval")]
+# How much a model's ranking keeps on fewer clips (the league's stability, where computed).
+STABILITY_COLUMNS = [
+    Column("scope", "Track"),
+    Column("model", "Embedding model"),
+    Column("metric", "Distance"),
+    Column("tau_25", "Kendall: 25 clips"),
+    Column("tau_50", "50 clips"),
+    Column("tau_100", "100 clips"),
+    Column("drift_25", "Drift: 25 clips"),
+    Column("drift_50", "50 clips"),
+    Column("drift_100", "100 clips"),
+    Column("unstable", "Flag"),
+]
+# KAD beside FAD where the objective stage computed it (the result says so).
+KAD_COLUMNS = [Column("kad_dev", "KAD-Dev", ci=True), Column("kad_eval", "KAD-Eval", ci=True)]
+KAD_PLAIN_COLUMNS = [Column("kad_dev", "KAD-Dev"), Column("kad_eval", "KAD-Eval")]
 
 
 def tables(result: dict) -> list[Table]:
     """Every table of a result, in page order; each can be downloaded as CSV and JSON."""
     out: list[Table] = []
     inf = FAD_INF_COLUMNS if result.get("fad_infinity") else []
+    kad, kad_plain = (KAD_COLUMNS, KAD_PLAIN_COLUMNS) if result.get("kad") else ([], [])
     for track, rows in result["tracks"].items():
         out.append(
             Table(
@@ -138,6 +149,7 @@ def tables(result: dict) -> list[Table]:
                     Column("fad_dev", "FAD-Dev", ci=True),
                     Column("fad_eval", "FAD-Eval", ci=True),
                     *inf,
+                    *kad,
                     *SCALE_COLUMNS,
                     Column("p_above_next", "P(above next)"),
                 ],
@@ -155,6 +167,7 @@ def tables(result: dict) -> list[Table]:
                     Column("fad_dev", "FAD-Dev", ci=True),
                     Column("fad_eval", "FAD-Eval", ci=True),
                     *inf,
+                    *kad,
                     *SCALE_COLUMNS,
                 ],
                 [
@@ -176,6 +189,7 @@ def tables(result: dict) -> list[Table]:
                     Column("fad_dev", "FAD-Dev"),
                     Column("fad_eval", "FAD-Eval"),
                     *inf,
+                    *kad_plain,
                 ],
                 result.get("unrated_systems", {}).get(track, []),
                 track,
@@ -192,6 +206,7 @@ def tables(result: dict) -> list[Table]:
                     Column("fad_dev", "FAD-Dev"),
                     Column("fad_eval", "FAD-Eval"),
                     *inf,
+                    *kad_plain,
                 ],
                 result.get("incomplete_systems", {}).get(track, []),
                 track,
@@ -235,6 +250,7 @@ def tables(result: dict) -> list[Table]:
                 Column("n", "Systems"),
                 Column("fad_eval", "FAD-Eval"),
                 Column("fad_dev", "FAD-Dev"),
+                *([Column("kad_eval", "KAD-Eval"), Column("kad_dev", "KAD-Dev")] if kad else []),
             ],
             [{"track": t, **v} for t, v in analyses["fad_spearman"].items()],
         )
@@ -243,12 +259,13 @@ def tables(result: dict) -> list[Table]:
         out.append(
             Table(
                 "metric-league",
-                "Embedding league: each model's FAD ranking against the listening test "
-                f"(Spearman's rho, +1: lower FAD, better score; the leaderboard shows "
+                "Embedding league: each model's FAD and KAD rankings against the listening "
+                f"test (Spearman's rho, +1: lower distance, better score; the leaderboard shows "
                 f"{league['designated']})",
                 [
                     Column("scope", "Track"),
                     Column("model", "Embedding model"),
+                    Column("metric", "Distance"),
                     Column("n_systems", "Systems"),
                     Column("spearman", "Spearman (final)", ci=True),
                     Column("kendall", "Kendall"),
@@ -258,16 +275,23 @@ def tables(result: dict) -> list[Table]:
                     Column("fit", "vs fit", ci=True),
                     Column("diversity", "vs diversity", ci=True),
                 ],
-                [
-                    {"scope": scope, "model": model, **entry}
-                    for scope, entries in [
-                        *league["tracks"].items(),
-                        ("all tracks", league["pooled"]),
-                    ]
-                    for model, entry in entries.items()
-                ],
+                league_rows(league),
             )
         )
+        if "tau_50" in next(iter(league["pooled"].values()), {}):
+            out.append(
+                Table(
+                    "league-stability",
+                    "Embedding league: how much each model's ranking keeps on fewer clips "
+                    "(Kendall's tau with the ranking on all clips; drift of the distance, "
+                    "relative to its size; flagged below 0.8 on 50 clips)",
+                    STABILITY_COLUMNS,
+                    [
+                        {**row, "unstable": "reorders" if row.get("unstable") else ""}
+                        for row in league_rows(league)
+                    ],
+                )
+            )
     out.append(
         Table(
             "quality-fit",
@@ -366,3 +390,18 @@ def text_prompt_tables(result: dict) -> list[Table]:
 
 def table(result: dict, name: str) -> Table | None:
     return next((t for t in tables(result) if t.name == name), None)
+
+
+def league_rows(league: dict) -> list[dict]:
+    """One row per track (and all tracks), model and distance: FAD, then KAD where computed."""
+    metrics = [("FAD", league), *([("KAD", league["kad"])] if league.get("kad") else [])]
+    rows = []
+    for scope in [*league["tracks"], "all tracks"]:
+        for model in league["models"]:
+            for metric, table in metrics:
+                entries = table["pooled"] if scope == "all tracks" else table["tracks"][scope]
+                if model in entries:
+                    rows.append(
+                        {"scope": scope, "model": model, "metric": metric, **entries[model]}
+                    )
+    return rows

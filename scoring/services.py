@@ -15,7 +15,7 @@ from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
-from stimuli.permissions import is_organizer
+from stimuli.permissions import may_read, may_write
 
 from .compute import Inputs, Rules, ScoringInputError, score, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
@@ -96,8 +96,8 @@ def quality_rules(challenge: Challenge) -> QualityRules:
 
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:
     """What publishing now would show, for organizers only; nothing is stored."""
-    if not is_organizer(user):
-        raise PermissionDenied("Only organizers can preview results.")
+    if not may_read(user, challenge):
+        raise PermissionDenied("Only the challenge's organizers can preview results.")
     if inputs is None:
         inputs = collect_inputs(challenge)
     return add_text_prompt_results(challenge, score(inputs, rules_for(challenge)))
@@ -119,8 +119,8 @@ def publish(
     one leaves them open and may be shown to organizers only. `inputs` defaults to what
     `collect_inputs` reads from the database.
     """
-    if not is_organizer(user):
-        raise PermissionDenied("Only organizers can publish results.")
+    if not may_write(user, challenge):
+        raise PermissionDenied("Only the challenge's organizers can publish results.")
     if final and not public:
         raise ScoringInputError("final results are public; only interim ones can stay private")
     if not final:
@@ -207,8 +207,8 @@ def request_publication(
 
     Without a broker the job runs at once and comes back finished.
     """
-    if not is_organizer(user):
-        raise PermissionDenied("Only organizers can publish results.")
+    if not may_write(user, challenge):
+        raise PermissionDenied("Only the challenge's organizers can publish results.")
     job = Job.objects.create(
         challenge=challenge,
         kind=PUBLISH_JOB,

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_safe
 
 from stimuli.models import Challenge, Job
-from stimuli.permissions import is_organizer
+from stimuli.permissions import check_challenge, is_organizer, may_read, readable_challenges
 
 from . import selectors, services
 from .compute import ScoringInputError
@@ -24,7 +24,7 @@ def index(request: HttpRequest) -> HttpResponse:
     published = list(selectors.published_challenges())
     unpublished = []
     if is_organizer(request.user):
-        unpublished = Challenge.objects.exclude(pk__in=[c.pk for c in published])
+        unpublished = readable_challenges(request.user).exclude(pk__in=[c.pk for c in published])
     return render(
         request, "scoring/index.html", {"challenges": published, "unpublished": unpublished}
     )
@@ -32,11 +32,11 @@ def index(request: HttpRequest) -> HttpResponse:
 
 def challenge_results(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    organizer = is_organizer(request.user)
+    organizer = may_read(request.user, challenge)
     latest = selectors.latest_snapshot(challenge, organizer=organizer)
     if latest is not None:
         return redirect("scoring:snapshot", slug=slug, number=latest.number)
-    if not organizer:
+    if not may_read(request.user, challenge):
         # Nothing is public before publication, not even that results are being prepared.
         raise Http404("No published results.")
     return render(request, "scoring/unpublished.html", _publish_context(challenge))
@@ -55,9 +55,8 @@ PUBLISH_KINDS = ("interim", "final")
 
 def publish(request: HttpRequest, slug: str) -> HttpResponse:
     """GET: what each kind of publication closes and keeps, to choose and confirm; POST: publish."""
-    if not is_organizer(request.user):
-        raise PermissionDenied("Only organizers can publish results.")
     challenge = get_object_or_404(Challenge, slug=slug)
+    check_challenge(request.user, challenge, write=True)
     kind = request.POST.get("kind")
     if request.method != "POST" or kind not in PUBLISH_KINDS:
         context = {**_publish_context(challenge), **selectors.publication_state(challenge)}
@@ -77,10 +76,11 @@ def publish(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("stimuli:job", pk=job.pk)
 
 
+@require_safe
 def preview(request: HttpRequest, slug: str) -> HttpResponse:
-    if not is_organizer(request.user):
-        raise Http404("No published results.")
     challenge = get_object_or_404(Challenge, slug=slug)
+    if not may_read(request.user, challenge):
+        raise Http404("No published results.")
     try:
         result = services.preview(challenge, request.user)
     except ScoringInputError as exc:
@@ -101,16 +101,17 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
 def _snapshot(request: HttpRequest, slug: str, number: int) -> Snapshot:
     """A snapshot the visitor may see: an interim one kept for organizers is 404 to others."""
     found = Snapshot.objects.select_related("challenge").filter(challenge__slug=slug, number=number)
-    if not is_organizer(request.user):
-        found = found.filter(public=True)
-    return get_object_or_404(found)
+    snap = get_object_or_404(found)
+    if not snap.public and not may_read(request.user, snap.challenge):
+        raise Http404("No published results.")
+    return snap
 
 
 def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     snap = _snapshot(request, slug, number)
     result = snap.result
     all_tables = selectors.tables(result)
-    organizer = is_organizer(request.user)
+    organizer = may_read(request.user, snap.challenge)
     others = list(
         selectors.snapshots(snap.challenge, organizer=organizer).only("number", "final", "public")
     )

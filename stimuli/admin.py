@@ -5,6 +5,7 @@ from .models import (
     AudioFile,
     Category,
     Challenge,
+    ChallengeRole,
     Clip,
     DescribedClip,
     FadResult,
@@ -28,13 +29,19 @@ class TrackInline(admin.TabularInline):
     extra = 0
 
 
+class RoleInline(admin.TabularInline):
+    model = ChallengeRole
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
 @admin.register(Challenge)
 class ChallengeAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "phase", "sample_rate", "clip_duration_s", "created_at"]
     list_filter = ["phase"]
     prepopulated_fields = {"slug": ["name"]}
     search_fields = ["name", "slug"]
-    inlines = [CategoryInline, TrackInline]
+    inlines = [CategoryInline, TrackInline, RoleInline]
 
     def get_readonly_fields(self, request, obj=None):
         # The phase moves only through the services that take the challenge's lock; the clip

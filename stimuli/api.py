@@ -15,12 +15,13 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from . import jobs, selectors, services
 from .errors import Conflict
 from .models import CLIP_SPEC_FIELDS, Category, Challenge, Clip, Job, System, Team, Track
+from .permissions import may_create_challenges, readable_challenges
 
 # What every refusal of the API looks like (foley_platform/api_errors.py writes it).
 REFUSAL = inline_serializer(
@@ -98,7 +99,10 @@ class ChallengeSerializer(serializers.ModelSerializer):
 
     def create(self, validated_data):
         try:
-            return services.create_challenge(**validated_data)
+            request = self.context["request"]
+            if not may_create_challenges(request.user):
+                raise PermissionDenied("Only the organizers group can create challenges.")
+            return services.create_challenge(**validated_data, owner=request.user)
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from None
 
@@ -167,9 +171,12 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class ChallengeViewSet(viewsets.ModelViewSet):
-    queryset = Challenge.objects.prefetch_related("categories", "tracks")
     serializer_class = ChallengeSerializer
     lookup_field = "slug"
+
+    def get_queryset(self):
+        # The challenges the user organizes or views; another's is a 404, as if it were not.
+        return readable_challenges(self.request.user).prefetch_related("categories", "tracks")
 
     def perform_update(self, serializer):
         challenge = serializer.instance

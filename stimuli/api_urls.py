@@ -7,7 +7,9 @@ from .uploads import api as uploads_api
 
 CHALLENGE = r"challenges/(?P<challenge_slug>[-a-zA-Z0-9_]+)"
 
+# No `.json`-style suffix routes: `?format=` chooses a renderer, and the actions take no suffix.
 router = DefaultRouter()
+router.include_format_suffixes = False
 router.register("challenges", api.ChallengeViewSet, basename="challenge")
 router.register(f"{CHALLENGE}/teams", api.TeamViewSet, basename="team")
 router.register(f"{CHALLENGE}/systems", api.SystemViewSet, basename="system")

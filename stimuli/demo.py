@@ -14,7 +14,7 @@ from django.db import transaction
 
 from .audio import encode_wav
 from .models import Challenge
-from .permissions import ORGANIZERS_GROUP
+from .permissions import ORGANIZERS_GROUP, name_owner
 from .services import create_challenge, create_system, create_team
 from .uploads.imports import import_clips
 
@@ -81,12 +81,16 @@ def write_set(root: Path, challenge: Challenge, per_category: int, seed: int, ti
 
 
 def ensure_organizer(username: str = DEMO_USER, password: str = DEMO_PASSWORD):
+    """The demo's organizer: owner of the demo's challenges only, neither staff nor superuser,
+    so its well-known password opens nothing else (and a production start refuses it)."""
     user, _ = get_user_model().objects.get_or_create(username=username)
     user.set_password(password)
-    user.is_staff = True
-    user.is_superuser = True
+    user.is_staff = False
+    user.is_superuser = False
     user.save()
     user.groups.add(Group.objects.get_or_create(name=ORGANIZERS_GROUP)[0])
+    for challenge in Challenge.objects.filter(slug__in=[DEMO_SLUG, TEXT_DEMO_SLUG]):
+        name_owner(challenge, user)
     return user
 
 
@@ -100,6 +104,7 @@ def seed_demo(*, per_category: int = 12, system_clips: int = 12) -> DemoSummary:
     challenge = create_challenge(
         name="DCASE 2023 Task 7 (demo)",
         slug=DEMO_SLUG,
+        owner=user,
         description="A demo challenge with procedurally synthesized audio.",
     )
     with tempfile.TemporaryDirectory() as scratch:
@@ -155,6 +160,7 @@ def seed_text_demo(per_category: int = 3) -> tuple[Challenge, bool]:
     challenge = create_challenge(
         name="Text-prompt study (demo)",
         slug=TEXT_DEMO_SLUG,
+        owner=ensure_organizer(),
         description="Text-conditioned sound effects judged by a panel: the text-prompt protocol.",
     )
     with tempfile.TemporaryDirectory() as scratch:

@@ -85,6 +85,33 @@ class Challenge(models.Model):
         return round(self.clip_duration_s * self.sample_rate)
 
 
+class ChallengeRole(models.Model):
+    """Who organizes a challenge: an owner and organizers change it, a viewer only reads it.
+    Site staff organize every challenge without a row here."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        ORGANIZER = "organizer", "Organizer"
+        VIEWER = "viewer", "Viewer"
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="roles")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="challenge_roles"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "user"], name="one_role_per_challenge"),
+            models.CheckConstraint(
+                condition=Q(role__in=["owner", "organizer", "viewer"]), name="challenge_role_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.challenge}"
+
+
 class Category(models.Model):
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="categories")
     slug = models.SlugField(max_length=80)

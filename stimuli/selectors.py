@@ -85,7 +85,10 @@ def fad_rows(
     challenge: Challenge, model_id: str | None = None, *, every_model: bool = False
 ) -> list[dict]:
     """`system, track, category, fad_dev, fad_eval` per system and category (the FAD CSV format),
-    with intervals where computed and `fad_dev_inf`, `fad_eval_inf` where FAD-inf is enabled.
+    with intervals where computed and `fad_dev_inf`, `fad_eval_inf` where FAD-inf is enabled;
+    `kad_dev`, `kad_eval` (with their intervals) in every row where any result has a KAD;
+    `fad_eval_25`, `kad_eval_50`... the metric on one draw of that many clips, where the system
+    has more (the embedding league's stability).
 
     With several embedding models on record, `model_id` picks one; by default the model most
     recently computed for this challenge. `every_model`: the rows of every model, each with a
@@ -121,6 +124,19 @@ def fad_rows(
             row[f"{key}_inf"] = (result.details or {}).get("fad_inf")
         if ci := (result.details or {}).get("ci95"):
             row[f"{key}_low"], row[f"{key}_high"] = ci
+        if (kad := (result.details or {}).get("kad")) is not None:
+            kad_key = "kad" + key.removeprefix("fad")
+            row[kad_key] = kad
+            if ci := result.details.get("kad_ci95"):
+                row[f"{kad_key}_low"], row[f"{kad_key}_high"] = ci
+        # One draw of 25, 50, 100 clips (where the system has more): the league's stability.
+        for size, values in ((result.details or {}).get("subsets") or {}).items():
+            for metric, value in values.items():
+                row[f"{metric}{key.removeprefix('fad')}_{size}"] = value
+    if any("kad_dev" in row or "kad_eval" in row for row in rows.values()):
+        for row in rows.values():
+            row.setdefault("kad_dev", None)
+            row.setdefault("kad_eval", None)
     return sorted(
         rows.values(),
         key=lambda r: (r.get("model", ""), r["track"], r["system"], r["category"]),
@@ -155,7 +171,8 @@ def latest_fad_model(challenge: Challenge) -> str | None:
 
 
 def fad_ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, list[dict]]:
-    """Systems per track ordered by mean FAD-Eval over categories (FAD-Dev where no Eval).
+    """Systems per track ordered by mean FAD-Eval over categories (FAD-Dev where no Eval), with
+    their mean KAD beside it where every category has one.
 
     A system is ranked only when it has a FAD for every category of the challenge.
     """
@@ -163,8 +180,11 @@ def fad_ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, 
     model_id = model_id or latest_fad_model(challenge)
     categories = list(Category.objects.filter(challenge=challenge).values_list("pk", flat=True))
     per: dict[int, dict[str, dict[int, float]]] = {}
+    kad: dict[int, dict[str, dict[int, float]]] = {}
     for row in results.filter(model_id=model_id):
         per.setdefault(row.system_id, {}).setdefault(row.reference, {})[row.category_id] = row.value
+        if (value := (row.details or {}).get("kad")) is not None:
+            kad.setdefault(row.system_id, {}).setdefault(row.reference, {})[row.category_id] = value
     has_eval = any("evaluation" in v for v in per.values())
     key = "evaluation" if has_eval else "development"
     tracks: dict[str, list[dict]] = {}
@@ -176,6 +196,8 @@ def fad_ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, 
             "system": system,
             "fad_eval": _mean(values.get("evaluation", {}), categories),
             "fad_dev": _mean(values.get("development", {}), categories),
+            "kad_eval": _mean(kad.get(system.pk, {}).get("evaluation", {}), categories),
+            "kad_dev": _mean(kad.get(system.pk, {}).get("development", {}), categories),
             "ranked": bool(complete),
         }
         row["score"] = row["fad_eval"] if key == "evaluation" else row["fad_dev"]
@@ -241,6 +263,8 @@ def fad_ranking_table(challenge: Challenge, model_id: str | None = None) -> dict
                     "team": row["system"].team.name,
                     "fad_eval": row["fad_eval"],
                     "fad_dev": row["fad_dev"],
+                    "kad_eval": row["kad_eval"],
+                    "kad_dev": row["kad_dev"],
                     "finalist": row["system"].is_finalist,
                 }
                 for row in rows

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from .models import Category, Challenge, System, Team, Track
+from .permissions import name_owner
 
 # The DCASE 2023 Task 7 categories, slugs as the challenge's data folders spell them.
 DEFAULT_CATEGORIES = [
@@ -30,12 +31,16 @@ def create_challenge(
     slug: str,
     categories: list[tuple[str, str]] | None = None,
     tracks: list[tuple[str, str, str, bool]] | None = None,
+    owner=None,
     **spec: object,
 ) -> Challenge:
-    """A challenge with its categories and tracks (the DCASE 2023 Task 7 ones by default)."""
+    """A challenge with its categories and tracks (the DCASE 2023 Task 7 ones by default),
+    owned by `owner` when given."""
     challenge = Challenge(name=name, slug=slug, **spec)
     challenge.full_clean()
     challenge.save()
+    if owner is not None:
+        name_owner(challenge, owner)
     for position, (cat_slug, cat_name) in enumerate(categories or DEFAULT_CATEGORIES):
         Category.objects.create(
             challenge=challenge, slug=cat_slug, name=cat_name, position=position

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -14,12 +14,28 @@ from . import selectors, services
 from .forms import ChallengeForm, SystemForm, TeamForm, UploadForm
 from .models import AudioFile, Challenge, Clip, Job, Medoid
 from .panels import render_panel
-from .permissions import organizer_required
+from .permissions import (
+    challenge_organizer_required,
+    check_challenge,
+    is_organizer,
+    is_site_staff,
+    may_create_challenges,
+    organizer_required,
+    readable_challenges,
+)
 from .phases import phase_conflict
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html", {"challenges": Challenge.objects.all()})
+    # Organizer links only to the challenges the user organizes or views.
+    organized = (
+        set(readable_challenges(request.user).values_list("pk", flat=True))
+        if is_organizer(request.user)
+        else set()
+    )
+    return render(
+        request, "home.html", {"challenges": Challenge.objects.all(), "organized": organized}
+    )
 
 
 @organizer_required
@@ -27,7 +43,9 @@ def challenges(request: HttpRequest) -> HttpResponse:
     form = ChallengeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            challenge = services.create_challenge(**form.cleaned_data)
+            if not may_create_challenges(request.user):
+                raise PermissionDenied("Only the organizers group can create challenges.")
+            challenge = services.create_challenge(**form.cleaned_data, owner=request.user)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -36,7 +54,9 @@ def challenges(request: HttpRequest) -> HttpResponse:
             )
             return redirect("stimuli:challenge", slug=challenge.slug)
     return render(
-        request, "stimuli/challenges.html", {"challenges": Challenge.objects.all(), "form": form}
+        request,
+        "stimuli/challenges.html",
+        {"challenges": readable_challenges(request.user), "form": form},
     )
 
 
@@ -55,13 +75,13 @@ def _challenge_context(challenge: Challenge, **extra) -> dict:
     }
 
 
-@organizer_required
+@challenge_organizer_required
 def challenge_detail(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     return render(request, "stimuli/challenge.html", _challenge_context(challenge))
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def add_team(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -81,7 +101,7 @@ def add_team(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def add_system(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -116,10 +136,16 @@ def job_response(request: HttpRequest, job: Job) -> HttpResponse:
 
 @organizer_required
 def job_status(request: HttpRequest, pk: int) -> HttpResponse:
-    return job_response(request, get_object_or_404(Job, pk=pk))
+    job = get_object_or_404(Job.objects.select_related("challenge"), pk=pk)
+    if job.challenge is None:  # a job of no challenge (a command line's) is the site's
+        if not is_site_staff(request.user):
+            raise PermissionDenied("Only site staff see jobs of no challenge.")
+    else:
+        check_challenge(request.user, job.challenge, write=False)
+    return job_response(request, job)
 
 
-@organizer_required
+@challenge_organizer_required
 def clip_counts(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     return render_panel(
@@ -130,7 +156,7 @@ def clip_counts(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@organizer_required
+@challenge_organizer_required
 def jobs(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     return render_panel(
@@ -144,7 +170,7 @@ def jobs(request: HttpRequest, slug: str) -> HttpResponse:
 CLIPS_PER_PAGE = 100
 
 
-@organizer_required
+@challenge_organizer_required
 def clips(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     role = request.GET.get("role") or None
@@ -173,6 +199,15 @@ def clips(request: HttpRequest, slug: str) -> HttpResponse:
 @organizer_required
 def audio(request: HttpRequest, sha256: str) -> FileResponse:
     audio_file = AudioFile.objects.filter(sha256=sha256).first()
+    # A sound is shown to the organizers of a challenge that holds it as a clip.
+    if (
+        audio_file is not None
+        and not is_site_staff(request.user)
+        and not Clip.objects.filter(
+            audio=audio_file, challenge__in=readable_challenges(request.user)
+        ).exists()
+    ):
+        audio_file = None
     if audio_file is None or not default_storage.exists(audio_file.file):
         raise Http404("No such audio.")
     return FileResponse(default_storage.open(audio_file.file, "rb"), content_type="audio/wav")

@@ -32,7 +32,19 @@ def chromium_page(executable_path: str, **context_options):
                 context = browser.new_context(**context_options)
                 page = context.new_page()
                 page.set_default_timeout(20_000)
+                # Every page runs under the site's Content-Security-Policy: a script or style it
+                # blocked is a broken page, so any violation fails the test.
+                violations: list[str] = []
+                page.on(
+                    "console",
+                    lambda message: (
+                        violations.append(message.text)
+                        if "Content Security Policy" in message.text
+                        else None
+                    ),
+                )
                 yield page
+                assert not violations, f"Content-Security-Policy violations: {violations}"
             finally:
                 browser.close()
     finally:

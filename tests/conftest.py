@@ -108,6 +108,22 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def rate_limits_off(settings):
+    """Rate limits count per client address, and every test client is 127.0.0.1: they are off
+    but in the tests of the limits themselves (`rate_limits`)."""
+    from django.core.cache import cache
+
+    settings.FOLEY_RATE_LIMITS_ENABLED = False
+    cache.clear()
+
+
+@pytest.fixture
+def rate_limits(settings):
+    settings.FOLEY_RATE_LIMITS_ENABLED = True
+    return settings
+
+
+@pytest.fixture(autouse=True)
 def media_root(settings, tmp_path):
     """Each test stores audio in its own folder."""
     settings.MEDIA_ROOT = tmp_path / "media"
@@ -117,11 +133,41 @@ def media_root(settings, tmp_path):
 
 @pytest.fixture
 def organizer(django_user_model):
+    """An organizer named on every challenge of the test: those that exist and those the test
+    creates later (organizers of other challenges are made by `organizer_of`)."""
     from django.contrib.auth.models import Group
+    from django.db.models.signals import post_save
+
+    from stimuli.models import Challenge
+    from stimuli.permissions import name_owner
 
     user = django_user_model.objects.create_user("olivia", password="organizer-pass-1")
     user.groups.add(Group.objects.get_or_create(name="organizers")[0])
-    return user
+    for existing in Challenge.objects.all():
+        name_owner(existing, user)
+
+    def named(sender, instance, created, **kwargs):
+        if created:
+            name_owner(instance, user)
+
+    post_save.connect(named, sender=Challenge, weak=False, dispatch_uid="test-organizer")
+    yield user
+    post_save.disconnect(sender=Challenge, dispatch_uid="test-organizer")
+
+
+@pytest.fixture
+def organizer_of(django_user_model):
+    """A user with `role` on `challenge` only: organizer_of(challenge, "viewer")."""
+    from stimuli.models import ChallengeRole
+
+    def make(challenge, role: str = "organizer", username: str | None = None):
+        user = django_user_model.objects.create_user(
+            username or f"{role}-of-{challenge.slug}", password="role-pass-1"
+        )
+        ChallengeRole.objects.create(challenge=challenge, user=user, role=role)
+        return user
+
+    return make
 
 
 @pytest.fixture
@@ -279,17 +325,34 @@ def celery_worker(transactional_db, settings, tmp_path):
             pass
 
 
+def wait_until(check, what: str, timeout: float = 60):
+    """Poll `check()` until it returns something true, and return that: a state other
+    processes reach (a worker's job, nginx's report of a sent file)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached in {timeout} s")
+        time.sleep(0.1)
+
+
 def wait_for_job(job_id: int, timeout: float = 120):
     """Poll a job row until it finishes, as the pages do."""
     from stimuli.models import Job
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def finished():
         job = Job.objects.get(pk=job_id)
-        if job.is_finished:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish in {timeout} s: {job.state} {job.message}")
+        return job if job.is_finished else None
+
+    try:
+        return wait_until(finished, f"job {job_id} finished", timeout)
+    except AssertionError:
+        job = Job.objects.get(pk=job_id)
+        raise AssertionError(
+            f"job {job_id} did not finish in {timeout} s: {job.state} {job.message}"
+        ) from None
 
 
 @pytest.fixture

@@ -139,3 +139,23 @@ def add_closed_sessions(challenge: Challenge, n: int) -> None:
     )
     # What each answer keeps up to date, as the saves would have left it.
     CategorySession.objects.filter(pk__in=[s.pk for s in sessions]).update(last_answer_at=moment)
+
+
+def get_sound(client, url: str, **extra):
+    """A rater's sound fetched as a browser does: the whole answer read, so the server records
+    the bytes as sent; the bytes are on `.body`."""
+    response = client.get(url, **extra)
+    if response.streaming:
+        response.body = b"".join(response.streaming_content)
+    else:
+        response.body = response.content
+    return response
+
+
+def deliver(rater, token: str, range_header: str = ""):
+    """One of the rater's sounds sent to its browser whole (the body read to its end, as a
+    browser reads it), so the server records the bytes as sent."""
+    response = services.serve_audio(rater, token, range_header)
+    if response.streaming:
+        response.body = b"".join(response.streaming_content)
+    return response

@@ -26,11 +26,20 @@ def free_port() -> int:
 
 
 def start_nginx(
-    upstream: str, media: Path, static: Path, folder: Path, *, workers: int = 1
+    upstream: str,
+    media: Path,
+    static: Path,
+    folder: Path,
+    *,
+    workers: int = 1,
+    rate_limited: bool = False,
 ) -> tuple[subprocess.Popen, str]:
     """deploy/nginx.conf with `upstream` (host:port) for web, `media` and `static` for the
     volumes, listening on a free loopback port; returns the process and its base URL once it
-    accepts connections. Stop it by its PID (`stop_nginx`)."""
+    accepts connections. Stop it by its PID (`stop_nginx`).
+
+    Every simulated browser comes from loopback, so loopback is exempt from the request-rate
+    limits unless `rate_limited` (the tests of those limits)."""
     port = free_port()
     server = (
         (ROOT / "deploy" / "nginx.conf")
@@ -40,6 +49,10 @@ def start_nginx(
         .replace("/data/media/", f"{media}/")
         .replace("/data/static/", f"{static}/")
     )
+    if not rate_limited:
+        server = server.replace(
+            "geo $limit_exempt { default 0; }", "geo $limit_exempt { default 0; 127.0.0.1 1; }"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     # As root, the workers read private temporary folders as root.
     user = "user root;" if os.geteuid() == 0 else ""

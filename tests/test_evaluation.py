@@ -518,3 +518,67 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
     inputs = collect_inputs(objective)
     assert not {"fad_eval_inf", "fad_dev_inf"} & set(inputs.fad[0])
     assert score(inputs, Rules(bootstrap=0))["fad_infinity"] is False
+
+
+def test_kad_beside_fad_per_system_category_and_reference_reaches_the_leaderboard(objective):
+    from scoring.compute import Rules, score
+    from scoring.services import collect_inputs
+    from stimuli.objective.kad import KadReference, kernel_distance
+
+    job = pipeline.run_evaluation(objective)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    model_id = job.params["model_id"]
+    rows = FadResult.objects.filter(challenge=objective)
+    assert rows.count() == 16 and all("kad" in r.details for r in rows)
+    row = rows.get(system=system(objective, "Close"), reference="evaluation", category__slug="rain")
+    # The stored KAD is the definition's on the stored embeddings.
+    clips = pipeline._clips_of(model_id, pipeline._clip_audio(
+        objective, role=Clip.Role.SYSTEM, system=row.system)[row.category_id])  # fmt: skip
+    reference = pipeline._clips_of(model_id, pipeline._clip_audio(
+        objective, role=Clip.Role.EVALUATION)[row.category_id])  # fmt: skip
+    assert row.details["kad"] == pytest.approx(
+        kernel_distance(clips, KadReference.of(reference)), rel=1e-9
+    )
+    low, high = row.details["kad_ci95"]
+    assert 0 <= low < high
+    ranking = selectors.fad_ranking(objective)
+    assert ranking["A"][0]["kad_eval"] < ranking["A"][1]["kad_eval"]  # Close before Far
+    inputs = collect_inputs(objective)
+    assert {"kad_eval", "kad_dev", "kad_eval_low", "kad_eval_high"} <= set(inputs.fad[0])
+    result = score(inputs, Rules(bootstrap=0))
+    assert result["kad"] is True
+    (close,) = [r for r in result["unrated_systems"]["A"] if r["system"] == "Close"]
+    assert close["kad_eval"] is not None and close["kad_eval_ci"][0] >= 0
+
+
+def test_kad_needs_the_reference_audio_and_says_so_for_published_statistics(objective, tmp_path):
+    model = load_embedding_model("logmel")
+    path = tmp_path / "rain.npz"
+    np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
+    pipeline.import_reference_stats(objective, {"rain": path}, model=model.model_id)
+    pipeline.run_evaluation(objective)
+    rain = FadResult.objects.get(
+        system=system(objective, "Close"), category__slug="rain", reference="evaluation"
+    )
+    assert "kad" not in rain.details and "published statistics" in rain.details["kad_error"]
+
+
+def test_subsets_of_25_and_50_clips_give_the_leagues_stability_inputs():
+    from stimuli.objective.fad import ReferenceFactor, frechet_distance
+    from stimuli.objective.kad import KadReference, kernel_distance
+
+    rng = np.random.default_rng(0)
+    clips = [rng.normal(0.3, 1.0, size=(2, 4)) for _ in range(60)]
+    reference = rng.normal(size=(300, 4))
+    factor = ReferenceFactor.of(GaussianStats.from_embeddings(reference))
+    kad_reference = KadReference.of(reference)
+    found = pipeline._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
+    assert set(found) == {"25", "50"}  # 100 clips would be all 60: the value itself
+    again = pipeline._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
+    assert found == again  # one seeded draw per system and category
+    full = frechet_distance(GaussianStats.from_embeddings(clips), factor)
+    assert found["25"]["fad"] != full and found["25"]["kad"] != kernel_distance(
+        clips, kad_reference
+    )
+    # Without a KAD reference (published statistics) only FAD.
+    assert set(pipeline._subset_details(clips, factor, "why", seed=7)["subsets"]["25"]) == {"fad"}

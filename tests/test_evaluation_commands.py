@@ -64,6 +64,38 @@ def test_compute_fad_on_audio_folders(tmp_path):
     assert same["fad"] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_compute_kad_on_embeddings_frames_and_audio(tmp_path):
+    from stimuli.objective.kad import KadReference, kernel_distance
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(200, 16)), rng.normal(0.5, 1.0, size=(30, 4, 16))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    result = run("compute_kad", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"))
+    assert result["kad"] == pytest.approx(kernel_distance(b, KadReference.of(a)), rel=1e-12)
+    assert result["b"] == {"clips": 30, "embeddings": 120}
+    low, high = result["ci95"]
+    assert 0 <= low < result["kad"] < high
+    for folder, amplitude in (("ref", 0.1), ("sys", 0.3)):
+        (tmp_path / folder).mkdir()
+        for n in range(4):
+            data = make_wav(
+                seconds=1.0, seed=n + (10 if folder == "sys" else 0), amplitude=amplitude
+            )
+            (tmp_path / folder / f"{n}.wav").write_bytes(data)
+    audio = run("compute_kad", str(tmp_path / "ref"), str(tmp_path / "sys"), "--model", "logmel")
+    assert audio["kad"] > 0 and audio["model_id"].startswith("logmel:")
+    assert audio["ci_withheld"] == "fewer than 5 clips"
+    np.save(tmp_path / "c.npy", np.zeros((5, 8)))
+    np.save(tmp_path / "d.npy", rng.normal(size=(5, 8)))
+    with pytest.raises(CommandError, match="sizes differ: 16 and 8"):
+        call_command("compute_kad", str(tmp_path / "d.npy"), str(tmp_path / "b.npy"))
+    with pytest.raises(CommandError, match="median pairwise distance is 0"):
+        call_command("compute_kad", str(tmp_path / "c.npy"), str(tmp_path / "c.npy"))
+    with pytest.raises(CommandError, match=r"expected a folder of audio or a \.npy"):
+        call_command("compute_kad", str(tmp_path / "a.npy"), __file__)
+
+
 def test_compute_fad_errors_are_clear(tmp_path):
     np.save(tmp_path / "a.npy", np.zeros((5, 4)))
     np.save(tmp_path / "b.npy", np.ones((5, 8)))

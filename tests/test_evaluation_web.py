@@ -167,8 +167,8 @@ def test_api_settings_and_reference_statistics(api_client, objective):
     ]
 
 
-def test_schema_documents_the_objective_endpoints(client):
-    schema = client.get("/api/schema/").content.decode()
+def test_schema_documents_the_objective_endpoints(organizer_client):
+    schema = organizer_client.get("/api/schema/").content.decode()
     assert "/objective/evaluate/" in schema and "/objective/reference-stats/" in schema
 
 

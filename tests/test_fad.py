@@ -270,3 +270,24 @@ def test_more_embeddings_than_dimensions_keep_the_full_solve():
     assert frechet_distance(system, reference) == pytest.approx(
         frechet_distance_sqrtm(system, reference), rel=1e-8
     )
+
+
+def test_bootstrap_interval_stays_at_or_above_zero_where_the_basic_one_falls_below():
+    # A system close to its reference with few clips: FAD's bias outweighs the distance, and
+    # the basic interval's lower end is negative, which no FAD can be. The platform's interval
+    # is the basic one cut at 0: the same coverage, inside FAD's range, never of zero width.
+    d = 32
+    mu = np.full(d, 0.05)
+    truth = gaussian_truth(mu, np.ones(d))
+    reference = GaussianStats(np.zeros(d), np.eye(d), 0)
+    rng = np.random.default_rng(3)
+    covered = 0
+    for repetition in range(8):
+        clips = [mu + rng.normal(size=(2, d)) for _ in range(40)]
+        basic = fad_bootstrap_interval(clips, reference, seed=repetition, method="basic")
+        low, high = fad_bootstrap_interval(clips, reference, seed=repetition)
+        assert basic[0] < 0 and low == 0.0 < high == basic[1]
+        covered += low <= truth <= high
+    assert covered == 8
+    with pytest.raises(ValueError, match="interval method must be one of"):
+        fad_bootstrap_interval(clips, reference, method="bca")

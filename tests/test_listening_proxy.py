@@ -15,7 +15,8 @@ from raters import services
 from raters.delivery import delivered_audio
 from raters.models import Trial
 from stimuli import storage
-from tests.listening_setup import build_listening_challenge
+from tests.conftest import wait_until
+from tests.listening_setup import build_listening_challenge, get_sound
 from tests.nginx_site import nginx_binary, start_nginx, stop_nginx
 
 PREFIX = "/_sounds/"
@@ -37,25 +38,52 @@ def test_django_answers_with_an_internal_redirect_and_the_same_headers(settings)
     rater, session = _rater_with_session(challenge)
     client = Client()
     client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
-    # A range is recorded as asked; nothing of the file is a 416 with no redirect.
+    # Asking for a range records nothing: only nginx's receipt, once it sent the bytes, does.
     first = session.trials.order_by("position").first()
     url = f"/listen/{challenge.slug}/audio/{first.token}/"
-    assert client.get(url, HTTP_RANGE="bytes=0-1")["X-Accel-Redirect"]
+    asked = client.get(url, HTTP_RANGE="bytes=0-1")
+    assert asked["X-Accel-Redirect"]
+    first.refresh_from_db()
+    assert first.delivered_ranges == [] and first.served_at is None
+
+    def report(receipt: str, completion: str = "OK", sent: str = "2") -> None:
+        reply = client.get(
+            "/_sounds/delivered/",
+            HTTP_X_FOLEY_RECEIPT=receipt,
+            HTTP_X_FOLEY_COMPLETION=completion,
+            HTTP_X_FOLEY_BYTES_SENT=sent,
+        )
+        assert reply.status_code == 204
+
+    receipt = asked["X-Foley-Receipt"]
+    report(receipt, completion="")  # the browser went away before the end
+    report(receipt, sent="1")  # fewer bytes than the range
+    report(receipt[:-2] + "xx")  # not signed by the platform
+    first.refresh_from_db()
+    assert first.delivered_ranges == []
+    report(receipt)
     first.refresh_from_db()
     assert first.delivered_ranges == [[0, 2]] and first.delivered_at is None
     test = services.listening_test(challenge)
     headers = set()
     for trial in session.trials.select_related("audio"):
-        response = client.get(f"/listen/{challenge.slug}/audio/{trial.token}/")
+        response = get_sound(client, f"/listen/{challenge.slug}/audio/{trial.token}/")
         audio = delivered_audio(trial.audio, test)
         assert response.status_code == 200 and response.content == b""
         assert response["X-Accel-Redirect"] == PREFIX + audio.file
         assert (django_settings.MEDIA_ROOT / audio.file).is_file()
         headers.add(
-            tuple(sorted((k, v) for k, v in response.headers.items() if k != "X-Accel-Redirect"))
+            tuple(
+                sorted(
+                    (k, v)
+                    for k, v in response.headers.items()
+                    if k not in ("X-Accel-Redirect", "X-Foley-Receipt")
+                )
+            )
         )
+        report(response["X-Foley-Receipt"], sent=str(audio.size_bytes))
         trial.refresh_from_db()
-        # What the browser is sent (the whole file) counts as delivered.
+        # What the browser was sent (the whole file) counts as delivered.
         assert trial.delivered_ranges == [[0, audio.size_bytes]] and trial.delivered_at
     assert len(headers) == 1
     names = dict(next(iter(headers)))
@@ -136,8 +164,13 @@ def test_nginx_sends_every_sound_with_ranges_and_identical_headers(nginx, transa
         assert sent["cache-control"] == "private, max-age=86400"
         assert sent["accept-ranges"] == "bytes"
         assert not {"etag", "last-modified", "content-disposition", "expires"} & set(sent)
-        # The whole file was sent, so the server counts the sound as delivered.
-        assert Trial.objects.filter(session=session, delivered_at__isnull=True).count() == 0
+        # The whole file was sent, so the server counts the sound as delivered once nginx
+        # hands back its receipt (after the bytes left); the receipt never reaches the browser.
+        wait_until(
+            lambda: not Trial.objects.filter(session=session, delivered_at__isnull=True).exists(),
+            "every sound recorded as delivered",
+        )
+        assert "x-foley-receipt" not in sent
         # The internal location cannot be asked for directly, nor a sound without a token.
         audio = delivered_audio(trials[0].audio, test)
         assert browser.get(PREFIX + audio.file).status_code == 404

@@ -16,7 +16,13 @@ from django.utils import timezone
 
 from raters import selectors, services
 from raters.models import CategorySession, Rater, Rating, Stimulus
-from tests.listening_setup import add_closed_sessions, answer_session, build_listening_challenge
+from tests.listening_setup import (
+    add_closed_sessions,
+    answer_session,
+    build_listening_challenge,
+    deliver,
+    get_sound,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +59,7 @@ def _rater_at_trials(challenge) -> tuple[Client, Rater]:
     client.post(f"/listen/{slug}/instructions/")
     session = rater.sessions.get()
     for clip in session.familiarization.all():
-        client.get(f"/listen/{slug}/audio/{clip.token}/")
+        get_sound(client, f"/listen/{slug}/audio/{clip.token}/")
     assert client.post(f"/listen/{slug}/start/", {"session": session.pk}).status_code == 302
     return client, rater
 
@@ -64,7 +70,7 @@ def _cycle(client: Client, slug: str) -> dict[str, int]:
     assert response.status_code == 200
     form = _form(response.content.decode())
     sound_n, response = _queries(
-        lambda: client.get(f"/listen/{slug}/audio/{form['token']}/", HTTP_RANGE="bytes=0-")
+        lambda: get_sound(client, f"/listen/{slug}/audio/{form['token']}/", HTTP_RANGE="bytes=0-")
     )
     assert response.status_code == 206
     save_n, response = _queries(
@@ -101,11 +107,11 @@ def test_a_sound_fetched_again_is_two_reads_and_no_write(listening):
     form = _form(page)
     following = re.search(r'<audio preload="auto" src="[^"]*/audio/([^/"]+)/" hidden', page)
     url = f"/listen/{slug}/audio/{form['token']}/"
-    first, _ = _queries(lambda: client.get(url, HTTP_RANGE="bytes=0-"))
+    first, _ = _queries(lambda: get_sound(client, url, HTTP_RANGE="bytes=0-"))
     trial = services.Trial.objects.get(token=form["token"])
     with CaptureQueriesContext(connection) as again:
-        assert client.get(url, HTTP_RANGE="bytes=0-").status_code == 206
-        assert client.get(url, HTTP_RANGE="bytes=100-199").status_code == 206
+        assert get_sound(client, url, HTTP_RANGE="bytes=0-").status_code == 206
+        assert get_sound(client, url, HTTP_RANGE="bytes=100-199").status_code == 206
     assert first > 2
     # Two reads a fetch (the rater, the trial; prepared statements on PostgreSQL), no write.
     statements = [q["sql"] for q in again.captured_queries]
@@ -124,7 +130,7 @@ def test_a_sound_fetched_again_is_two_reads_and_no_write(listening):
         trial.delivered_ranges,
     )
     # A range not yet delivered is recorded as before.
-    client.get(f"/listen/{slug}/audio/{following.group(1)}/", HTTP_RANGE="bytes=0-99")
+    get_sound(client, f"/listen/{slug}/audio/{following.group(1)}/", HTTP_RANGE="bytes=0-99")
     assert services.Trial.objects.get(token=following.group(1)).delivered_ranges == [[0, 100]]
 
 
@@ -135,7 +141,7 @@ def test_a_diversity_save_costs_as_many_queries_at_1000_sessions_as_at_10(listen
     trials = services.diversity_trials(rater)
 
     def save(n: int) -> int:
-        services.serve_audio(rater, trials[n].token)
+        deliver(rater, trials[n].token)
         count, (_, created) = _queries(
             lambda: services.save_diversity_rating(
                 rater, trials[n].token, diversity=5, key=f"diversity-{n:04d}", require_heard=True
@@ -160,13 +166,16 @@ def _need_by_scan(challenge) -> dict[int, int]:
     ):
         teams.setdefault(category_id, []).append(team_id)
     excluded = set(selectors.excluded_sessions(challenge))
-    cutoff = timezone.now() - services.ABANDONED_AFTER
+    moment = timezone.now()
     counting: dict[int, list] = {}
     for session in CategorySession.objects.filter(rater__challenge=challenge).annotate(
         last=Max("trials__rating__created_at")
     ):
-        active = session.last or session.created_at
-        if session.pk in excluded or (session.state != "closed" and active < cutoff):
+        if session.last is not None:
+            active = session.last >= moment - services.ABANDONED_AFTER
+        else:  # not answered yet: its place is held a short while only
+            active = session.created_at >= moment - services.FIRST_ANSWER_WITHIN
+        if session.pk in excluded or (session.state != "closed" and not active):
             continue
         counting.setdefault(session.category_id, []).append(session.rater.team_id)
     return {
@@ -201,6 +210,7 @@ def _assert_summary_equals_scan(challenge, monkeypatch) -> None:
     assert need == _need_by_scan(challenge)
     # With every open session abandoned (the cut-off in the future) they agree as well.
     monkeypatch.setattr(services, "ABANDONED_AFTER", timedelta(hours=-1))
+    monkeypatch.setattr(services, "FIRST_ANSWER_WITHIN", timedelta(hours=-1))
     assert services.category_need(challenge) == _need_by_scan(challenge)
     monkeypatch.undo()
 

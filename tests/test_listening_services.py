@@ -15,7 +15,7 @@ from raters import selectors, services
 from raters.design import counterbalanced_order, williams
 from raters.models import CategorySession, ListeningTest, Rater, Rating, Trial
 from stimuli.models import Category
-from tests.listening_setup import answer_session, build_listening_challenge
+from tests.listening_setup import answer_session, build_listening_challenge, deliver
 
 pytestmark = pytest.mark.django_db
 
@@ -356,7 +356,7 @@ def test_familiarization_needs_every_example_fetched(listening):
     with pytest.raises(services.ListeningError):
         services.complete_familiarization(session)
     for clip in session.familiarization.all():
-        services.serve_audio(rater, clip.token)
+        deliver(rater, clip.token)
     services.complete_familiarization(session)
     assert session.familiarized_at is not None
 
@@ -499,6 +499,8 @@ def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
         q, f = (5, 5)
         if trial.role == "anchor_hq_goodfit" and wrong < 3:
             q, f, wrong = 0, 0, wrong + 1
+        elif trial.role == "anchor_hq_goodfit":
+            q, f = 9, 9
         elif trial.role == "anchor_lq_poorfit":
             q, f = 1, 1
         elif trial.role == "anchor_hq_poorfit":
@@ -506,7 +508,7 @@ def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
         services.save_rating(rater, trial.token, quality=q, fit=f, key=f"rule-{trial.pk:05d}")
     assert wrong == 3
     verdict = selectors.session_verdicts(listening)[session.pk]
-    assert verdict.misrated == 3 and not verdict.excluded  # DCASE: 5 of 12 exclude
+    assert verdict.misrated == 3 and not verdict.excluded  # by default 5 of 12 exclude
     ScoringSettings.objects.create(challenge=listening, exclude_at=3)
     assert selectors.session_verdicts(listening)[session.pk].excluded
 

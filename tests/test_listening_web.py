@@ -18,7 +18,7 @@ from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulu
 from raters.services import PREPARE_JOB
 from stimuli.audio import integrated_loudness
 from stimuli.models import Clip, Job
-from tests.listening_setup import answer_session, build_listening_challenge
+from tests.listening_setup import answer_session, build_listening_challenge, get_sound
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +64,7 @@ def test_a_rater_goes_from_invitation_to_the_end(listening):
     response = client.post(f"/listen/{listening.slug}/start/", {"session": session.pk})
     assert response.status_code == 409
     for clip in session.familiarization.all():
-        assert client.get(f"/listen/{listening.slug}/audio/{clip.token}/").status_code == 200
+        assert get_sound(client, f"/listen/{listening.slug}/audio/{clip.token}/").status_code == 200
     client.post(f"/listen/{listening.slug}/start/", {"session": session.pk})
 
     answered = 0
@@ -72,7 +72,7 @@ def test_a_rater_goes_from_invitation_to_the_end(listening):
         session = rater.sessions.get(state="open")
         if session.familiarized_at is None:
             for clip in session.familiarization.all():
-                client.get(f"/listen/{listening.slug}/audio/{clip.token}/")
+                get_sound(client, f"/listen/{listening.slug}/audio/{clip.token}/")
             client.post(f"/listen/{listening.slug}/start/", {"session": session.pk})
         while True:
             page = client.get(f"/listen/{listening.slug}/").content.decode()
@@ -88,7 +88,7 @@ def test_a_rater_goes_from_invitation_to_the_end(listening):
                     f"/listen/{listening.slug}/rate/", {**form, "quality": "7", "fit": "6"}
                 )
                 assert response.status_code == 409 and b"listen to the sound" in response.content
-            client.get(f"/listen/{listening.slug}/audio/{form['token']}/")
+            get_sound(client, f"/listen/{listening.slug}/audio/{form['token']}/")
             response = client.post(
                 f"/listen/{listening.slug}/rate/", {**form, "quality": "7", "fit": "6"}
             )
@@ -197,9 +197,9 @@ def test_strangers_see_nothing(listening):
     services.record_instructions(rater)
     session = services.next_session(rater).session
     token = session.trials.first().token
-    assert client.get(f"/listen/{listening.slug}/audio/{token}/").status_code == 403
+    assert get_sound(client, f"/listen/{listening.slug}/audio/{token}/").status_code == 403
     other, _ = _join(listening)
-    assert other.get(f"/listen/{listening.slug}/audio/{token}/").status_code == 404
+    assert get_sound(other, f"/listen/{listening.slug}/audio/{token}/").status_code == 404
     assert Client().get(f"/listen/{listening.slug}/join/nonsense/").status_code == 404
 
 
@@ -243,7 +243,7 @@ def test_audio_reveals_nothing_about_what_it_is(listening):
     session = services.next_session(rater).session
     responses = {}
     for trial in session.trials.all():
-        response = client.get(f"/listen/{listening.slug}/audio/{trial.token}/")
+        response = get_sound(client, f"/listen/{listening.slug}/audio/{trial.token}/")
         assert response.status_code == 200
         responses[trial.role + str(trial.pk)] = response
     header_sets = {
@@ -255,10 +255,10 @@ def test_audio_reveals_nothing_about_what_it_is(listening):
     assert headers["Content-Type"] == "audio/wav"
     assert "Content-Disposition" not in headers and "ETag" not in headers
     assert "Last-Modified" not in headers
-    assert {len(r.content) for r in responses.values()} == {44 + 2 * listening.clip_frames}
+    assert {len(r.body) for r in responses.values()} == {44 + 2 * listening.clip_frames}
     loudness = []
     for response in responses.values():
-        data = response.content
+        data = response.body
         assert data[:4] == b"RIFF" and b"LIST" not in data[:64]
         info = sf.info(io.BytesIO(data))
         assert (info.samplerate, info.channels, info.subtype) == (8000, 1, "PCM_16")
@@ -282,16 +282,19 @@ def test_audio_is_served_in_byte_ranges(listening):
     services.record_instructions(rater)
     trial = services.next_session(rater).session.trials.first()
     url = f"/listen/{listening.slug}/audio/{trial.token}/"
-    whole = client.get(url).content
+    whole = get_sound(client, url).body
     size = len(whole)
-    part = client.get(url, HTTP_RANGE="bytes=0-1")
-    assert part.status_code == 206 and part.content == whole[:2]
+    part = get_sound(client, url, HTTP_RANGE="bytes=0-1")
+    assert part.status_code == 206 and part.body == whole[:2]
     assert part["Content-Range"] == f"bytes 0-1/{size}" and part["Accept-Ranges"] == "bytes"
-    tail = client.get(url, HTTP_RANGE="bytes=100-")
-    assert tail.status_code == 206 and tail.content == whole[100:]
-    suffix = client.get(url, HTTP_RANGE="bytes=-10")
-    assert suffix.content == whole[-10:]
+    tail = get_sound(client, url, HTTP_RANGE="bytes=100-")
+    assert tail.status_code == 206 and tail.body == whole[100:]
+    suffix = get_sound(client, url, HTTP_RANGE="bytes=-10")
+    assert suffix.body == whole[-10:]
     assert client.get(url, HTTP_RANGE=f"bytes={size}-").status_code == 416
+    # Several ranges at once are refused, and a HEAD sends (and records) nothing.
+    assert client.get(url, HTTP_RANGE="bytes=0-0,2-2").status_code == 416
+    assert client.head(url).status_code == 405
 
 
 def test_loudness_alignment_can_be_turned_off(listening):
@@ -303,7 +306,7 @@ def test_loudness_alignment_can_be_turned_off(listening):
     services.record_instructions(rater)
     session = services.next_session(rater).session
     trial = session.trials.filter(role="trial").select_related("audio").first()
-    data = client.get(f"/listen/{listening.slug}/audio/{trial.token}/").content
+    data = get_sound(client, f"/listen/{listening.slug}/audio/{trial.token}/").body
     samples, rate = sf.read(io.BytesIO(data), always_2d=True)
     assert abs(integrated_loudness(samples, rate) - trial.audio.loudness_lufs) < 0.1
 
@@ -330,7 +333,7 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     assert (
         text.splitlines()[0]
         == "rater,participant_id,rater_team,session,category,system,track,stimulus,role,quality,"
-        "fit,plays,seeks,heard_fraction,answer_s,flags"
+        "fit,rater_kind,plays,seeks,heard_fraction,answer_s,flags"
     )
     assert len(rows) == 32
     assert {r["rater_team"] for r in rows} == {team.name, ""}
@@ -418,8 +421,8 @@ def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
         heading == f"Diversity: system {trial.item.system.public_id} · {trial.item.category.name}"
     )
     assert "Team" not in page
-    audio = organizer_client.get(f"/listen/{listening.slug}/audio/{form['token']}/")
-    frames = sf.info(io.BytesIO(audio.content)).frames
+    audio = get_sound(organizer_client, f"/listen/{listening.slug}/audio/{form['token']}/")
+    frames = sf.info(io.BytesIO(audio.body)).frames
     assert frames == 2 * listening.clip_frames + round(0.5 * 8000)  # two sounds, one gap
     for value, status in (("11", 400), ("x", 400)):
         assert (

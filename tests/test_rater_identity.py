@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from raters import lookups, services
 from raters.models import Rater, Trial
 from raters.views import RATER_COOKIE, RATER_SALT
-from tests.listening_setup import build_listening_challenge, rater_at_trials
+from tests.listening_setup import build_listening_challenge, deliver, rater_at_trials
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +68,7 @@ def test_a_forged_or_foreign_cookie_is_refused(listening):
 def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
     rater, session = rater_at_trials(listening)
     trial = session.trials.order_by("position").first()
-    services.serve_audio(rater, trial.token, "bytes=0-")
+    deliver(rater, trial.token, "bytes=0-")
 
     found = lookups.rater_by_key(rater.access_key, listening.slug)
     expected = Rater.objects.get(pk=rater.pk)
@@ -112,3 +112,50 @@ def test_the_lookups_prepared_on_a_connection_outlive_a_rollback_and_come_back_a
             assert "foley_rater_by_key" in {name for (name,) in cursor.fetchall()}
     connection.close()  # a new connection has no prepared statements: prepared again
     assert found()
+
+
+def _held(client: Client, challenge) -> str | None:
+    cookie = client.cookies.get(RATER_COOKIE.format(challenge.slug))
+    return cookie.value if cookie is not None and cookie.value else None
+
+
+def test_another_raters_link_switches_the_browser_only_after_a_confirming_post(listening):
+    first, second = services.invite(listening), services.invite(listening)
+    browser = Client(enforce_csrf_checks=True)
+    assert browser.get(f"/listen/{listening.slug}/join/{first.access_key}/").status_code == 302
+    held = _held(browser, listening)
+    # Another site sends the browser to the second rater's link: a page asks, nothing switches.
+    url = f"/listen/{listening.slug}/join/{second.access_key}/"
+    page = browser.get(url)
+    assert page.status_code == 200 and "rates in this listening test as someone else" in (
+        page.content.decode()
+    )
+    assert _held(browser, listening) == held
+    # Its own link again: nothing to confirm.
+    assert browser.get(f"/listen/{listening.slug}/join/{first.access_key}/").status_code == 302
+    # A cross-site POST has no CSRF token: refused.
+    assert browser.post(url).status_code == 403 and _held(browser, listening) == held
+    # The person confirms on the page.
+    token = browser.cookies["csrftoken"].value
+    assert browser.post(url, {"csrfmiddlewaretoken": token}).status_code == 302
+    assert _held(browser, listening) != held
+    # Now the browser is the second rater: its link asks nothing, the first one's does.
+    assert browser.get(url).status_code == 302
+    assert browser.get(f"/listen/{listening.slug}/join/{first.access_key}/").status_code == 200
+
+
+def test_a_crowd_link_enrols_another_rater_only_after_a_confirming_post(listening):
+    test = services.listening_test(listening)
+    url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/"
+    browser = Client()
+    assert browser.get(url + "?PROLIFIC_PID=worker-1").status_code == 302
+    held, count = _held(browser, listening), Rater.objects.count()
+    # The same worker back through the link: no question.
+    assert browser.get(url + "?PROLIFIC_PID=worker-1").status_code == 302
+    # Another worker's link in this browser: asked first, nobody enrolled.
+    page = browser.get(url + "?PROLIFIC_PID=worker-2")
+    assert page.status_code == 200 and 'id="switch"' in page.content.decode()
+    assert Rater.objects.count() == count and _held(browser, listening) == held
+    assert browser.post(url + "?PROLIFIC_PID=worker-2").status_code == 302
+    assert Rater.objects.count() == count + 1 and _held(browser, listening) != held
+    assert Rater.objects.filter(participant_id="worker-2").exists()

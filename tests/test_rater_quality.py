@@ -42,38 +42,75 @@ def _rows(session="R1-1", *, answers=None, misrated=0, heard=1.0, answer_s=8.0, 
     return rows
 
 
+# DCASE 2023 Task 7's own anchor rule (only an answer at the opposite extreme misrates), under
+# which every other rule can be seen alone on a session answered 5 everywhere.
+DCASE = quality.QualityRules({"anchors": {"misrating": quality.DCASE_MISRATING}})
+
+
+def _crowd(rows):
+    for row in rows:
+        row["rater_kind"] = "crowd"
+    return rows
+
+
 def _verdict(rows, rules=None):
     [verdict] = quality.judge(rows, rules or quality.QualityRules()).values()
     return verdict
 
 
-def test_dcase_defaults_exclude_by_the_anchor_rule_only():
+def test_invited_raters_are_excluded_by_the_anchor_rule_only():
     assert not _verdict(_rows(misrated=4)).excluded
     verdict = _verdict(_rows(misrated=5))
     assert verdict.excluded and verdict.misrated == 5 and verdict.checks == 12
     assert str(verdict.flags[0]) == "excluded by anchors: 5 of 12 checks misrated (limit 5)"
-    # Every other rule only flags by default.
-    for rows, rule in (
-        (_rows(answers=(5, 5)), "straight_lining"),
-        (_rows(answer_s=1.0), "too_fast"),
-        (_rows(heard=0.3), "not_listened"),
-        (_rows(gold=[(2, 8)]), "gold"),
+    # Every other rule only flags an invited rater by default.
+    for rows, rule, rules in (
+        (_rows(answers=(5, 5)), "straight_lining", DCASE),
+        (_rows(answer_s=1.0), "too_fast", None),
+        (_rows(heard=0.3), "not_listened", None),
+        (_rows(gold=[(2, 8)]), "gold", None),
     ):
-        verdict = _verdict(rows)
+        verdict = _verdict(rows, rules)
         assert [(f.rule, f.action) for f in verdict.flags] == [(rule, "flag")], rule
         assert not verdict.excluded
 
 
-def test_five_out_of_five_everywhere_is_caught_as_straight_lining():
-    # A mid-scale answer is never a misrating: the anchor rule alone lets this rater through.
+def test_crowd_workers_are_excluded_by_straight_lining_and_speed_too():
+    for rows, rule, rules in (
+        (_rows(answers=(5, 5)), "straight_lining", DCASE),
+        (_rows(answer_s=1.0), "too_fast", None),
+    ):
+        invited = _verdict(rows, rules)
+        crowd = _verdict(_crowd(rows), rules)
+        assert [(f.rule, f.action) for f in invited.flags] == [(rule, "flag")]
+        assert [(f.rule, f.action) for f in crowd.flags] == [(rule, "exclude")]
+        assert crowd.excluded and not invited.excluded
+    # Not listening only flags, for the crowd too (the server refuses unheard answers anyway).
+    assert not _verdict(_crowd(_rows(heard=0.3))).excluded
+
+
+def test_five_out_of_five_everywhere_is_excluded_by_default():
+    # A mid-scale answer on an anchor made for an extreme is a misrating: all 12 are.
     verdict = _verdict(_rows(answers=(5, 5)))
+    assert verdict.misrated == 12 and verdict.excluded
+    assert verdict.summary() == (
+        "excluded by anchors: 12 of 12 checks misrated (limit 5); "
+        "flagged by straight_lining: the same answer (5, 5) on 36 of 36"
+    )
+    # Under DCASE's own anchor rule only straight-lining catches it.
+    verdict = _verdict(_rows(answers=(5, 5)), DCASE)
     assert verdict.misrated == 0
     assert verdict.summary() == "flagged by straight_lining: the same answer (5, 5) on 36 of 36"
     # Little variance without one repeated answer is caught too.
     rows = _rows()
     for n, row in enumerate(rows):
         row["quality"], row["fit"] = 5 + n % 2, 5
-    strict = quality.QualityRules({"straight_lining": {"action": "exclude"}})
+    strict = quality.QualityRules(
+        {
+            "straight_lining": {"action": "exclude"},
+            "anchors": {"misrating": quality.DCASE_MISRATING},
+        }
+    )
     verdict = _verdict(rows, strict)
     assert verdict.excluded and "variance" in verdict.flags[0].reason
 
@@ -121,7 +158,8 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
             row["stimulus"] = "S1/dog/1" if row["role"] == "trial" else "anchor/1"
         rows += session
     inputs = Inputs(rows, [], [], teams("S1"))
-    result = score(inputs, Rules(bootstrap=0))
+    dcase = quality.DCASE_MISRATING
+    result = score(inputs, Rules(bootstrap=0, misrating=dcase))
     assert [e["rater"] for e in result["excluded_sessions"]] == ["R4"]
     assert result["excluded_sessions"][0]["rules"] == {
         "anchors": "5 of 12 checks misrated (limit 5)"
@@ -130,6 +168,7 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
     assert flagged == {"R1": {"straight_lining"}, "R2": {"too_fast"}, "R3": {"not_listened"}}
     strict = Rules(
         bootstrap=0,
+        misrating=dcase,
         quality={r: {"action": "exclude"} for r in ("straight_lining", "too_fast", "not_listened")},
     )
     result = score(inputs, strict)
@@ -145,6 +184,9 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
 def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_client):
     challenge = build_listening_challenge(slug="quality", categories=3, target_ratings=2)
     services.set_open(challenge, True)
+    # DCASE's anchor rule, so that a session answered 5 everywhere is caught by straight-lining
+    # alone.
+    ScoringSettings.objects.create(challenge=challenge, misrating_rules=quality.DCASE_MISRATING)
     sessions = {}
     for kind in ("straight", "fast", "deaf", "misrating"):
         rater = services.invite(challenge, label=kind)
@@ -168,7 +210,8 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
         )
         sessions[kind] = session
 
-    result = score(collect_inputs(challenge), Rules(bootstrap=0))
+    settings = ScoringSettings.objects.get(challenge=challenge)
+    result = score(collect_inputs(challenge), settings.rules())
     assert [e["session"] for e in result["excluded_sessions"]] == [sessions["misrating"].code]
     flagged = {e["session"]: set(e["flags"]) for e in result["flagged_sessions"]}
     assert flagged == {
@@ -210,8 +253,7 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     category = sessions["misrating"].category_id
     before = services.category_need(challenge)
     # Made to exclude, the other three leave their places too, in every view alike.
-    ScoringSettings.objects.create(
-        challenge=challenge,
+    ScoringSettings.objects.filter(challenge=challenge).update(
         quality_rules={
             r: {"action": "exclude"} for r in ("straight_lining", "too_fast", "not_listened")
         },

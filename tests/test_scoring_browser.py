@@ -51,3 +51,35 @@ def test_public_reads_a_published_leaderboard_with_plots(
         page.screenshot(path=str(tmp_path / "track.png"), full_page=True)
         page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
         page.screenshot(path=str(tmp_path / "snapshot.png"), full_page=True)
+
+
+def test_the_league_with_fad_kad_and_stability_reads_on_a_desktop_and_a_phone(
+    live_server, chromium_path, organizer, tmp_path
+):
+    from tests.test_scoring_league import AGREES, league_inputs, with_kad
+
+    challenge = create_challenge(name="Browser league", slug="browser-league")
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 50
+    settings.save()
+    inputs = with_kad(league_inputs())
+    for row in inputs.fad:
+        for size in (25, 50, 100):
+            row[f"fad_eval_{size}"] = row["fad_eval"] * (1 + 10 / size)
+            row[f"kad_eval_{size}"] = row["kad_eval"]
+    services.publish(challenge, organizer, inputs)
+    for width, height, name in ((1366, 900, "desktop"), (390, 844, "phone")):
+        with chromium_page(chromium_path, viewport={"width": width, "height": height}) as page:
+            page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
+            table = page.locator("#table-metric-league")
+            assert "KAD" in table.inner_text() and AGREES in table.inner_text()
+            stability = page.locator("#table-league-stability")
+            stability.scroll_into_view_if_needed()
+            row = page.locator("#table-league-stability tbody tr", has_text="KAD").first
+            assert "1.000" in row.inner_text()  # KAD keeps its ranking on every subset
+            # The page itself never scrolls sideways: a wide table scrolls in its own box.
+            assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+            table.screenshot(path=str(tmp_path / f"league-{name}.png"))
+            stability.screenshot(path=str(tmp_path / f"stability-{name}.png"))
+            page.screenshot(path=str(tmp_path / f"results-{name}.png"), full_page=True)
+    print(tmp_path)

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy.stats import spearmanr
 
+from raters.quality import DCASE_MISRATING
 from scoring.compute import (
     DIVERSITY_COLUMNS,
     FAD_COLUMNS,
@@ -159,13 +160,16 @@ def test_exclusion_is_per_category_session():
 @pytest.mark.parametrize(
     ("role", "q", "f", "is_misrated"),
     [
-        ("anchor_hq_goodfit", 4, 4, False),
+        ("anchor_hq_goodfit", 6, 6, False),
+        ("anchor_hq_goodfit", 5, 9, True),  # mid-scale on a scale expected high
         ("anchor_hq_goodfit", 3, 9, True),
         ("anchor_hq_goodfit", 9, 3, True),
-        ("anchor_hq_poorfit", 9, 6, False),
+        ("anchor_hq_poorfit", 9, 4, False),
+        ("anchor_hq_poorfit", 9, 5, True),
         ("anchor_hq_poorfit", 9, 7, True),  # fit "high": the scales confused
         ("anchor_hq_poorfit", 3, 1, True),
-        ("anchor_lq_poorfit", 6, 6, False),
+        ("anchor_lq_poorfit", 4, 4, False),
+        ("anchor_lq_poorfit", 5, 1, True),
         ("anchor_lq_poorfit", 7, 1, True),
         ("anchor_lq_poorfit", 1, 7, True),
     ],
@@ -179,20 +183,17 @@ def test_misrating_rules_and_thresholds(role, q, f, is_misrated):
 def test_thresholds_and_rules_are_settings():
     ratings = [anchor("x", "anchor_hq_poorfit", 9, 6) for _ in range(5)] + [trial("x", "S1", 5, 5)]
     inputs = Inputs(ratings, [], [], teams("S1"))
-    assert score(inputs, NO_BOOT)["excluded_sessions"] == []
-    assert (
-        score(inputs, Rules(bootstrap=0, checks_per_session=0, high=6))["excluded_sessions"] != []
-    )
+    # By default a fit of 6 on a poor-fit anchor is on the wrong half of the scale.
+    assert score(inputs, NO_BOOT)["excluded_sessions"] != []
+    # DCASE 2023 Task 7's own rule: only the opposite extreme (7 and up) misrates.
+    dcase = {"bootstrap": 0, "checks_per_session": 0, "misrating": DCASE_MISRATING}
+    assert score(inputs, Rules(**dcase))["excluded_sessions"] == []
+    assert score(inputs, Rules(**dcase, high=6))["excluded_sessions"] != []
     lenient = Rules(
         bootstrap=0, checks_per_session=0, high=6, misrating={"anchor_hq_poorfit": ["quality_low"]}
     )
     assert score(inputs, lenient)["excluded_sessions"] == []
-    assert (
-        score(inputs, Rules(bootstrap=0, checks_per_session=0, high=6, exclude_at=6))[
-            "excluded_sessions"
-        ]
-        == []
-    )
+    assert score(inputs, Rules(**dcase, high=6, exclude_at=6))["excluded_sessions"] == []
     with pytest.raises(ScoringInputError, match="unknown condition"):
         Rules(misrating={"anchor_hq_poorfit": ["loud"]})
     with pytest.raises(ScoringInputError, match="unknown scoring settings"):
@@ -526,9 +527,14 @@ def test_intervals_hold_diversity_raters_in_every_replicate():
         Rules(bootstrap=400, checks_per_session=0),
     )
     rows = by_system(result)
-    # Every rating agrees, so each final is exact and its interval a point.
-    assert rows["S1"]["final_ci"] == [rows["S1"]["final"]] * 2 == [5.2] * 2
-    assert rows["S2"]["final_ci"] == [rows["S2"]["final"]] * 2
+    assert rows["S1"]["final"] == 5.2
+    # Every rating agrees: no spread to build an interval on, so none is shown (a zero-width
+    # interval would claim the value exact), and the reason says so; the final rests on two
+    # raters of diversity, too few by the design whatever they answered.
+    for row in rows.values():
+        assert row["quality_ci"] is None and "all agree" in row["ci_withheld"]["quality"]
+        assert row["final_ci"] is None
+        assert row["ci_withheld"]["final"] == "2 raters: too few for an honest interval"
 
 
 def _few_diversity_raters(n: int) -> Inputs:
@@ -575,7 +581,7 @@ def test_t_probability_of_order_cancels_what_raters_share():
     ratings, diversity = [], []
     for r, lenience in enumerate((0, 3, -2, 1)):
         for s, base in (("S1", 6), ("S2", 5)):
-            for k in range(2):
+            for k in range(3):
                 ratings.append(
                     trial(f"r{r}", s, base + lenience, base + lenience, stimulus=f"{s}{k}")
                 )
@@ -585,3 +591,27 @@ def test_t_probability_of_order_cancels_what_raters_share():
     assert result["pairs"]["A"][0]["probability"] == 1.0
     lo, hi = result["tracks"]["A"][0]["final_ci"]
     assert hi - lo > 2  # the level itself is uncertain: raters disagree by 5 points
+
+
+def test_rating_intervals_stay_on_the_scale_and_the_design_decides_withholding():
+    # A system near the ceiling rated by 4 raters who disagree: its t interval would reach past
+    # 10; cut to the scale. A system with 2 sounds per category: withheld whatever its sounds did.
+    ratings, diversity = [], []
+    for r, lenience in enumerate((0, -3, 1, -1)):
+        for k in range(4):
+            top = min(10, 10 + lenience + (k % 2))
+            ratings.append(trial(f"r{r}", "S1", top, top, stimulus=f"S1-{k}"))
+        for k in range(2):  # two sounds that agree exactly
+            ratings.append(trial(f"r{r}", "S2", 5 + lenience, 5 + lenience, stimulus=f"S2-{k}"))
+        for s in ("S1", "S2"):
+            diversity.append(div(f"r{r}", s, 6))  # every organizer gives the same integer
+    result = score(Inputs(ratings, diversity, [], teams("S1", "S2")),
+                   Rules(bootstrap=10, checks_per_session=0))  # fmt: skip
+    rows = by_system(result)
+    for scale in ("quality", "fit", "final"):
+        low, high = rows["S1"][f"{scale}_ci"]
+        assert 0 <= low < rows["S1"][scale] < high == 10
+    assert rows["S2"]["quality_ci"] is None
+    assert "2 sounds: too few" in rows["S2"]["ci_withheld"]["quality"]
+    for row in rows.values():
+        assert row["diversity_ci"] is None and "all agree" in row["ci_withheld"]["diversity"]

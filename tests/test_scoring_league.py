@@ -130,3 +130,81 @@ def test_the_league_is_published_with_its_table_and_downloads(client, challenge,
     as_json = client.get(f"/results/{challenge.slug}/1/download/metric-league.json").json()
     for key in ("spearman", "quality", "fit", "diversity"):
         assert as_json["rows"][0][f"{key}_low"] is not None
+
+
+def with_kad(inputs: Inputs) -> Inputs:
+    """The league's inputs with KAD beside FAD: each model's KAD orders systems the other way
+    from its FAD (an embedding that agrees with listeners under one distance only)."""
+    out = copy.deepcopy(inputs)
+    for row in out.fad:
+        row["kad_eval"] = round(100 - row["fad_eval"], 6)
+        row["kad_dev"] = round(100 - row["fad_dev"], 6)
+    return out
+
+
+@pytest.mark.django_db
+def test_each_model_is_ranked_by_fad_and_by_kad_on_the_page_and_in_downloads(
+    client, challenge, organizer
+):
+    result = score(with_kad(league_inputs()), Rules(bootstrap=100))
+    league = result["metric_league"]
+    check_league(league, ["A", "B"])  # FAD's entries as before
+    for scope in [
+        league["kad"]["tracks"]["A"],
+        league["kad"]["tracks"]["B"],
+        league["kad"]["pooled"],
+    ]:
+        assert scope[AGREES]["spearman"] == -1.0 and scope[REVERSES]["spearman"] == 1.0
+    assert result["kad"] is True
+    top = result["tracks"]["A"][0]
+    assert top["kad_eval"] > result["tracks"]["A"][-1]["kad_eval"]
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 50
+    settings.save()
+    services.publish(challenge, organizer, with_kad(league_inputs()))
+    page = client.get(f"/results/{challenge.slug}/1/").content.decode()
+    assert "KAD-Eval" in page
+    got = client.get(f"/results/{challenge.slug}/1/download/metric-league.csv")
+    rows = list(csv.DictReader(io.StringIO(got.content.decode())))
+    assert len(rows) == 2 * 3 * 2  # two models, two tracks and all, FAD and KAD
+    assert {(r["scope"], r["model"], r["metric"], r["spearman"]) for r in rows} >= {
+        ("A", AGREES, "FAD", "1.0"),
+        ("A", AGREES, "KAD", "-1.0"),
+    }
+    board = client.get(f"/results/{challenge.slug}/1/download/leaderboard-A.csv").content.decode()
+    assert "kad_eval,kad_eval_low,kad_eval_high" in board.splitlines()[0]
+    api = client.get(f"/api/results/{challenge.slug}/snapshots/1/leaderboards/A/").json()
+    assert "kad_eval" in api["rows"][0]
+
+
+def test_stability_kendall_tau_and_drift_on_fewer_clips_flag_a_model_that_reorders(tmp_path):
+    inputs = league_inputs()
+    for row in inputs.fad:
+        value = row["fad_eval"]
+        # AGREES keeps its order on every subset, its FAD 50 % higher on 25 clips (the bias);
+        # REVERSES turns its order round on 50 clips.
+        stable = row["model"] == AGREES
+        row["fad_eval_25"] = value * 1.5 if stable else value
+        row["fad_eval_50"] = value if stable else 100 - value
+    result = score(inputs, Rules(bootstrap=0))
+    for scope in (result["metric_league"]["tracks"]["A"], result["metric_league"]["pooled"]):
+        agrees, reverses = scope[AGREES], scope[REVERSES]
+        assert agrees["tau_25"] == agrees["tau_50"] == 1.0
+        assert agrees["tau_100"] is None  # no system has more than 100 clips
+        assert agrees["drift_25"] == pytest.approx(0.5) and agrees["drift_50"] == 0.0
+        assert agrees["unstable"] is False
+        assert reverses["tau_50"] == -1.0 and reverses["unstable"] is True
+    table = selectors.table(result, "league-stability")
+    assert {"tau_50", "drift_25", "unstable"} <= set(table.flat_columns)
+    flags = {(r["scope"], r["model"]): r["unstable"] for r in table.rows}
+    assert flags[("A", REVERSES)] == "reorders" and flags[("A", AGREES)] == ""
+    # score_offline reports it from the same columns.
+    paths = _csvs(tmp_path, Inputs(**{**inputs.__dict__, "fad": []}))
+    columns = ("system", "track", "category", "fad_dev", "fad_eval", "model",
+               "fad_eval_25", "fad_eval_50")  # fmt: skip
+    paths["fad"] = _write(tmp_path / "fad_models.csv", columns, inputs.fad)
+    out = io.StringIO()
+    call_command("score_offline", *[f"--{k}={v}" for k, v in paths.items()], "--bootstrap=0",
+                 stdout=out)  # fmt: skip
+    offline = json.loads(out.getvalue())["metric_league"]["pooled"]
+    assert offline[REVERSES]["unstable"] is True and offline[AGREES]["tau_50"] == 1.0

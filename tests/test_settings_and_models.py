@@ -112,6 +112,12 @@ def test_researchers_command_line_tools_run_without_a_secret_key(tmp_path):
     )  # fmt: skip
     assert fad.returncode == 0, fad.stderr
     assert '"fad": ' in fad.stdout
+    kad = subprocess.run(
+        [sys.executable, "manage.py", "compute_kad", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert kad.returncode == 0, kad.stderr
+    assert '"kad": ' in kad.stdout
     # score_offline parses its files: a missing one is its own error, not the settings'.
     scored = subprocess.run(
         [sys.executable, "manage.py", "score_offline", f"--ratings={tmp_path / 'none.csv'}",

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import IntegrityError, transaction
 
-from raters import services, text_prompts
+from raters import text_prompts
 from raters.errors import ListeningError
 from raters.models import (
     DescriptionAnswer,
@@ -21,6 +21,7 @@ from raters.models import (
 from stimuli.generators import text_prompts as generation
 from stimuli.models import DescribedClip, Job, TextClip, TextGeneration
 from stimuli.services import create_challenge
+from tests.listening_setup import deliver
 from tests.text_prompt_setup import build_text_study, reference_folder, text_system
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sandbox]
@@ -298,7 +299,7 @@ def test_realism_waits_for_all_its_clips_so_waiting_tells_nothing(tmp_path):
     step = text_prompts.next_step(judge)
     assert step.test == "realism" and step.waiting
     with pytest.raises(ListeningError, match="No such audio"):
-        services.serve_audio(judge.rater, late.token)
+        deliver(judge.rater, late.token)
     generation.generate_now([judge.system_id])
     step = text_prompts.next_step(judge)
     assert step.test == "realism" and not step.waiting

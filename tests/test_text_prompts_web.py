@@ -18,6 +18,7 @@ from raters.models import (
     TextTrial,
 )
 from stimuli.models import DescribedClip
+from tests.listening_setup import get_sound
 from tests.text_prompt_setup import build_text_study
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sandbox]
@@ -50,7 +51,7 @@ def _form(page: str) -> dict:
 
 def _hear(client: Client, slug: str, page: str) -> None:
     for url in re.findall(r'src="(/listen/[^"]+/audio/[^"]+/)"', page):
-        assert client.get(url).status_code == 200
+        assert get_sound(client, url).status_code == 200
 
 
 def _blind(page: str, token: str, study) -> str:
@@ -149,7 +150,7 @@ def test_nothing_on_the_pages_or_in_the_audio_tells_real_from_generated(study):
             assert secret not in page
         for name in DescribedClip.objects.values_list("name", flat=True):
             assert name not in page
-        response = client.get(f"/listen/{slug}/audio/{trial.token}/")
+        response = get_sound(client, f"/listen/{slug}/audio/{trial.token}/")
         assert response.status_code == 200
         headers.add(tuple(sorted((k, v) for k, v in response.headers.items())))
 
@@ -187,7 +188,7 @@ def test_pages_refuse_other_raters_and_other_judges_items(study):
         f"/listen/{slug}/text/describe/", {"token": trial.token, "key": "k" * 16, "text": "x"}
     )
     assert response.status_code == 403
-    assert other_client.get(f"/listen/{slug}/audio/{trial.token}/").status_code == 404
+    assert get_sound(other_client, f"/listen/{slug}/audio/{trial.token}/").status_code == 404
     # A rater of the listening test who is no judge is told so.
     plain = Client()
     rater = services.invite(study.challenge)

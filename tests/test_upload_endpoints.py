@@ -290,8 +290,8 @@ def test_api_creates_a_challenge_with_default_categories(api_client):
     assert duplicate.status_code == 400
 
 
-def test_openapi_schema_is_served(client):
-    response = client.get("/api/schema/")
+def test_openapi_schema_is_served(organizer_client):
+    response = organizer_client.get("/api/schema/")
     assert response.status_code == 200
     assert b"/api/challenges/{challenge_slug}/uploads/" in response.content
 

@@ -21,13 +21,14 @@ def _number(value) -> str:
 @register.filter
 def cell(pair):
     """A table cell: the value, its interval in brackets when it has one, or why it has none
-    (too few raters for an honest interval) instead of a narrow one."""
+    (too few raters or sounds for an honest interval, or no spread) instead of a narrow one."""
     value, interval, withheld = pair
     if withheld and value is not None:
         return format_html(
-            '{} <small class="ci withheld" title="{}">[no interval: too few raters]</small>',
+            '{} <small class="ci withheld" title="{}">[no interval: {}]</small>',
             _number(value),
             withheld,
+            _short_reason(withheld),
         )
     if interval and None not in interval and value is not None:
         return format_html(
@@ -50,3 +51,14 @@ def latest_snapshot(challenge):
     from scoring.selectors import latest_snapshot as latest
 
     return latest(challenge, organizer=True)
+
+
+def _short_reason(withheld: str) -> str:
+    """The few words a cell has room for; the whole reason is its title."""
+    if "sounds: too few" in withheld:
+        return "too few sounds"
+    if "all agree" in withheld:
+        return "no spread"
+    if "raters: too few" in withheld:
+        return "too few raters"
+    return "one rater or sound"

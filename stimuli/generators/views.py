@@ -14,7 +14,7 @@ from ..errors import Refused, page_status
 from ..jobs import is_stale, log_tail
 from ..models import Challenge, Generator, Job, System
 from ..panels import render_panel
-from ..permissions import organizer_required
+from ..permissions import challenge_organizer_required
 from ..phases import phase_conflict
 from . import generation
 
@@ -55,7 +55,7 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
     )
 
 
-@organizer_required
+@challenge_organizer_required
 def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     """A generation or validation job with its latest log lines, polled while it runs."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -87,12 +87,12 @@ def _refused(
     return _panel(request, challenge, {system.pk: message}, page_status(request.htmx, refusal))
 
 
-@organizer_required
+@challenge_organizer_required
 def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -116,7 +116,7 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     return _panel(request, challenge)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def trust(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -125,7 +125,7 @@ def trust(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     return _panel(request, challenge)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def generate(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -145,7 +145,7 @@ def generate(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     return _panel(request, challenge)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)

@@ -59,6 +59,7 @@ from .fad import (
     fad_infinity,
     frechet_distance,
 )
+from .kad import KadReference, kad_interval
 
 Progress = Callable[[int, int, str], None]
 PURPOSES = ("fad", "medoids")
@@ -549,6 +550,73 @@ def reference_stats(
     return out
 
 
+def kad_references(
+    challenge: Challenge, model_id: str, reference: str
+) -> dict[int, KadReference | str]:
+    """Per category: the reference prepared for KAD (its kernel's bandwidth and sum, made once
+    for every system), or why there is none. KAD needs the reference's embeddings: published
+    statistics (a mean and a covariance) cannot give it."""
+    out: dict[int, KadReference | str] = {}
+    for category_id in _published_stats(challenge, model_id, reference):
+        out[category_id] = "the reference is published statistics: KAD needs its audio"
+    role = Clip.Role.EVALUATION if reference == "evaluation" else Clip.Role.DEVELOPMENT
+    for category_id, audio_ids in _clip_audio(challenge, role=role).items():
+        if category_id in out:
+            continue
+        try:
+            out[category_id] = KadReference.of(_clips_of(model_id, audio_ids))
+        except ValueError as exc:
+            out[category_id] = f"no KAD reference: {exc}"
+    return out
+
+
+# The clip counts a metric's stability is measured at (the league's Kendall tau and drift):
+# DCASE 2023 Task 7 had 100 clips per system and category.
+SUBSET_SIZES = (25, 50, 100)
+
+
+def _subset_details(
+    clips: list[np.ndarray],
+    factor: ReferenceFactor,
+    kad_reference: KadReference | str | None,
+    seed: int,
+) -> dict:
+    """FAD and KAD of one random draw of 25, 50 and 100 of the clips (only sizes below the
+    clip count: at or above it the subset is every clip, the value itself)."""
+    from .kad import kernel_distance
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, dict[str, float]] = {}
+    for size in SUBSET_SIZES:
+        if size >= len(clips):
+            break
+        picked = [clips[i] for i in np.sort(rng.choice(len(clips), size=size, replace=False))]
+        stats = GaussianStats.from_embeddings(picked)
+        entry = {"fad": frechet_distance(stats, factor)}
+        if isinstance(kad_reference, KadReference):
+            entry["kad"] = kernel_distance(picked, kad_reference)
+        out[str(size)] = entry
+    return {"subsets": out} if out else {}
+
+
+def _kad_details(clips: list[np.ndarray], reference: KadReference | str | None) -> dict:
+    """KAD with its interval (or why either is missing), as a FAD row's details record it."""
+    if reference is None:
+        return {}
+    if isinstance(reference, str):
+        return {"kad_error": reference}
+    try:
+        found = kad_interval(clips, reference)
+    except ValueError as exc:
+        return {"kad_error": str(exc)}
+    out: dict = {"kad": found.value}
+    if found.low is not None:
+        out["kad_ci95"] = [found.low, found.high]
+    else:
+        out["kad_ci_withheld"] = found.withheld
+    return out
+
+
 def compute_fad_results(
     challenge: Challenge,
     *,
@@ -558,14 +626,15 @@ def compute_fad_results(
     owner: Job | None = None,
     select: bool = True,
 ) -> dict:
-    """FAD-Eval and FAD-Dev of every system and category; then finalists per track (not for a
-    league model: `select=False`). With `owner`, results are written only while that job is
-    still this worker's."""
+    """FAD-Eval and FAD-Dev, each with its KAD, of every system and category; then finalists
+    per track (not for a league model: `select=False`). With `owner`, results are written only
+    while that job is still this worker's."""
     obj = objective_settings(challenge)
     references = [FadResult.Reference.EVALUATION]
     if obj.fad_development:
         references.append(FadResult.Reference.DEVELOPMENT)
     refs = {r: reference_stats(challenge, model_id, r) for r in references}
+    kad_refs = {r: kad_references(challenge, model_id, r) for r in references}
     # Each reference covariance is factored once per category, not once per system.
     factors: dict[tuple[str, int], ReferenceFactor] = {}
     if not refs[FadResult.Reference.EVALUATION] and log:
@@ -612,6 +681,13 @@ def compute_fad_results(
                         "frames": stats.count,
                         "reference_source": source,
                         **_fad_extras(clips, audio_ids, factor, obj),
+                        **_kad_details(clips, kad_refs[reference].get(category_id)),
+                        **_subset_details(
+                            clips,
+                            factor,
+                            kad_refs[reference].get(category_id),
+                            seed=system.pk * 1000 + category_id,
+                        ),
                     },
                 }
                 computed.append((system, category_id, reference, values))

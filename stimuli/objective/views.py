@@ -13,7 +13,7 @@ from ..errors import Refused, page_status
 from ..jobs import log_tail
 from ..models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
 from ..panels import render_panel
-from ..permissions import organizer_required
+from ..permissions import challenge_organizer_required
 from . import pipeline
 
 OBJECTIVE_KINDS = [Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS]
@@ -59,12 +59,12 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
     )
 
 
-@organizer_required
+@challenge_organizer_required
 def panel(request: HttpRequest, slug: str) -> HttpResponse:
     return _panel(request, get_object_or_404(Challenge, slug=slug))
 
 
-@organizer_required
+@challenge_organizer_required
 def clip_fad(request: HttpRequest, slug: str, system_id: int, category: str) -> HttpResponse:
     """A system's clips of one category by their own FAD, the worst first, to listen to."""
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -80,7 +80,7 @@ def clip_fad(request: HttpRequest, slug: str, system_id: int, category: str) -> 
     return render(request, "stimuli/objective_clip_fad.html", context)
 
 
-@organizer_required
+@challenge_organizer_required
 def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     job = get_object_or_404(Job, pk=job_id, challenge=challenge, kind__in=OBJECTIVE_KINDS)
@@ -96,7 +96,7 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     return response
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -113,7 +113,7 @@ def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     return _panel(request, challenge)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
@@ -125,7 +125,7 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     return _panel(request, challenge)
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def save_settings(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)

@@ -8,13 +8,13 @@ from django.views.decorators.http import require_POST
 
 from ..forms import UploadForm
 from ..models import Challenge
-from ..permissions import organizer_required
+from ..permissions import challenge_organizer_required
 from ..views import job_response
 from . import services
 from .imports import ImportPhaseError, ImportRequestError
 
 
-@organizer_required
+@challenge_organizer_required
 @require_POST
 def upload(request: HttpRequest, slug: str) -> HttpResponse:
     """Stage the zip and check its structure now; the audio checks run as a job the page polls."""

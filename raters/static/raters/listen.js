@@ -5,9 +5,11 @@
 (function () {
   "use strict";
   var csrf = document.querySelector("input[name=csrfmiddlewaretoken]");
+  var CHECKPOINT_MS = 2000;
 
-  // Reports play, pause, seeks, ended and a checkpoint a second while playing, one at a time and
-  // in order (the server measures the time between them); `verdict` gets each answer.
+  // Reports play, pause, seeks, ended and a checkpoint every two seconds while playing, one at a
+  // time and in order (the server measures the time since each play); a checkpoint keeps what
+  // was played if the page goes away. `verdict` gets each answer.
   function report(url, token, audio, verdict) {
     var queue = Promise.resolve();
     var last = 0;
@@ -27,7 +29,10 @@
           .catch(function () {});
       });
     };
-    audio.addEventListener("play", function () { send("play", audio.currentTime); });
+    audio.addEventListener("play", function () {
+      lastSent = Date.now();
+      send("play", audio.currentTime);
+    });
     audio.addEventListener("pause", function () {
       if (!audio.ended) { send("pause", audio.currentTime); }
     });
@@ -35,7 +40,8 @@
     audio.addEventListener("timeupdate", function () {
       if (audio.seeking) { return; }
       last = audio.currentTime;
-      if (!audio.paused && Date.now() - lastSent > 1000) {
+      // None in the last half second: "ended" follows.
+      if (!audio.paused && Date.now() - lastSent > CHECKPOINT_MS && audio.duration - last > 0.5) {
         lastSent = Date.now();
         send("timeupdate", last);
       }

@@ -65,7 +65,7 @@ class Command(BaseCommand):
             f"  Results:    {results}\n"
             f"  Text-prompt study (a judge's invitation: interpretability, realism, your prompts):\n"
             f"              {url}{run.text_judge_path}\n"
-            f"  Admin:      {url}/admin/\n"
             f"  API docs:   {url}/api/docs/\n"
-            f"  Log in as:  {run.username} / {run.password}\n"
+            f"  Log in as:  {run.username} / {run.password}  (for this machine only: the password\n"
+            f"              is published with the code, and a start with DEBUG=0 refuses it)\n"
         )

@@ -77,7 +77,7 @@ class Command(BaseCommand):
             type=int,
             default=0,
             metavar="N",
-            help="95%% basic bootstrap interval over A's clips, N resamples.",
+            help="95%% bootstrap interval over A's clips, N resamples (basic, cut at 0).",
         )
         parser.add_argument("--seed", type=int, default=0)
 

@@ -16,6 +16,7 @@ BUILTIN_MODULES = {
     "openl3": "stimuli.objective.embeddings.openl3",
     "vggish": "stimuli.objective.embeddings.vggish",
     "logmel": "stimuli.objective.embeddings.logmel",
+    "panns": "stimuli.objective.embeddings.panns",
 }
 
 

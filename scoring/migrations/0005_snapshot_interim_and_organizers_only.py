@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scoring', '0003_snapshot_plots'),
+        ('scoring', '0004_misrating_help'),
         ('stimuli', '0010_text_prompts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('raters', '0007_session_summary'),
+        ('raters', '0008_listening_clock_per_rater'),
         ('stimuli', '0010_text_prompts'),
     ]
 

@@ -1,0 +1,142 @@
+"""Limits on what comes in, for deployments with or without the proxy in front (deploy/nginx.conf
+holds the same limits for nginx).
+
+- Bodies: a request whose declared length is over its path's limit is answered 413 before any
+  middleware or view reads it, so nothing is spooled to the temporary folder. Only the upload
+  paths take large bodies.
+- Rates: per client (its address, through FOLEY_PROXY_HOPS proxies) on login, the admin, join
+  and crowd links and player events; crowd enrolment also per link, so a leaked link cannot
+  enrol without end. Counted in the cache (shared between processes when CACHE_URL is set).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django_ratelimit.core import is_ratelimited
+
+# The views that take an upload, by URL name: the organizer page and API for clip sets, a
+# generator's code, the text-prompt reference set.
+UPLOAD_VIEWS = {
+    "stimuli:upload": "FOLEY_UPLOAD_MAX_BYTES",
+    "upload-list": "FOLEY_UPLOAD_MAX_BYTES",
+    "text_prompts:reference": "FOLEY_UPLOAD_MAX_BYTES",
+    "generators:code": "FOLEY_GENERATOR_MAX_BYTES",
+    "generator-list": "FOLEY_GENERATOR_MAX_BYTES",
+}
+# Room for a multipart body's headers and form fields beside the file itself.
+MULTIPART_ROOM = 1024 * 1024
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The client's address: the connection's, or the one the trusted proxies saw."""
+    hops = settings.FOLEY_PROXY_HOPS
+    if hops > 0:
+        forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+        forwarded = [a for a in forwarded if a]
+        if len(forwarded) >= hops:
+            return forwarded[-hops]  # what the outermost trusted proxy saw; the rest is claimed
+    return request.META.get("REMOTE_ADDR", "")
+
+
+def body_limit(view_name: str | None) -> int:
+    setting = UPLOAD_VIEWS.get(view_name or "")
+    if setting is None:
+        return settings.FOLEY_BODY_MAX_BYTES
+    return getattr(settings, setting) + MULTIPART_ROOM
+
+
+def _too_large(limit: int) -> HttpResponse:
+    return HttpResponse(
+        f"Request body too large: at most {limit} bytes here.",
+        status=413,
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+class BodyLimitMiddleware:
+    """413 for a body over its path's limit, before anything reads it (the view is resolved
+    here, ahead of the middleware that would parse a form)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return HttpResponse("Bad Content-Length.", status=400)
+        if length > settings.FOLEY_BODY_MAX_BYTES:
+            from django.urls import Resolver404, resolve
+
+            try:
+                name = resolve(request.path_info).view_name
+            except Resolver404:
+                name = None
+            limit = body_limit(name)
+            if length > limit:
+                return _too_large(limit)
+        return self.get_response(request)
+
+
+@dataclass(frozen=True)
+class Limit:
+    group: str
+    rate: str  # django-ratelimit's: count/period, e.g. "10/m", "20/s"
+    key: str = "client"  # "client", or "link": the crowd link's key in the URL
+    methods: tuple[str, ...] = ()  # all when empty
+
+
+# By URL name; nginx's zones (deploy/nginx.conf) match these.
+RATE_LIMITS: dict[str, tuple[Limit, ...]] = {
+    "login": (Limit("login", "10/m", methods=("POST",)),),
+    "admin:login": (Limit("login", "10/m", methods=("POST",)),),
+    "raters:join": (Limit("links", "30/m"),),
+    "raters:crowd": (Limit("links", "30/m"), Limit("enrol", "120/m", key="link")),
+    "raters:player": (Limit("player", "20/s"),),
+}
+ADMIN_LIMIT = Limit("admin", "300/m")
+
+
+def _key(limit: Limit):
+    if limit.key == "link":
+        return lambda group, request: request.resolver_match.kwargs.get("key", "")
+    return lambda group, request: client_ip(request)
+
+
+def _limits(request: HttpRequest) -> tuple[Limit, ...]:
+    match = request.resolver_match
+    found = RATE_LIMITS.get(match.view_name, ()) if match else ()
+    if request.path_info.startswith("/admin/"):
+        found = (*found, ADMIN_LIMIT)
+    return found
+
+
+class RateLimitMiddleware:
+    """429 with Retry-After once a client (or a crowd link) is over its limit."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view, args, kwargs):
+        if not settings.FOLEY_RATE_LIMITS_ENABLED:
+            return None
+        for limit in _limits(request):
+            if limit.methods and request.method not in limit.methods:
+                continue
+            if is_ratelimited(
+                request, group=limit.group, key=_key(limit), rate=limit.rate, increment=True
+            ):
+                response = HttpResponse(
+                    "Too many requests: wait a moment and try again.",
+                    status=429,
+                    content_type="text/plain; charset=utf-8",
+                )
+                response["Retry-After"] = "60" if limit.rate.endswith("m") else "1"
+                return response
+        return None

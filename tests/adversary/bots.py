@@ -1,0 +1,147 @@
+"""What a browser, or a bot posing as one, sends to a rater's pages: plain HTTP on loopback."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from urllib.parse import urlsplit
+
+import httpx
+
+from raters import services
+from tests.listening_setup import rater_at_trials
+
+TOKEN = re.compile(r'name="token" value="([^"]+)"')
+KEY = re.compile(r'name="key" value="([^"]+)"')
+PRELOAD = re.compile(r'<audio preload="auto" src="[^"]*/audio/([^/"]+)/" hidden')
+EXAMPLE = re.compile(r'data-token="([^"]+)"')
+SESSION = re.compile(r'name="session" value="(\d+)"')
+
+
+class Browser:
+    """One rater's browser: its cookies, the pages it reads and the requests it makes."""
+
+    def __init__(self, base: str, slug: str) -> None:
+        self.base, self.slug = base, slug
+        self.http = httpx.Client(base_url=base, follow_redirects=False, timeout=120)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def path(self, rest: str) -> str:
+        return f"/listen/{self.slug}/{rest}"
+
+    def join(self, key: str) -> None:
+        assert self.http.get(self.path(f"join/{key}/")).status_code == 302
+        self.http.get(self.path(""))  # the CSRF cookie
+
+    def crowd(self, key: str, participant: str) -> httpx.Response:
+        return self.http.get(self.path(f"crowd/{key}/"), params={"PROLIFIC_PID": participant})
+
+    @property
+    def csrf(self) -> str:
+        return self.http.cookies.get("csrftoken", "")
+
+    def post(self, rest: str, data: dict) -> httpx.Response:
+        return self.http.post(self.path(rest), data=data, headers={"X-CSRFToken": self.csrf})
+
+    def page(self) -> str:
+        response = self.http.get(self.path(""))
+        assert response.status_code == 200, response.text[:500]
+        return response.text
+
+    def trial(self) -> dict:
+        """The trial page's form: token, request key, and the preloaded next sound's token."""
+        page = self.page()
+        token, key = TOKEN.search(page), KEY.search(page)
+        assert token and key, page[:2000]
+        following = PRELOAD.search(page)
+        return {
+            "token": token.group(1),
+            "key": key.group(1),
+            "next": following.group(1) if following else None,
+        }
+
+    def examples(self) -> tuple[int, list[str]]:
+        page = self.page()
+        return int(SESSION.search(page).group(1)), EXAMPLE.findall(page)
+
+    def sound(self, token: str, **headers) -> httpx.Response:
+        """GET a sound and read all of it, as a player does."""
+        return self.http.get(self.path(f"audio/{token}/"), headers=headers)
+
+    def event(self, token: str, kind: str, t: float, **extra) -> dict:
+        response = self.http.post(
+            self.path("player/"),
+            content=json.dumps({"token": token, "event": kind, "t": t, **extra}),
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "X-CSRFToken": self.csrf,
+            },
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def rate(self, form: dict, quality: int = 7, fit: int = 7) -> httpx.Response:
+        return self.post(
+            "rate/",
+            {"token": form["token"], "key": form["key"], "quality": quality, "fit": fit},
+        )
+
+    def listen(self, token: str, duration: float) -> dict:
+        """An honest player: fetch the sound whole, play it in real time with a checkpoint
+        every two seconds (as the page's script does), and report its end. Its waiting is the
+        listening, not a wait for the server."""
+        assert self.sound(token).status_code == 200
+        began = time.monotonic()
+        self.event(token, "play", 0.0)
+        while (played := time.monotonic() - began) < duration:
+            time.sleep(min(2.0, duration - played))
+            if (played := time.monotonic() - began) < duration - 0.5:
+                self.event(token, "timeupdate", played)
+        return self.event(token, "ended", duration)
+
+    def abandon(self, token: str, keep: int = 30) -> None:
+        """Ask for a sound on a connection with a small receive buffer, read `keep` bytes of
+        the answer and hang up."""
+        parts = urlsplit(self.base)
+        cookies = "; ".join(f"{k}={v}" for k, v in self.http.cookies.items())
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((parts.hostname, parts.port))
+            sock.sendall(
+                f"GET {self.path(f'audio/{token}/')} HTTP/1.1\r\nHost: {parts.hostname}\r\n"
+                f"Cookie: {cookies}\r\nConnection: close\r\n\r\n".encode()
+            )
+            got = b""
+            while len(got) < keep:
+                chunk = sock.recv(keep - len(got))
+                if not chunk:
+                    break
+                got += chunk
+            # Unread bytes left behind: closing sends a reset, as a killed download does.
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+
+
+def rater_at_trial(challenge, browser: Browser):
+    """An invited rater past its first category's examples, in `browser`: (rater, the trial
+    page's form)."""
+    rater, _ = rater_at_trials(challenge)
+    browser.join(rater.access_key)
+    return rater, browser.trial()
+
+
+def rater_at_examples(challenge, browser: Browser):
+    """An invited rater at its first category's examples, in `browser`: (rater, the session's
+    id, the examples' tokens)."""
+    rater = services.invite(challenge)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    services.next_session(rater)
+    browser.join(rater.access_key)
+    return (rater, *browser.examples())

@@ -1,0 +1,76 @@
+"""A crowd link no one can hog: sessions opened through it and left unanswered stop holding
+their places within minutes, so genuine workers get them; a worker the server accepted no answer
+from gets no completion code. And the cheapest strategy, 5 everywhere, is excluded by default."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from raters import services
+from raters.models import CategorySession, Rater
+from tests.listening_setup import answer_session, build_listening_challenge
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _worker(browser_at, site, challenge, participant: str):
+    browser = browser_at(site, challenge.slug)
+    test = services.listening_test(challenge)
+    assert browser.crowd(test.crowd_key, participant).status_code == 302
+    assert browser.http.get(browser.path("consent/")).status_code == 200  # the CSRF cookie
+    assert browser.post("consent/", {"agree": "yes"}).status_code == 302
+    assert browser.post("instructions/", {}).status_code == 302
+    return browser
+
+
+def test_unanswered_crowd_sessions_stop_holding_places(site, browser_at):
+    challenge = build_listening_challenge(
+        slug="hogged", categories=2, clips_per_system=1, target_ratings=2, categories_min=1
+    )
+    services.set_open(challenge, True)
+    # Throw-away workers take every place and answer nothing.
+    for n in range(4):
+        page = _worker(browser_at, site, challenge, f"hog{n}").page()
+        assert "Examples of" in page
+    assert CategorySession.objects.count() == 4
+    genuine = _worker(browser_at, site, challenge, "genuine")
+    assert "Examples of" not in genuine.page()
+    # Finishing with no answer: no completion code, the study to be returned instead.
+    end = genuine.post("finish/", {})
+    page = genuine.page() if end.status_code == 302 else end.text
+    assert "completion-code" not in page and "Return submission" in page, page[:2000]
+    # Ten minutes without a first answer: the places are free again.
+    CategorySession.objects.update(created_at=timezone.now() - timedelta(minutes=11))
+    late = _worker(browser_at, site, challenge, "late")
+    assert "Examples of" in late.page()
+    assert Rater.objects.filter(kind="crowd").count() == 6
+
+
+@pytest.mark.parametrize("kind", ["crowd", "invited"])
+def test_five_everywhere_is_excluded_by_default(kind):
+    challenge = build_listening_challenge(slug=f"five-{kind}", categories=2)
+    services.set_open(challenge, True)
+    if kind == "crowd":
+        test = services.listening_test(challenge)
+        rater = services.enrol_crowd(challenge, test.crowd_key, participant_id="lazy")
+    else:
+        rater = services.invite(challenge)
+    services.record_consent(rater)
+    services.record_instructions(rater)
+    session = services.next_session(rater).session
+    services.complete_familiarization(session, require_heard=False)
+    while (trial := services.next_trial(session)) is not None:
+        services.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
+    session.refresh_from_db()
+    assert session.excluded
+    # An honest rater in the same test is not.
+    honest = services.invite(challenge)
+    services.record_consent(honest)
+    services.record_instructions(honest)
+    kept = services.next_session(honest).session
+    answer_session(honest, kept)
+    kept.refresh_from_db()
+    assert not kept.excluded
