@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
-from stimuli.permissions import challenge_organizer_required, organizer_or_403
+from stimuli.permissions import challenge_organizer_or_403, challenge_organizer_required
 
 from . import gold, selectors, services
 from .models import GoldSound, ListeningTest, Rater
@@ -300,22 +300,22 @@ def csv_response(text: str, filename: str) -> HttpResponse:
     return response
 
 
-@organizer_or_403
+@challenge_organizer_or_403
 def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    rows = selectors.export_rating_rows(challenge)
-    return csv_response(to_csv(rows, selectors.EXPORT_RATING_COLUMNS), f"{slug}-ratings.csv")
+    text = to_csv(selectors.export_rating_rows(challenge), selectors.EXPORT_RATING_COLUMNS)
+    return csv_response(text, f"{slug}-ratings.csv")
 
 
-@organizer_or_403
+@challenge_organizer_or_403
 def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """Each crowd worker's approve or reject decision, to apply on the recruiting platform."""
     challenge = get_object_or_404(Challenge, slug=slug)
-    rows = selectors.crowd_decisions(challenge)
-    return csv_response(to_csv(rows, selectors.CROWD_COLUMNS), f"{slug}-crowd.csv")
+    text = to_csv(selectors.crowd_decisions(challenge), selectors.CROWD_COLUMNS)
+    return csv_response(text, f"{slug}-crowd.csv")
 
 
-@organizer_or_403
+@challenge_organizer_or_403
 def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     text = to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)

@@ -149,17 +149,19 @@ def challenge_organizer_required(view):
     return wrapped
 
 
-def organizer_or_403(view):
-    """Downloads under a challenge's slug: anyone who does not organize or view that challenge
-    gets 403, not a login page saved as the file."""
+def challenge_organizer_or_403(view):
+    """Downloads under a challenge's slug: as `challenge_organizer_required`, but anyone else
+    gets 403, not a login page a browser would save as the file."""
 
     @wraps(view)
-    def wrapper(request: HttpRequest, *args, slug: str, **kwargs):
+    def wrapped(request: HttpRequest, *args, slug: str, **kwargs):
+        if not is_organizer(request.user):
+            raise PermissionDenied("Only the challenge's organizers can download this.")
         challenge = get_object_or_404(Challenge, slug=slug)
         check_challenge(request.user, challenge, write=is_write(request))
         return view(request, *args, slug=slug, **kwargs)
 
-    return wrapper
+    return wrapped
 
 
 class IsOrganizer(BasePermission):

@@ -21,6 +21,22 @@ def _link(challenge, participant: str) -> str:
     return f"/listen/{challenge.slug}/crowd/{key}/?PROLIFIC_PID={participant}&SESSION_ID=s-{participant}"
 
 
+# A player's own events to wait on (evaluate awaits the promise).
+PLAYED_A_WHILE = (
+    "a => new Promise(done => { const check = () => { if (a.currentTime > 0.2) done(); "
+    "else a.addEventListener('timeupdate', check, {once: true}); }; check(); })"
+)
+PAUSED = (
+    "a => a.paused || new Promise(done => a.addEventListener('pause', () => done(true), "
+    "{once: true}))"
+)
+NEXT_EVENT = (
+    "() => {{ window.nextEvent = new Promise(done => document.querySelectorAll("
+    "'ol.examples audio').forEach(a => a.addEventListener('{event}', () => done(true), "
+    "{{once: true}}))); }}"
+)
+
+
 def _no_site_navigation(page) -> None:
     nav = page.inner_text("header.site nav")
     assert "Results" not in nav and "Log in" not in nav and "Organize" not in nav
@@ -68,27 +84,22 @@ def test_a_crowd_worker_hears_one_example_at_a_time_and_is_told_what_happened(
         assert_in_layout(page)
         _no_site_navigation(page)
 
-        # Two examples started one after the other: the first stops, and says why.
+        # Two examples started one after the other: the first stops, and says why. (Waits are
+        # on selectors or on the players' own events: the CSP allows no page-side predicates.)
         first, second, third = (page.locator("ol.examples li").nth(n) for n in range(3))
         first.locator("audio").evaluate("a => a.play()")
-        page.wait_for_function(
-            "() => document.querySelectorAll('ol.examples audio')[0].currentTime > 0.2"
-        )
+        first.locator("audio").evaluate(PLAYED_A_WHILE)
         second.locator("audio").evaluate("a => a.play()")
-        page.wait_for_function("() => document.querySelectorAll('ol.examples audio')[0].paused")
+        assert first.locator("audio").evaluate(PAUSED)
         assert second.locator("audio").evaluate("a => !a.paused")
-        page.wait_for_function(
-            "() => document.querySelectorAll('ol.examples .heard')[0].textContent"
-            ".startsWith('Stopped when Example 2 started')"
+        page.wait_for_selector(
+            "ol.examples li:nth-child(1) .heard:has-text('Stopped when Example 2 started')"
         )
         second.locator("audio").evaluate("a => a.pause()")
 
         # Played at double speed: the message names the speed, not a skip.
         third.locator("audio").evaluate("a => { a.playbackRate = 2; a.play(); }")
-        page.wait_for_function(
-            "() => document.querySelectorAll('ol.examples .heard')[2].textContent"
-            ".includes('2\\u00d7 speed')"
-        )
+        page.wait_for_selector("ol.examples li:nth-child(3) .heard:has-text('2\u00d7 speed')")
         assert "Skipping" not in third.locator(".heard").inner_text()
 
         # Skipped ahead: the message says from where to where.
@@ -96,20 +107,19 @@ def test_a_crowd_worker_hears_one_example_at_a_time_and_is_told_what_happened(
             "a => { a.playbackRate = 1; a.currentTime = 0; a.play().then(() => "
             "setTimeout(() => { a.currentTime = 2.5; }, 300)); }"
         )
-        page.wait_for_function(
-            "() => document.querySelectorAll('ol.examples .heard')[0].textContent"
-            ".startsWith('You skipped ahead from')"
+        page.wait_for_selector(
+            "ol.examples li:nth-child(1) .heard:has-text('You skipped ahead from')"
         )
+        first.locator("audio").evaluate(PAUSED)  # it played to its end
 
         # P plays the first example not yet heard, and P again pauses it.
+        page.evaluate(NEXT_EVENT.format(event="play"))
         page.keyboard.press("p")
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('ol.examples audio')].some(a => !a.paused)"
-        )
+        page.evaluate("() => window.nextEvent")
+        page.evaluate(NEXT_EVENT.format(event="pause"))
         page.keyboard.press("p")
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('ol.examples audio')].every(a => a.paused)"
-        )
+        page.evaluate("() => window.nextEvent")
+        assert page.eval_on_selector_all("ol.examples audio", "els => els.every(a => a.paused)")
         assert page.is_disabled("#start")
 
         # The trial: Next names the scales still to answer.

@@ -126,6 +126,9 @@ def test_participant_ids_for_organizers_and_the_approve_reject_csv(
         services.record_consent(rater)
         services.record_instructions(rater)
     answer_session(good, services.next_session(good).session)
+    # Answered at a person's pace (the test's own answers come within milliseconds, which the
+    # rules take for a worker clicking through).
+    Rating.objects.filter(trial__session__rater=good).update(answer_s=6.0)
     good_client.post(f"/listen/{run.slug}/finish/")
     answer_session(careless, services.next_session(careless).session)
     # Every hidden check of the careless worker misrated: the session is excluded.

@@ -103,14 +103,10 @@ def test_interpretability_with_the_reveal(live_server, chromium_path, tmp_path, 
                 page.evaluate("window.samePage = true")
             right = row % 2 == 1
             page.click(f"#row-{row} button[value={'yes' if right else 'no'}]")
-            page.wait_for_function(
-                f"document.querySelector('#row-{row} .mark-state').textContent == "
-                f"'saved: {'right' if right else 'not right'}'"
-            )
+            saved = "saved: right" if right else "saved: not right"
+            page.wait_for_selector(f"#row-{row} .mark-state:text-is('{saved}')")
         page.click("#row-1 button[value=no]")
-        page.wait_for_function(
-            "document.querySelector('#row-1 .mark-state').textContent == 'saved: not right'"
-        )
+        page.wait_for_selector("#row-1 .mark-state:text-is('saved: not right')")
         assert page.evaluate("window.samePage")
         assert page.get_attribute("#row-1 button[value=no]", "aria-pressed") == "true"
         if viewport is PHONE:
@@ -182,9 +178,7 @@ def test_prompts_generated_on_a_worker_while_the_judge_types(
         # Sent without a new page: the count goes up and the field is empty for the next one.
         page.evaluate("window.samePage = true")
         page.click("#send")
-        page.wait_for_function(
-            "document.querySelector('#prompt-count').textContent.startsWith('1 of')"
-        )
+        page.wait_for_selector("#prompt-count:has-text('1 of')")
         assert page.input_value("#prompt") == "" and page.evaluate("window.samePage")
         for n in range(2):
             # Wait on the progress the page polls: the set's link (or its form) appears.
@@ -201,8 +195,9 @@ def test_prompts_generated_on_a_worker_while_the_judge_types(
                 )
                 # The second prompt is typed while a sound of the first plays: it plays on.
                 page.eval_on_selector("form[data-familiarization] audio", "a => a.play()")
-                page.wait_for_function(
-                    "document.querySelector('form[data-familiarization] audio').currentTime > 0"
+                page.eval_on_selector(
+                    "form[data-familiarization] audio",
+                    "a => new Promise(done => a.addEventListener('timeupdate', done, {once: true}))",
                 )
                 page.evaluate("window.samePage = true")
                 page.fill("#prompt", "footsteps on a wooden floor")
