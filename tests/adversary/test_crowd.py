@@ -16,13 +16,14 @@ from tests.listening_setup import answer_session, build_listening_challenge
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def _worker(browser_at, site, challenge, participant: str):
+def _worker(browser_at, site, challenge, participant: str, *, instructions: bool = True):
     browser = browser_at(site, challenge.slug)
     test = services.listening_test(challenge)
     assert browser.crowd(test.crowd_key, participant).status_code == 302
     assert browser.http.get(browser.path("consent/")).status_code == 200  # the CSRF cookie
     assert browser.post("consent/", {"agree": "yes"}).status_code == 302
-    assert browser.post("instructions/", {}).status_code == 302
+    if instructions:
+        assert browser.post("instructions/", {}).status_code == 302
     return browser
 
 
@@ -33,7 +34,7 @@ def test_unanswered_crowd_sessions_stop_holding_places(site, browser_at):
     services.set_open(challenge, True)
     test = services.listening_test(challenge)
     # A genuine worker arrives while places are left, and reads the instructions...
-    genuine = _worker(browser_at, site, challenge, "genuine")
+    genuine = _worker(browser_at, site, challenge, "genuine", instructions=False)
     # ... while throw-away workers take every place and answer nothing.
     for n in range(4):
         assert "Examples of" in _worker(browser_at, site, challenge, f"hog{n}").page()
@@ -44,6 +45,7 @@ def test_unanswered_crowd_sessions_stop_holding_places(site, browser_at):
     assert not Rater.objects.filter(participant_id="turned-away").exists()
     # The genuine worker is given nothing to rate: finishing gives no completion code, and the
     # study is to be returned instead.
+    genuine.post("instructions/", {})
     assert "Examples of" not in genuine.page()
     end = genuine.post("finish/", {})
     page = genuine.page() if end.status_code == 302 else end.text
