@@ -11,7 +11,8 @@ track, 4 s sounds at 22.05 kHz, about 176 kB each) and the raters, each with a c
 gunicorn (DEBUG=0) is started on it as a child process and stopped by its PID at the end. Each
 simulated rater, on its own aiohttp session (its own cookies, at most 6 connections, idle ones
 closed after 5 s), loops as a browser does: GET the trial page, fetch its sound with a `Range`
-header and preload the next one, think 5-15 s, POST the answer (and at a category's end: the
+header unless its cache holds it (preloaded by the previous page), preload the next one in the
+background, think 5-15 s, POST the answer (and at a category's end: the
 break page, the next category, its examples). With `--nginx`, deploy/nginx.conf runs in front
 and sends the sounds (X-Accel-Redirect). The server's listening check is set to "the whole file
 was delivered" (listened_fraction 0): the player's events are not simulated. With `--listen`
@@ -246,6 +247,7 @@ async def rater(
         # Arrivals spread over the first think time, as a crowd trickles in.
         await asyncio.sleep(random.uniform(0, think[1]))
         await fetch("GET", f"/listen/{SLUG}/join/{key}/", "discard")
+        cached: set[str] = set()  # the sounds this browser holds
         while time.monotonic() < deadline:
             response = await timed("page", "GET", f"/listen/{SLUG}/")
             if response is None:
@@ -257,22 +259,36 @@ async def rater(
             token = TOKEN.search(page)
             if token:
                 token = token.group(1)
-                sounds = [token]
-                following = PRELOAD.search(page)
-                if following:
-                    sounds.append(following.group(1))
-                for sound in sounds:  # the sound, and the next one preloaded
+                # As a browser: the sound comes from its cache when the previous page preloaded
+                # it, and the next one preloads in the background while this one plays.
+                if token not in cached:
                     await timed(
                         "audio",
                         "GET",
-                        f"/listen/{SLUG}/audio/{sound}/",
+                        f"/listen/{SLUG}/audio/{token}/",
                         "discard",
                         headers={"Range": "bytes=0-"},
+                    )
+                    cached.add(token)
+                following = PRELOAD.search(page)
+                preload = None
+                if following and following.group(1) not in cached:
+                    cached.add(following.group(1))
+                    preload = asyncio.create_task(
+                        timed(
+                            "audio",
+                            "GET",
+                            f"/listen/{SLUG}/audio/{following.group(1)}/",
+                            "discard",
+                            headers={"Range": "bytes=0-"},
+                        )
                     )
                 pause = random.uniform(*think)
                 if listen:  # the sound is heard in full, within the think time
                     pause -= await play(token, csrf)
                 await asyncio.sleep(max(0.0, pause))
+                if preload is not None:
+                    await preload
                 form = {
                     "token": token,
                     "key": KEY.search(page).group(1),
@@ -385,6 +401,7 @@ def run_storms(args) -> None:
         if args.nginx:
             # Sounds by nginx after Django's token check, as docker-compose runs it.
             env["AUDIO_ACCEL_REDIRECT"] = "/_sounds/"
+            env["PROXY_REQUEST_START"] = "1"
         process, base = start_gunicorn(env, args.gunicorn, scratch / "gunicorn.log")
         if args.nginx:
             from tests.nginx_site import start_nginx

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+
+from raters import listening
+
+# A request's arrival is believed no earlier than this before it is answered.
+ARRIVAL_WINDOW = timedelta(seconds=30)
 
 
 def method_not_allowed_page(
@@ -28,3 +36,37 @@ def method_not_allowed_page(
         return page
 
     return middleware
+
+
+def request_arrival(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """When the request reached the web server in front (nginx's `X-Request-Start: t=<msec>`,
+    set by deploy/nginx.conf over anything a browser sends), for the listening checks: a busy
+    moment queues requests in front of the workers, and the wall time between a player's
+    events is the time between the browser's sends, not between their turns. Read only where
+    settings.PROXY_REQUEST_START says that server is there; kept within the last 30 s."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        arrived = _arrival(request) if settings.PROXY_REQUEST_START else None
+        token = listening.ARRIVED.set(arrived)
+        try:
+            return get_response(request)
+        finally:
+            listening.ARRIVED.reset(token)
+
+    return middleware
+
+
+def _arrival(request: HttpRequest) -> datetime | None:
+    value = request.headers.get("X-Request-Start", "")
+    try:
+        seconds = float(value.removeprefix("t="))
+    except ValueError:
+        return None
+    moment = timezone.now()
+    try:
+        arrived = datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return min(moment, max(arrived, moment - ARRIVAL_WINDOW))

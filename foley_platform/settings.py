@@ -101,7 +101,11 @@ MIDDLEWARE = [
     "foley_platform.limits.RateLimitMiddleware",
     "axes.middleware.AxesMiddleware",
     "foley_platform.middleware.method_not_allowed_page",
+    "foley_platform.middleware.request_arrival",
 ]
+# nginx in front stamps each request with when it arrived (deploy/nginx.conf's X-Request-Start);
+# only then may the listening checks read it. Off where browsers reach the web process directly.
+PROXY_REQUEST_START = env.bool("PROXY_REQUEST_START", default=False)
 
 ROOT_URLCONF = "foley_platform.urls"
 WSGI_APPLICATION = "foley_platform.wsgi.application"

@@ -24,6 +24,7 @@ which tests replace instead of sleeping.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -50,8 +51,15 @@ SLACK_S = 0.25
 END_TOLERANCE_S = 0.5
 
 
+# When the request being answered reached the web server in front (`request_arrived`), if known.
+ARRIVED: ContextVar[datetime | None] = ContextVar("listening_request_arrived", default=None)
+
+
 def now() -> datetime:
-    return timezone.now()
+    """The moment a listening request happened: when it reached the web server in front where
+    that server says so (a request that waited in a busy server's queue still happened when the
+    browser sent it; see `foley_platform.middleware.request_arrival`), else now."""
+    return ARRIVED.get() or timezone.now()
 
 
 def merge(intervals: list[list[float]]) -> list[list[float]]:

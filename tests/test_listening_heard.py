@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.http import HttpResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -357,3 +358,34 @@ def test_a_player_event_is_a_few_statements_whatever_the_test_holds(challenge, c
     # PostgreSQL, the rater's and the sound's rows elsewhere.
     writes = 1 if connection.vendor == "postgresql" else 2
     assert small == {"play": 2 + writes, "timeupdate": 2 + writes, "ended": 2 + writes}, small
+
+
+def test_the_moment_of_a_listening_request_is_its_arrival_at_the_proxy_when_one_says_so(settings):
+    """Behind nginx a request's moment is when nginx received it (a busy queue in front of the
+    workers does not shorten the wall time between a player's events); a browser cannot set it
+    itself where nginx does not stand in front, and a stale or future stamp is held to the last
+    30 s."""
+    from django.test import RequestFactory
+
+    from foley_platform.middleware import request_arrival
+
+    seen = []
+
+    def view(request):
+        seen.append(listening.now())
+        return HttpResponse()
+
+    handler = request_arrival(view)
+    moment = timezone.now()
+    stamp = f"t={moment.timestamp() - 2:.3f}"
+    request = RequestFactory().get("/", HTTP_X_REQUEST_START=stamp)
+    settings.PROXY_REQUEST_START = False
+    handler(request)
+    assert seen[-1] >= moment  # no proxy: the browser's header is ignored
+    settings.PROXY_REQUEST_START = True
+    handler(request)
+    assert abs((moment - seen[-1]).total_seconds() - 2) < 0.01
+    for stale in ("t=0", f"t={moment.timestamp() + 60:.3f}", "t=nonsense"):
+        handler(RequestFactory().get("/", HTTP_X_REQUEST_START=stale))
+        assert timedelta(0) <= timezone.now() - seen[-1] <= timedelta(seconds=31)
+    assert listening.now() >= moment  # nothing left behind after the request

@@ -57,6 +57,7 @@ def _start(kind: str, folder: Path, media: Path):
     if kind == "nginx":
         _nginx_or_skip()
         env["AUDIO_ACCEL_REDIRECT"] = SOUNDS
+        env["PROXY_REQUEST_START"] = "1"
     process, url = start_gunicorn(env, "--workers 2", folder / "gunicorn.log")
     proxy = None
     if kind == "nginx":
