@@ -52,6 +52,8 @@ from .models import (
 # The job kind that prepares the listening test (registered in apps.py).
 PREPARE_JOB = "prepare_listening"
 ANCHOR_POOL = 8
+# Draws of a challenge's anchors preparation tries before it refuses a set the check separates.
+ANCHOR_DRAWS = 4
 # A clip quieter than this (integrated loudness, LUFS) is no source for an anchor.
 MIN_SOURCE_LUFS = -70.0
 # Blocks of the balanced Latin square over a session.
@@ -477,7 +479,20 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
     ):
         raise ListeningError(missing, 409)
     rendered = render_delivered_audio(challenge, progress=progress)
-    check_anchors(challenge)
+    for attempt in range(1, ANCHOR_DRAWS + 1):
+        try:
+            check_anchors(challenge)
+            break
+        except ListeningError:
+            # Each low-quality anchor's degradation is drawn at random: a set that a statistic
+            # happens to separate is drawn again, while no rater has heard any of it.
+            if attempt == ANCHOR_DRAWS or not anchors or _listening_began(challenge):
+                raise
+            challenge.anchors.all().delete()
+            anchors = build_anchors(
+                challenge, seed=None if seed is None else seed + attempt, progress=progress
+            )
+            rendered += render_delivered_audio(challenge, progress=progress)
     items = build_diversity_items(challenge, progress=progress)
     return {"stimuli": stimuli, "anchors_added": anchors, "rendered": rendered, "diversity": items}
 

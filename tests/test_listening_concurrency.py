@@ -159,9 +159,8 @@ def test_a_worker_prepares_the_listening_test(celery_worker, organizer):
     assert job.kind == PREPARE_JOB
     assert job.state == Job.State.SUCCEEDED, (job.error, celery_worker.log())
     assert job.result["stimuli"] == 12
-    # Per category: 3 own clips (9 less 6 examples), and the other two categories' 3 clips each
-    # that are no example (for both poor-fit kinds).
-    assert challenge.anchors.count() == 3 * (3 + 6 + 6)
+    # Every private source (12 evaluation clips per category) is behind exactly one anchor.
+    assert challenge.anchors.count() == 3 * 12
     assert challenge.diversity_items.filter(audio__isnull=False).count() == 6
 
 
