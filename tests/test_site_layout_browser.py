@@ -60,6 +60,11 @@ def test_every_organizer_page_is_inside_the_layout_and_no_table_overflows(
             assert response.status == 200, address
             page.wait_for_load_state("networkidle")
             assert_in_layout(page)
+            if address.startswith("/organize/listening/"):  # with the rater-quality rules
+                suffix = "" if viewport is DESKTOP else "-phone"
+                page.screenshot(
+                    path=str(DOCS_SCREENSHOTS / f"organizer-listening{suffix}.png"), full_page=True
+                )
         page.goto(f"{live_server.url}/organize/objective/{slug}/")
         assert page.inner_text("h1") == "Objective evaluation"
         assert "Run the objective evaluation" in page.inner_text("main #objective")

@@ -96,7 +96,10 @@ def received(db, monkeypatch):
     # Sessions draw their anchors and order from a secret seed; fixed here so the test is the
     # same on every run.
     seeds = iter(range(1, 100))
-    monkeypatch.setattr(CategorySession._meta.get_field("seed"), "default", lambda: next(seeds))
+    # (the field keeps its default as a cached callable: that is what is replaced, and restored)
+    monkeypatch.setattr(
+        CategorySession._meta.get_field("seed"), "_get_default", lambda: next(seeds)
+    )
     sounds = []
     for order, category in enumerate(categories):
         session = services.build_session(rater, category, order=order)
