@@ -505,3 +505,16 @@ def rules_table(challenge: Challenge) -> list[dict]:
             }
         )
     return rows
+
+
+# --- Settings and the stimulus set -------------------------------------------------------------
+
+
+def listening_test(challenge: Challenge) -> ListeningTest:
+    """The challenge's listening-test settings (created with the defaults when missing); as read
+    with the rater at the start of a rater's request, when it was (`lookups.rater_by_key`)."""
+    test = getattr(challenge, "listening_test_of_request", None)
+    if test is None:
+        test, _ = ListeningTest.objects.get_or_create(challenge=challenge)
+    test.challenge = challenge  # read for its sample rate: no second query
+    return test

@@ -8,7 +8,7 @@ from django.db.models import Max
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
-from raters import services as raters_services
+from raters import preparation, selectors
 from raters import text_prompts as text_study
 from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
@@ -130,9 +130,9 @@ def publish(
     if final:
         # Final publication closes the listening test first: the ratings read below are then
         # all there will ever be, so publishing again gives the same numbers.
-        was_open = raters_services.listening_test(challenge).is_open
+        was_open = selectors.listening_test(challenge).is_open
         if was_open:
-            raters_services.set_open(challenge, False)
+            preparation.set_open(challenge, False)
         # The text-prompt study closes too, for the same reason.
         study = text_study.study_of(challenge)
         study_was_open = study is not None and study.is_open
@@ -158,7 +158,7 @@ def publish(
         plots = render(result)
     except Exception:
         if was_open:  # nothing was published: the test goes on
-            raters_services.set_open(challenge, True)
+            preparation.set_open(challenge, True)
         if study_was_open:
             text_study.set_open(study, True)
         raise

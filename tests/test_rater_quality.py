@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from raters import quality, selectors, services
+from raters import enrolment, preparation, quality, selectors, sessions
 from raters.models import Rating
 from scoring.compute import Inputs, Rules, score
 from scoring.models import ScoringSettings
@@ -183,41 +183,41 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
 @pytest.mark.django_db
 def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_client):
     challenge = build_listening_challenge(slug="quality", categories=3, target_ratings=2)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     # DCASE's anchor rule, so that a session answered 5 everywhere is caught by straight-lining
     # alone.
     ScoringSettings.objects.create(challenge=challenge, misrating_rules=quality.DCASE_MISRATING)
-    sessions = {}
+    answered = {}
     for kind in ("straight", "fast", "deaf", "misrating"):
-        rater = services.invite(challenge, label=kind)
-        services.record_consent(rater)
-        services.record_instructions(rater)
-        session = services.next_session(rater).session
-        services.complete_familiarization(session, require_heard=False)
+        rater = enrolment.invite(challenge, label=kind)
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        session = sessions.next_session(rater).session
+        sessions.complete_familiarization(session, require_heard=False)
         wrong = 0
-        while (trial := services.next_trial(session)) is not None:
+        while (trial := sessions.next_trial(session)) is not None:
             q, f = RIGHT.get(trial.role, (trial.position % 11, 7))
             if kind == "straight":
                 q, f = 5, 5
             elif kind == "misrating" and trial.role != "trial" and wrong < 5:
                 q, f = WRONG[trial.role]
                 wrong += 1
-            services.save_rating(rater, trial.token, quality=q, fit=f, key=f"q-{trial.token}")
+            sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"q-{trial.token}")
         Rating.objects.filter(trial__session=session).update(
             plays=1,
             heard_fraction=0.2 if kind == "deaf" else 1.0,
             answer_s=1.0 if kind == "fast" else 9.0,
         )
-        sessions[kind] = session
+        answered[kind] = session
 
     settings = ScoringSettings.objects.get(challenge=challenge)
     result = score(collect_inputs(challenge), settings.rules())
-    assert [e["session"] for e in result["excluded_sessions"]] == [sessions["misrating"].code]
+    assert [e["session"] for e in result["excluded_sessions"]] == [answered["misrating"].code]
     flagged = {e["session"]: set(e["flags"]) for e in result["flagged_sessions"]}
     assert flagged == {
-        sessions["straight"].code: {"straight_lining"},
-        sessions["fast"].code: {"too_fast"},
-        sessions["deaf"].code: {"not_listened"},
+        answered["straight"].code: {"straight_lining"},
+        answered["fast"].code: {"too_fast"},
+        answered["deaf"].code: {"not_listened"},
     }
 
     def export() -> dict[str, str]:
@@ -231,12 +231,12 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
         return {session: flags.pop() for session, flags in by_session.items()}
 
     flags = export()
-    assert flags[sessions["straight"].code].startswith("flagged by straight_lining: the same")
-    assert flags[sessions["fast"].code] == "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
+    assert flags[answered["straight"].code].startswith("flagged by straight_lining: the same")
+    assert flags[answered["fast"].code] == "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
     assert (
-        flags[sessions["deaf"].code] == "flagged by not_listened: 16 of 16 sounds heard below 90%"
+        flags[answered["deaf"].code] == "flagged by not_listened: 16 of 16 sounds heard below 90%"
     )
-    assert flags[sessions["misrating"].code].startswith("excluded by anchors: 5 of 12")
+    assert flags[answered["misrating"].code].startswith("excluded by anchors: 5 of 12")
 
     page = organizer_client.get(f"/organize/listening/{challenge.slug}/progress/").content.decode()
     assert "flagged by too_fast: median 1.0 s to answer" in page
@@ -244,24 +244,24 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     assert "flagged by not_listened" in page and "flagged by straight_lining" in page
     api = organizer_client.get(f"/api/listening/challenges/{challenge.slug}/progress/").json()
     reasons = {flag["session"]: flag["reasons"] for row in api["raters"] for flag in row["flags"]}
-    assert reasons[sessions["fast"].code] == [
+    assert reasons[answered["fast"].code] == [
         "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
     ]
     assert sum(row["sessions_flagged"] for row in api["raters"]) == 3
 
     # Assignment: the excluded session leaves its place; flagged ones keep theirs.
-    category = sessions["misrating"].category_id
-    before = services.category_need(challenge)
+    category = answered["misrating"].category_id
+    before = sessions.category_need(challenge)
     # Made to exclude, the other three leave their places too, in every view alike.
     ScoringSettings.objects.filter(challenge=challenge).update(
         quality_rules={
             r: {"action": "exclude"} for r in ("straight_lining", "too_fast", "not_listened")
         },
     )
-    after = services.category_need(challenge)
+    after = sessions.category_need(challenge)
     assert sum(after.values()) == sum(before.values()) + 3
     assert after[category] >= before[category]
-    assert set(selectors.excluded_sessions(challenge)) == {s.pk for s in sessions.values()}
+    assert set(selectors.excluded_sessions(challenge)) == {s.pk for s in answered.values()}
     assert all(flag.startswith("excluded by") for flag in export().values())
     page = organizer_client.get(f"/organize/listening/{challenge.slug}/progress/").content.decode()
     assert "excluded by too_fast" in page and "flagged by" not in page
