@@ -302,7 +302,7 @@ def rating_coverage(model: str, args) -> None:
             started = time.perf_counter()
             for run in range(args.runs):
                 inputs, truth = MODELS[model](raters, rng)
-                rules = Rules(bootstrap=args.bootstrap, checks_per_session=0, seed=run,
+                rules = Rules(bootstrap=args.bootstrap, anchors_per_session=0, seed=run,
                               intervals=method)  # fmt: skip
                 tally(score(inputs, rules), truth, counts)
             results[label] = (counts, time.perf_counter() - started)

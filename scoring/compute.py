@@ -28,16 +28,16 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
-# DCASE 2023 Task 7's check rule (DEFAULT_MISRATING) and the other rater-quality rules.
-from raters.quality import (
+# DCASE 2023 Task 7's anchor rule (DEFAULT_MISRATING) and the other rater-quality rules.
+from raters.rules import (
     ANCHOR_ROLES,
     CONDITIONS,
     DEFAULT_MISRATING,
     GOLD,
-    QualityRuleError,
-    QualityRules,
+    RaterRules,
+    RuleError,
     Verdict,
-    judge,
+    assess,
 )
 from stimuli.errors import Refused
 from stimuli.exports import read_cell
@@ -100,14 +100,14 @@ class Rules:
     misrating: Mapping[str, Sequence[str]] = field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_MISRATING.items()}
     )
-    exclude_at: int = 5  # a session with this many misrated checks or more is excluded whole
+    exclude_at: int = 5  # a session with this many misrated anchors or more is excluded whole
     # Checks a complete session holds; a session left part-way is held to the same share of
-    # misrated checks (0: sessions have no checks, and none is excluded for lacking them).
-    checks_per_session: int = 12
+    # misrated anchors (0: sessions have no anchors, and none is excluded for lacking them).
+    anchors_per_session: int = 12
     remove_self_ratings: bool = True
-    # The other rater-quality rules and the anchor rule's action (see raters.quality); the
+    # The other rater-quality rules and the anchor rule's action (see raters.rules); the
     # anchor rule's parameters are the fields above.
-    quality: Mapping[str, Mapping] = field(default_factory=dict)
+    rater_rules: Mapping[str, Mapping] = field(default_factory=dict)
     weight_quality: float = 1.0
     weight_fit: float = 1.0
     weight_diversity: float = 0.5
@@ -123,8 +123,8 @@ class Rules:
             raise ScoringInputError(f"low threshold {self.low} must be below high {self.high}")
         if self.exclude_at < 1:
             raise ScoringInputError("exclude_at must be at least 1")
-        if self.checks_per_session < 0:
-            raise ScoringInputError("checks_per_session must be 0 or more")
+        if self.anchors_per_session < 0:
+            raise ScoringInputError("anchors_per_session must be 0 or more")
         if min(self.weight_quality, self.weight_fit, self.weight_diversity) < 0 or not (
             self.weight_quality + self.weight_fit + self.weight_diversity > 0
         ):
@@ -145,27 +145,27 @@ class Rules:
                     )
 
         try:
-            self.quality_rules()
-        except QualityRuleError as exc:
+            self.for_raters()
+        except RuleError as exc:
             raise ScoringInputError(str(exc)) from None
 
-    def quality_rules(self) -> QualityRules:
-        """The rater-quality rules these settings make (raters.quality judges sessions)."""
-        given = {name: dict(values) for name, values in dict(self.quality or {}).items()}
+    def for_raters(self) -> RaterRules:
+        """The rater-quality rules these settings make (raters.rules assesses sessions)."""
+        given = {name: dict(values) for name, values in dict(self.rater_rules or {}).items()}
         given["anchors"] = {
             **given.get("anchors", {}),
             "low": self.low,
             "high": self.high,
             "misrating": {k: list(v) for k, v in self.misrating.items()},
             "exclude_at": self.exclude_at,
-            "checks_per_session": self.checks_per_session,
+            "anchors_per_session": self.anchors_per_session,
         }
-        return QualityRules(given)
+        return RaterRules(given)
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["misrating"] = {k: list(v) for k, v in self.misrating.items()}
-        data["quality"] = {k: dict(v) for k, v in dict(self.quality or {}).items()}
+        data["rater_rules"] = {k: dict(v) for k, v in dict(self.rater_rules or {}).items()}
         return data
 
     @classmethod
@@ -389,7 +389,7 @@ def _owner(team_of: Mapping[str, str], system: str, rater_team: str, rules: Rule
 
 
 def _exclusion_reasons(verdict) -> list[str]:
-    """Why a session is excluded: its misrated checks (or that it has none answered) when the
+    """Why a session is excluded: its misrated anchors (or that it has none answered) when the
     anchor rule excludes it, then each other rule that does, with its reason."""
     rules = {f.rule: f.reason for f in verdict.flags if f.action == "exclude"}
     reasons = []
@@ -780,20 +780,20 @@ def clean(inputs: Inputs, rules: Rules) -> Cleaned:
 
 
 def check(cleaned: Cleaned, inputs: Inputs, rules: Rules) -> Checked:
-    """Judge every session by the rater-quality rules (raters.quality), on all its answers,
+    """Judge every session by the rater-quality rules (raters.rules), on all its answers,
     and keep the rows of the sessions not excluded."""
-    verdicts = judge(inputs.ratings, rules.quality_rules())
+    verdicts = assess(inputs.ratings, rules.for_raters())
     # A session counts as checked when it holds checks or trials that count (not only its
     # team's own systems).
     with_trials = {(t[0], t[2], t[1]) for t in cleaned.trials}
-    sessions = {key: v for key, v in verdicts.items() if v.checks or key in with_trials}
+    sessions = {key: v for key, v in verdicts.items() if v.anchors or key in with_trials}
     excluded_sessions = [
         {
             "rater": v.rater,
             "category": v.category,
             "session": v.session,
             "misrated": v.misrated,
-            "checks": v.checks,
+            "checks": v.anchors,
             "reasons": _exclusion_reasons(v),
             "rules": {f.rule: f.reason for f in v.flags if f.action == "exclude"},
         }

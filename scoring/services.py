@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from raters import preparation, selectors
 from raters import text_prompts as text_study
-from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
@@ -85,13 +84,6 @@ def scoring_settings(challenge: Challenge) -> ScoringSettings:
 
 def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
-
-
-def quality_rules(challenge: Challenge) -> QualityRules:
-    """The challenge's rater-quality rules, as the listening test's assignment, monitoring and
-    export read them (settings.RATER_QUALITY_RULES names this function)."""
-    stored = ScoringSettings.objects.filter(challenge=challenge).first()
-    return (stored.rules() if stored else Rules()).quality_rules()
 
 
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:

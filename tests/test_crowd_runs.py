@@ -161,7 +161,7 @@ def test_participant_ids_for_organizers_and_the_approve_reject_csv(
     assert decisions["PIDbad0002"]["rejection_category"] == "FAILED_CHECK"
     assert (
         decisions["PIDbad0002"]["message"]
-        == "Failed the attention checks: 2 of 3 hidden checks misrated, 1 of 1 category excluded."
+        == "Failed the attention checks: 2 of 3 hidden anchors misrated, 1 of 1 category excluded."
     )
     assert decisions["PIDhalf003"]["action"] == ""
     assert decisions["PIDhalf003"]["message"].startswith("Not finished")

@@ -138,7 +138,7 @@ def test_a_save_whose_connection_is_killed_mid_way_stores_nothing_and_its_resend
     assert outcome["result"] != "stored"
     assert not Rating.objects.exists()
     session = CategorySession.objects.get(pk=trial.session_id)
-    assert session.last_answer_at is None and session.judged_with == ""
+    assert session.last_answer_at is None and session.assessed_with == ""
     # The browser resends the same request: stored once, and once only.
     first, created = sessions.save_rating(rater, trial.token, quality=6, fit=3, key="killed-0001")
     again, created_again = sessions.save_rating(

@@ -408,13 +408,13 @@ def test_careless_sessions_show_as_failing_checks(listening):
     sessions.complete_familiarization(session, require_heard=False)
     rng = random.Random(1)
     while (trial := sessions.next_trial(session)) is not None:
-        # Opposite of every anchor's type: all checks misrated.
+        # Opposite of every anchor's type: all anchors misrated.
         q, f = {"anchor_hq_goodfit": (1, 1), "anchor_lq_poorfit": (9, 9)}.get(
             trial.role, (rng.randint(0, 2), 9)
         )
         sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
     verdict = selectors.session_verdicts(listening)[session.pk]
-    assert (verdict.checks, verdict.misrated, verdict.excluded) == (12, 12, True)
+    assert (verdict.anchors, verdict.misrated, verdict.excluded) == (12, 12, True)
     row = next(r for r in selectors.rater_progress(listening) if r["rater"] == rater)
     assert row["failing"] == 1 and row["answered"] == 16
 
@@ -489,9 +489,7 @@ def test_deleting_an_account_never_deletes_its_answers(listening, django_user_mo
     assert Rating.objects.count() == answered > 0
 
 
-def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
-    from scoring.models import ScoringSettings
-
+def test_assignment_assesses_anchors_by_the_tests_rater_rules(listening):
     rater = _rater(listening)
     session = sessions.next_session(rater).session
     sessions.complete_familiarization(session, require_heard=False)
@@ -510,7 +508,7 @@ def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
     assert wrong == 3
     verdict = selectors.session_verdicts(listening)[session.pk]
     assert verdict.misrated == 3 and not verdict.excluded  # by default 5 of 12 exclude
-    ScoringSettings.objects.create(challenge=listening, exclude_at=3)
+    ListeningTest.objects.filter(challenge=listening).update(exclude_at=3)
     assert selectors.session_verdicts(listening)[session.pk].excluded
 
 
