@@ -45,7 +45,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring.compute import Inputs, Rules, score
+from scoring.compute import score
+from scoring.inputs import Inputs
+from scoring.rules import Rules
 
 SYSTEMS = ("S1", "S2", "S3", "S4")
 CATEGORIES = ("dog_bark", "footstep", "rain")

@@ -10,7 +10,8 @@ from django.db.models import Q
 from raters.models import ListeningTest
 from stimuli.models import Challenge, Job
 
-from .compute import Rules, ScoringInputError
+from .inputs import ScoringInputError
+from .rules import Rules
 
 
 class ScoringSettings(models.Model):

@@ -16,8 +16,10 @@ from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import may_read, may_write
 
-from .compute import Inputs, Rules, ScoringInputError, score, table_hash
+from .compute import score
+from .inputs import Inputs, ScoringInputError, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
+from .rules import Rules
 from .text_prompts import score_text_prompts
 
 TEXT_PROMPT_COLUMNS = {

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .compute import Inputs
+from .inputs import Inputs
 
 ANCHOR_TRUTH = {
     "anchor_hq_goodfit": (8.5, 8.5),

@@ -366,7 +366,9 @@ def test_familiarization_needs_every_example_fetched(listening):
 
 
 def test_rating_rows_are_what_scoring_reads(listening):
-    from scoring.compute import DIVERSITY_COLUMNS, RATING_COLUMNS, Rules, score
+    from scoring.compute import score
+    from scoring.inputs import DIVERSITY_COLUMNS, RATING_COLUMNS
+    from scoring.rules import Rules
     from scoring.services import collect_inputs
 
     team = listening.teams.get(name="Team A0")

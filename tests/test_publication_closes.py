@@ -12,7 +12,7 @@ from raters import enrolment, preparation, sessions
 from raters.errors import ListeningError
 from raters.models import ListeningTest, Rating
 from scoring import services
-from scoring.compute import ScoringInputError
+from scoring.inputs import ScoringInputError
 from stimuli.models import Challenge
 from tests.listening_setup import answer_session, build_listening_challenge
 

@@ -10,7 +10,7 @@ from django.test import Client
 from raters import preparation
 from raters.models import ListeningTest
 from scoring import services
-from scoring.compute import ScoringInputError
+from scoring.inputs import ScoringInputError
 from scoring.models import Snapshot
 from scoring.simulate import simulate
 from stimuli.models import Challenge

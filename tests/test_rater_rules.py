@@ -11,8 +11,10 @@ import pytest
 from raters import enrolment, preparation, selectors, sessions
 from raters.models import ListeningTest, Rating
 from raters.rules import DCASE_MISRATING, RaterRules, RuleError, assess
-from scoring.compute import Inputs, Rules, score
+from scoring.compute import score
+from scoring.inputs import Inputs
 from scoring.models import ScoringSettings
+from scoring.rules import Rules
 from scoring.services import collect_inputs
 from tests.listening_setup import build_listening_challenge
 

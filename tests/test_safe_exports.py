@@ -11,7 +11,7 @@ import pytest
 from raters import diversity, enrolment, preparation, sessions
 from scoring import selectors as scoring_selectors
 from scoring import services as scoring_services
-from scoring.compute import RATING_COLUMNS, read_csv
+from scoring.inputs import RATING_COLUMNS, read_csv
 from scoring.simulate import simulate
 from stimuli.exports import FORMULA_STARTS, read_cell, safe_cell, to_csv
 from tests.listening_setup import answer_session, build_listening_challenge

@@ -13,19 +13,18 @@ from django.core.management import CommandError, call_command
 from scipy.stats import spearmanr
 
 from raters.rules import DCASE_MISRATING
-from scoring.compute import (
+from scoring.compute import score
+from scoring.inputs import (
     DIVERSITY_COLUMNS,
     FAD_COLUMNS,
     RATING_COLUMNS,
     TEAM_COLUMNS,
     Inputs,
-    Rules,
     ScoringInputError,
-    krippendorff_alpha_interval,
-    score,
-    spearman,
 )
+from scoring.rules import Rules
 from scoring.simulate import simulate
+from scoring.statistics import krippendorff_alpha_interval, spearman
 
 # Most hand-computed cases hold trials alone: their sessions carry no hidden anchors.
 NO_BOOT = Rules(bootstrap=0, anchors_per_session=0)

@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 
 from raters.models import ListeningTest
 from scoring import selectors, services
-from scoring.compute import Rules
 from scoring.models import Snapshot
+from scoring.rules import Rules
 from scoring.services import PUBLISH_JOB
 from scoring.simulate import simulate
 
