@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scoring.compute import score
 from scoring.rules import Rules
-from scoring.simulate import simulate
+from tests.simulate import simulate
 
 
 def reference_replicate(trials: list[tuple], rng: random.Random) -> dict:

@@ -484,9 +484,9 @@ class Heard(models.Model):
         abstract = True
 
 
-class ListeningRecord(models.Model):
-    """What an answer was given after: plays, share heard, seeks and time on the item; empty for
-    answers stored before these were recorded."""
+class HeardAtAnswer(models.Model):
+    """What an answer keeps of its sound's `Heard` when it was given: plays, share heard, seeks
+    and time on the item; empty for answers stored before these were recorded."""
 
     plays = models.PositiveIntegerField(null=True, blank=True)
     seeks = models.PositiveIntegerField(null=True, blank=True)
@@ -580,7 +580,7 @@ class Trial(Heard):
         return f"trial {self.position} of {self.session}"
 
 
-class Rating(ListeningRecord):
+class Rating(HeardAtAnswer):
     """The answer to one trial; a second answer to the same trial cannot exist."""
 
     trial = models.OneToOneField(Trial, on_delete=models.CASCADE, related_name="rating")
@@ -651,7 +651,7 @@ class DiversityTrial(Heard):
         return f"diversity trial {self.position} of {self.rater}"
 
 
-class DiversityRating(ListeningRecord):
+class DiversityRating(HeardAtAnswer):
     trial = models.OneToOneField(DiversityTrial, on_delete=models.CASCADE, related_name="rating")
     diversity = models.PositiveSmallIntegerField()
     idempotency_key = models.CharField(max_length=64, unique=True)
@@ -836,7 +836,7 @@ class TextAnswer(models.Model):
         abstract = True
 
 
-class DescriptionAnswer(TextAnswer, ListeningRecord):
+class DescriptionAnswer(TextAnswer, HeardAtAnswer):
     """What a judge thinks an interpretability clip is, in their words."""
 
     trial = models.OneToOneField(TextTrial, on_delete=models.CASCADE, related_name="description")
@@ -861,7 +861,7 @@ class DescriptionMark(TextAnswer):
         return f"mark of {self.trial}"
 
 
-class RealismAnswer(TextAnswer, ListeningRecord):
+class RealismAnswer(TextAnswer, HeardAtAnswer):
     trial = models.OneToOneField(TextTrial, on_delete=models.CASCADE, related_name="realism")
     says_real = models.BooleanField()
 

@@ -13,7 +13,7 @@ from django.template.defaultfilters import pluralize
 
 from stimuli.models import Category, Challenge
 
-from . import lookups
+from . import statements
 from .models import (
     CategorySession,
     DiversityRating,
@@ -115,7 +115,7 @@ ANSWER_FIELDS = (
 def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> list[dict]:
     """Every quality/fit answer (or those of `sessions` only), as the rules read it (the
     export's columns), in each session's order. One hand-written statement: every save reads
-    its session's answers to judge it (see `lookups`)."""
+    its session's answers to judge it (see `statements`)."""
     if sessions is not None and not sessions:
         return []
     table = {
@@ -139,7 +139,7 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
         f"WHERE {where} ORDER BY t.session_id, t.position"
     )
     result = []
-    for values in lookups.run(name, sql, params):
+    for values in statements.run(name, sql, params):
         row = dict(zip(ANSWER_FIELDS, values, strict=True))
         row["session"] = f"{row['rater']}-{row['session']}"  # CategorySession.code
         result.append(row)
@@ -508,7 +508,7 @@ def rules_table(challenge: Challenge) -> list[dict]:
 
 def listening_test(challenge: Challenge) -> ListeningTest:
     """The challenge's listening-test settings (created with the defaults when missing); as read
-    with the rater at the start of a rater's request, when it was (`lookups.rater_by_key`)."""
+    with the rater at the start of a rater's request, when it was (`statements.rater_by_key`)."""
     test = getattr(challenge, "listening_test_of_request", None)
     if test is None:
         test, _ = ListeningTest.objects.get_or_create(challenge=challenge)

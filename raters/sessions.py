@@ -19,8 +19,8 @@ from . import (
     delivery,
     gold,
     listening,
-    lookups,
     selectors,
+    statements,
 )
 from .design import counterbalanced_order, spread_slots
 from .errors import ListeningError
@@ -371,7 +371,7 @@ def resume(session: CategorySession) -> Resume | None:
     """The trial page's view of a session in one query; None when every trial is answered."""
     trials = [
         (position, token, answer)
-        for _, position, token, answer in lookups.session_trials(session.pk)
+        for _, position, token, answer in statements.session_trials(session.pk)
     ]
     pending = [(position, token) for position, token, answer in trials if answer is None]
     if not pending:
@@ -418,7 +418,7 @@ def save_rating(
         # lookup): the answer that completes the session must see every other one, or the
         # session would stay open with nothing left to rate. The same query reads the sound as
         # delivered and the trial of an answer already stored with this key, if any.
-        trial = lookups.trial_to_answer(token, test)
+        trial = statements.trial_to_answer(token, test)
         if trial is None:
             raise ListeningError("No such trial.", 404)
         session = trial.session
@@ -426,7 +426,7 @@ def save_rating(
             raise ListeningError("This trial belongs to another rater.", 403)
         session.rater = rater  # the one already read: no second query
         # Read after the session's lock: an answer with this key stored meanwhile is seen.
-        keyed_trial = lookups.keyed_trial(key)
+        keyed_trial = statements.keyed_trial(key)
         if keyed_trial is not None:
             if keyed_trial != trial.pk:
                 raise ListeningError("This request key was already used for another trial.", 409)
@@ -434,7 +434,7 @@ def save_rating(
         # The first two unanswered trials: the one rated must be first (order), and whether a
         # second exists says if this answer completes the session.
         # Answers are stored in order, so a trial before the first unanswered one is answered.
-        pending = lookups.first_unanswered(session.pk, 2)
+        pending = statements.first_unanswered(session.pk, 2)
         if trial.pk not in [pk for pk, _ in pending] and (
             not pending or trial.position < pending[0][1]
         ):

@@ -19,7 +19,7 @@ from raters import demo as raters_demo
 from raters import enrolment, selectors
 from raters.models import Rater
 from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
-from stimuli.generators import generation
+from stimuli.generators import services as generators
 from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
 from stimuli.objective import config
 from stimuli.objective import services as objective
@@ -60,8 +60,8 @@ def run_demo(
 
     if not Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE).exists():
         say("Generating the procedural baseline and its two variants ...")
-        for system in generation.create_baseline_systems(challenge, track_code="B"):
-            job = generation.generate_now(system, clips_per_category, 0, progress=progress)
+        for system in generators.create_baseline_systems(challenge, track_code="B"):
+            job = generators.generate_now(system, clips_per_category, 0, progress=progress)
             if job.state != Job.State.SUCCEEDED:
                 raise RuntimeError(f"generation of {system.name} failed: {job.error}")
 

@@ -22,7 +22,7 @@ class StimuliConfig(AppConfig):
             register(
                 generation, generation.label, f"stimuli.tasks.{task}",
                 where=f"stimuli.generators.tasks.{task}",
-                retry_guard="stimuli.generators.generation.retry_guard",
+                retry_guard="stimuli.generators.services.retry_guard",
             )  # fmt: skip
         # Clips from judges' prompts: a failed job runs again over the prompts still pending.
         register(

@@ -208,7 +208,7 @@ def enqueue(job: Job) -> None:
     job row already, and the caller gets the finished job back.
     """
     # By dotted path, so that no service imports a task module (the tasks import the services);
-    # tests/test_jobs.py holds every registered path to a task carrying the registered name.
+    # tests/stimuli/test_jobs.py holds every registered path to a task carrying the registered name.
     task = import_string(job_kind(job.kind).where)
     if task.app.conf.task_always_eager:
         task.delay(job.pk)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from raters.models import GoldSound
-from tests.browser import chromium_page, log_in
+from tests.chromium import chromium_page, log_in
 from tests.factories import make_wav
 from tests.listening_setup import build_listening_challenge
 
