@@ -18,6 +18,7 @@ BUILTIN_MODULES = {
     "logmel": "stimuli.objective.embeddings.logmel",
     "panns": "stimuli.objective.embeddings.panns",
     "passt": "stimuli.objective.embeddings.passt",
+    "clap": "stimuli.objective.embeddings.clap",
 }
 
 
