@@ -27,3 +27,11 @@ def select_medoids(job_id: int) -> None:
     from . import pipeline
 
     pipeline.run_medoids(job_id)
+
+
+@shared_task(name="stimuli.tasks.clap_prompt_scores")
+def clap_prompt_scores(score_ids: list[int]) -> int:
+    """CLAP scores of these `PromptScore` rows (a GPU worker's: it loads the CLAP model)."""
+    from . import prompt_scores
+
+    return prompt_scores.compute_scores(score_ids)
