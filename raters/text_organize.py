@@ -176,6 +176,7 @@ def clap_scores(request: HttpRequest, slug: str) -> HttpResponse:
     except ListeningError as exc:
         messages.error(request, exc.message)
     else:
-        queued = request_scores(_clap_pairs(study))
+        job = request_scores(challenge, _clap_pairs(study))
+        queued = len(job.params["score_ids"]) if job else 0
         messages.success(request, f"{queued} clip{pluralize(queued)} queued for a CLAP score.")
     return redirect("text_prompts:page", slug=slug)

@@ -198,7 +198,7 @@ def test_without_the_files_the_setup_names_each_and_where_it_is_published(tmp_pa
 
 @pytest.mark.django_db
 def test_scores_are_asked_for_queued_computed_once_and_read_back(
-    clap_files, settings, django_capture_on_commit_callbacks
+    clap_files, settings, challenge, django_capture_on_commit_callbacks, monkeypatch
 ):
     from stimuli.objective import prompt_scores
     from stimuli.objective.embeddings.clap_text import ClapScorer
@@ -207,12 +207,17 @@ def test_scores_are_asked_for_queued_computed_once_and_read_back(
     assert prompt_scores.clap_setup().enabled
     clips = [_audio_file(i) for i in range(3)]
     pairs = [(clips[0].pk, "a dog barks"), (clips[1].pk, "a dog barks"), (clips[2].pk, "rain")]
+    from foley_platform.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", False)  # queued, as with a broker
     with django_capture_on_commit_callbacks() as callbacks:
-        assert prompt_scores.request_scores(pairs) == 3
-    assert len(callbacks) == 1  # one task for the three rows, queued once they are committed
+        job = prompt_scores.request_scores(challenge, pairs)
+    assert len(callbacks) == 1  # one job for the three rows, queued once they are committed
+    assert job.kind == "clap_prompt_scores" and len(job.params["score_ids"]) == 3
     assert prompt_scores.stored_scores(pairs) == ({}, "")
-    ids = list(PromptScore.objects.values_list("pk", flat=True))
-    assert prompt_scores.compute_scores(ids) == 3
+    job = prompt_scores.run_scores(job.pk)
+    assert job.state == "succeeded" and job.result == {"computed": 3, "asked": 3}, job.error
+    ids = job.params["score_ids"]
     assert prompt_scores.compute_scores(ids) == 0  # done by this model: left as they are
     scores, model_id = prompt_scores.stored_scores(pairs)
     assert model_id.startswith("clap-score:htsat-tiny@") and set(scores) == set(pairs)
@@ -225,8 +230,7 @@ def test_scores_are_asked_for_queued_computed_once_and_read_back(
         * scorer.text_embeddings([p for _, p in pairs])
     ).sum(-1)
     np.testing.assert_allclose([scores[p] for p in pairs], expected, atol=1e-5)
-    with django_capture_on_commit_callbacks() as callbacks:
-        assert prompt_scores.request_scores(pairs) == 0  # nothing left to ask for
+    assert prompt_scores.request_scores(challenge, pairs) is None  # nothing left to ask for
     assert PromptScore.objects.count() == 3
 
 

@@ -2,8 +2,8 @@
 LAION-CLAP's joint space), for the text-prompt study beside the judges' answers.
 
 The web process asks for scores (`request_scores`: one `PromptScore` row per clip and prompt,
-its cosine empty) and queues their ids; a GPU worker (`compute_scores`) loads the configured
-checkpoint and tokenizer and fills them. Nothing here imports torch at module level: the web
+its cosine empty, and a job naming the rows); a GPU worker (`run_scores`, `compute_scores`) loads
+the configured checkpoint and tokenizer and fills them. Nothing here imports torch at module level: the web
 process checks only that the files exist (`clap_setup`), and says which file would enable the
 score where one is missing.
 """
@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ..models import AudioFile, PromptScore
+from ..jobs import JobProgress, enqueue, run_job
+from ..models import AudioFile, Challenge, Job, PromptScore
 from .embeddings.base import file_digest
 
 CHECKPOINT_SOURCE = "Hugging Face, lukewys/laion_clap"
@@ -29,7 +30,7 @@ CHECKPOINT_FILES = {
     "htsat-base": "music_audioset_epoch_15_esc_90.14.pt",
 }
 TOKENIZER_FILES = ("vocab.json", "merges.txt")
-BATCH = 1000  # score rows per queued task
+JOB_KIND = "clap_prompt_scores"  # registered in stimuli/apps.py
 
 
 @dataclass(frozen=True)
@@ -84,31 +85,41 @@ def prompt_sha256(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
-def request_scores(pairs: Iterable[tuple[int, str]]) -> int:
-    """Ask for the CLAP score of each (audio id, prompt) that has none; returns how many were
-    queued. Rows come before their tasks (queued on commit), so a worker always finds them."""
-    from .tasks import clap_prompt_scores
-
+def request_scores(challenge: Challenge, pairs: Iterable[tuple[int, str]]) -> Job | None:
+    """Ask for the CLAP score of each (audio id, prompt) that has none: the rows, and one job
+    naming them, queued once they are committed (None when every pair has its score)."""
     wanted = {(audio_id, prompt_sha256(prompt)): prompt for audio_id, prompt in pairs}
     if not wanted:
-        return 0
+        return None
     with transaction.atomic():
         PromptScore.objects.bulk_create(
             [PromptScore(audio_id=a, prompt=p, prompt_sha256=s) for (a, s), p in wanted.items()],
             ignore_conflicts=True,
         )
-        audio_ids = {a for a, _ in wanted}
         todo = [
             pk
             for pk, a, s in PromptScore.objects.filter(
-                audio_id__in=audio_ids, cosine__isnull=True
+                audio_id__in={a for a, _ in wanted}, cosine__isnull=True
             ).values_list("pk", "audio_id", "prompt_sha256")
             if (a, s) in wanted
         ]
-        for start in range(0, len(todo), BATCH):
-            ids = todo[start : start + BATCH]
-            transaction.on_commit(lambda ids=ids: clap_prompt_scores.delay(ids))
-    return len(todo)
+        if not todo:
+            return None
+        job = Job.objects.create(challenge=challenge, kind=JOB_KIND, params={"score_ids": todo})
+        enqueue(job)
+    return job
+
+
+def run_scores(job_id: int) -> Job:
+    """The worker's side of a scores job."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        ids = job.params["score_ids"]
+        progress(0, len(ids), "loading the CLAP model")
+        computed = compute_scores(ids, progress)
+        return {"computed": computed, "asked": len(ids)}
+
+    return run_job(job_id, work)
 
 
 def stored_scores(pairs: Iterable[tuple[int, str]]) -> tuple[dict[tuple[int, str], float], str]:
@@ -128,7 +139,7 @@ def stored_scores(pairs: Iterable[tuple[int, str]]) -> tuple[dict[tuple[int, str
     return {wanted[(a, s)]: c for a, s, m, c, _ in rows if m == model_id}, model_id
 
 
-def compute_scores(score_ids: Sequence[int]) -> int:
+def compute_scores(score_ids: Sequence[int], progress: JobProgress | None = None) -> int:
     """Worker side: fill the cosine of these rows with the configured CLAP model (idempotent:
     rows already computed by the same model are left); returns how many were computed."""
     setup = clap_setup()
@@ -149,9 +160,14 @@ def compute_scores(score_ids: Sequence[int]) -> int:
     from .embeddings.clap_text import ClapScorer
 
     scorer = ClapScorer(setup.checkpoint, setup.tokenizer, setup.variant)
+    done = 0
     for group in _by_shape(rows).values():
         for start in range(0, len(group), settings.FOLEY_EMBED_BATCH):
-            _score(scorer, group[start : start + settings.FOLEY_EMBED_BATCH], model_id)
+            batch = group[start : start + settings.FOLEY_EMBED_BATCH]
+            _score(scorer, batch, model_id)
+            done += len(batch)
+            if progress:
+                progress(done, len(rows), f"scored {done} of {len(rows)} clips")
     return len(rows)
 
 

@@ -30,8 +30,8 @@ def select_medoids(job_id: int) -> None:
 
 
 @shared_task(name="stimuli.tasks.clap_prompt_scores")
-def clap_prompt_scores(score_ids: list[int]) -> int:
-    """CLAP scores of these `PromptScore` rows (a GPU worker's: it loads the CLAP model)."""
+def clap_prompt_scores(job_id: int) -> None:
+    """The text-prompt study's CLAP scores (a GPU worker's: it loads the CLAP model)."""
     from . import prompt_scores
 
-    return prompt_scores.compute_scores(score_ids)
+    prompt_scores.run_scores(job_id)
