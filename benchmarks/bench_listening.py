@@ -39,7 +39,7 @@ def main() -> None:
     django_in_scratch()
     from django.db import connection, transaction
 
-    from raters import delivery, services
+    from raters import delivery, enrolment, listening, preparation, selectors, sessions
     from raters.models import Rating, Trial
     from stimuli import storage
     from tests.listening_setup import build_listening_challenge
@@ -56,16 +56,16 @@ def main() -> None:
         target_ratings=1000,
     )
     setup_s = time.perf_counter() - started
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     category = challenge.categories.first()
 
-    build, floor_build, sessions = [], [], []
+    build, floor_build, built = [], [], []
     for n in range(args.sessions):
-        rater = services.invite(challenge, label=f"bench {n}")
+        rater = enrolment.invite(challenge, label=f"bench {n}")
         t = time.perf_counter()
-        session = services.build_session(rater, category, order=0)
+        session = sessions.build_session(rater, category, order=0)
         build.append(time.perf_counter() - t)
-        sessions.append((rater, session))
+        built.append((rater, session))
         rows = [
             Trial(session=session, position=1000 + p, role=t.role, stimulus_id=t.stimulus_id,
                   anchor_id=t.anchor_id, audio_id=t.audio_id)
@@ -76,18 +76,18 @@ def main() -> None:
             Trial.objects.bulk_create(rows)
         floor_build.append(time.perf_counter() - t)
         Trial.objects.filter(session=session, position__gte=1000).delete()
-    n_trials = sessions[0][1].trials.count()
+    n_trials = built[0][1].trials.count()
 
     save, floor_save, serve, floor_serve, event, events = [], [], [], [], [], []
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     answered = 0
-    for rater, session in sessions:
-        services.complete_familiarization(session, require_heard=False)
+    for rater, session in built:
+        sessions.complete_familiarization(session, require_heard=False)
         for trial in session.trials.order_by("position"):
             if answered >= args.answers:
                 break
             t = time.perf_counter()
-            sent = services.serve_audio(rater, trial.token)
+            sent = listening.serve_audio(rater, trial.token)
             b"".join(sent.streaming_content)  # sent to its end: the delivery is recorded
             serve.append(time.perf_counter() - t)
             t = time.perf_counter()
@@ -95,21 +95,21 @@ def main() -> None:
             floor_serve.append(time.perf_counter() - t)
             # The events the page sends for a 4-s sound: play, a checkpoint at 2 s, ended.
             t = time.perf_counter()
-            services.player_event(rater, trial.token, "play", 0)
+            listening.player_event(rater, trial.token, "play", 0)
             event.append(time.perf_counter() - t)
             t = time.perf_counter()
-            services.player_event(rater, trial.token, "timeupdate", 0.01)
-            services.player_event(rater, trial.token, "ended", 0.02)
+            listening.player_event(rater, trial.token, "timeupdate", 0.01)
+            listening.player_event(rater, trial.token, "ended", 0.02)
             events.append(time.perf_counter() - t + event[-1])
             t = time.perf_counter()
-            services.save_rating(rater, trial.token, quality=5, fit=5, key=f"bench-{trial.pk:08d}")
+            sessions.save_rating(rater, trial.token, quality=5, fit=5, key=f"bench-{trial.pk:08d}")
             save.append(time.perf_counter() - t)
             answered += 1
     # Assignment judges every session by the rater-quality rules over every answer so far.
     need = []
     for _ in range(5):
         t = time.perf_counter()
-        services.category_need(challenge)
+        sessions.category_need(challenge)
         need.append(time.perf_counter() - t)
     # Floor: the bare insert of the same number of rows, each in its own transaction.
     spare = list(Trial.objects.filter(rating__isnull=True)[: len(save)])

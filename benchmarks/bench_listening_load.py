@@ -111,7 +111,7 @@ def django_setup(env: dict[str, str]) -> None:
 
 
 def build_challenge(listened_fraction: float = 0.0):
-    from raters import services
+    from raters import preparation
     from tests.listening_setup import build_listening_challenge
 
     challenge = build_listening_challenge(
@@ -125,21 +125,21 @@ def build_challenge(listened_fraction: float = 0.0):
         target_ratings=1000,
         listened_fraction=listened_fraction,
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
 def enrol(challenge, n: int) -> list[str]:
     """`n` raters past consent and instructions, each with a category begun; their links."""
-    from raters import services
+    from raters import enrolment, sessions
 
     keys = []
     for k in range(n):
-        rater = services.invite(challenge, label=f"load {k}")
-        services.record_consent(rater)
-        services.record_instructions(rater)
-        session = services.next_session(rater).session
-        services.complete_familiarization(session, require_heard=False)
+        rater = enrolment.invite(challenge, label=f"load {k}")
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        session = sessions.next_session(rater).session
+        sessions.complete_familiarization(session, require_heard=False)
         keys.append(rater.access_key)
     return keys
 
@@ -500,8 +500,8 @@ def run_cost(args) -> None:
         client.get(f"/listen/{SLUG}/join/{keys[0]}/")
         print("| sessions | page: queries, median time | save: queries, median time |")
         print("|---|---|---|")
-        for n, sessions in enumerate(args.sessions):
-            add_closed_sessions(challenge, sessions - CategorySession.objects.count())
+        for n, wanted in enumerate(args.sessions):
+            add_closed_sessions(challenge, wanted - CategorySession.objects.count())
             pages, saves, page_q, save_q = [], [], set(), set()
             warm = 5 if n == 0 else 0  # templates compiled, connections open: not measured
             for k in range(args.requests + warm):
@@ -518,9 +518,9 @@ def run_cost(args) -> None:
                 else:  # the category is done: the next one
                     client.post(f"/listen/{SLUG}/next/")
                     session = CategorySession.objects.get(rater__access_key=keys[0], state="open")
-                    from raters import services
+                    from raters import sessions
 
-                    services.complete_familiarization(session, require_heard=False)
+                    sessions.complete_familiarization(session, require_heard=False)
                     continue
                 sound = client.get(f"/listen/{SLUG}/audio/{token.group(1)}/", HTTP_RANGE="bytes=0-")
                 b"".join(sound.streaming_content)  # read to its end: the delivery is recorded

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring.compute import Rules, score
+from scoring.compute import score
+from scoring.rules import Rules
 from scoring.simulate import simulate
 
 

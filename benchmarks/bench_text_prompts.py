@@ -44,7 +44,7 @@ def main() -> None:
 
     django_in_scratch()
     from foley_platform.celery import app
-    from raters import services, text_prompts
+    from raters import listening, text_prompts
     from stimuli.demo import seed_text_demo
     from stimuli.generators import text_prompts as generation
     from stimuli.models import Job
@@ -93,7 +93,7 @@ def main() -> None:
         clips = list(prompt_set.clips.all())
         assert len(clips) == study.clips_per_prompt, prompt_set.generation.error
         for clip in clips:
-            assert services.serve_audio(judge.rater, clip.token).status_code == 200
+            assert listening.serve_audio(judge.rater, clip.token).status_code == 200
 
     prompts = ["a dog barking in the rain", "fast footsteps on gravel", "a distant gunshot"]
     single, batched, one_by_one, jobs_batched = [], [], [], []

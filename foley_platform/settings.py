@@ -347,7 +347,3 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
-
-# The listening test's assignment, monitoring and export judge raters by the challenge's
-# rater-quality rules, which are set with its scoring rules: the function that reads them.
-RATER_QUALITY_RULES = "scoring.services.quality_rules"

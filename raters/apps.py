@@ -10,7 +10,7 @@ class RatersConfig(AppConfig):
     def ready(self) -> None:
         from stimuli.jobs import register
 
-        from .services import PREPARE_JOB
+        from .preparation import PREPARE_JOB
 
         # Preparing is idempotent: a failed preparation may run again whenever the page allows
         # preparing, which is always.

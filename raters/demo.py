@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from stimuli.models import Challenge, Medoid, Team
 from stimuli.permissions import ORGANIZERS_GROUP
 
-from . import services
+from . import diversity, enrolment, preparation, selectors, sessions
 from .errors import ListeningError
 from .models import Anchor, Rater, Rating, Stimulus
 
@@ -27,14 +27,14 @@ ANCHOR_ANSWERS = {
 def open_listening_test(challenge: Challenge) -> None:
     """Stimuli from the medoids (or, with none, the first clips of each system), anchors, rendered
     audio and diversity files; then open the test (the challenge moves to its listening phase)."""
-    services.listening_test(challenge)
+    selectors.listening_test(challenge)
     if (
         not Medoid.objects.filter(challenge=challenge, system__is_finalist=True).exists()
         and not Stimulus.objects.filter(challenge=challenge).exists()
     ):
-        services.pick_stimuli(challenge)
-    services.prepare(challenge)
-    services.set_open(challenge, True)
+        preparation.pick_stimuli(challenge)
+    preparation.prepare(challenge)
+    preparation.set_open(challenge, True)
 
 
 def _true_scores(name: str) -> tuple[float, float]:
@@ -62,7 +62,7 @@ MAX_RECRUITED = 500
 
 
 def _crowd_worker(challenge: Challenge, test, seed: int, n: int) -> Rater:
-    return services.enrol_crowd(
+    return enrolment.enrol_crowd(
         challenge,
         test.crowd_key,
         participant_id=f"sim{seed}x{n}",
@@ -75,12 +75,12 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
     """Enrol raters and answer every session they are assigned, through the real services.
 
     The first rater belongs to a team that has a system in the test (its self-ratings are
-    removed at scoring); the last two answer carelessly (their sessions fail the checks). Two
+    removed at scoring); the last two answer carelessly (their sessions fail the anchor rule). Two
     organizers with the diversity role rate every diversity file.
     """
     rng = random.Random(seed)
     User = get_user_model()
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     if not test.is_open:
         open_listening_test(challenge)
     owner_team = (
@@ -96,34 +96,34 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
         if n == 0:
             name = f"{challenge.slug[:20]}-member-{seed}"
             user = User.objects.filter(username=name).first() or User.objects.create_user(name)
-            rater = services.enrol_user(challenge, user, team=owner_team)
+            rater = enrolment.enrol_user(challenge, user, team=owner_team)
         elif n % 2:
             try:
                 rater = _crowd_worker(challenge, test, seed, n)
             except ListeningError:  # a full test turns crowd workers away at the link
                 continue
         else:
-            rater = services.invite(challenge, label=f"simulated listener {n}")
+            rater = enrolment.invite(challenge, label=f"simulated listener {n}")
         counts["raters"] += 1
-        services.record_consent(rater)
-        services.record_instructions(rater)
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
         raters.append((n, rater))
     extra = 0
     # Raters take turns, one category each, as people working at the same time would.
     while raters:
         still: list[tuple[int, Rater]] = []
         for n, rater in raters:
-            session = services.next_session(rater).session
+            session = sessions.next_session(rater).session
             if session is None:
-                services.finish(rater)
+                sessions.finish(rater)
                 continue
-            services.complete_familiarization(session, require_heard=False)
+            sessions.complete_familiarization(session, require_heard=False)
             counts["sessions"] += 1
-            while (trial := services.next_trial(session)) is not None:
+            while (trial := sessions.next_trial(session)) is not None:
                 system = trial.stimulus.system.name if trial.stimulus_id else ""
                 quality, fit = _answer(rng, trial.role, system, n in careless)
                 key = f"sim-{trial.token}"
-                rating, _ = services.save_rating(
+                rating, _ = sessions.save_rating(
                     rater, trial.token, quality=quality, fit=fit, key=key
                 )
                 # What listening would have recorded: careful raters hear each sound and take
@@ -138,15 +138,15 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
                 counts["ratings"] += 1
             still.append((n, rater))
         raters = still
-        if not raters and extra < MAX_RECRUITED and any(services.category_need(challenge).values()):
+        if not raters and extra < MAX_RECRUITED and any(sessions.category_need(challenge).values()):
             # As a crowd run does, recruit another worker (each rates the run's few categories)
             # until every sound has its ratings.
             n = n_raters + extra
             extra += 1
             rater = _crowd_worker(challenge, test, seed, n)
             counts["raters"] += 1
-            services.record_consent(rater)
-            services.record_instructions(rater)
+            enrolment.record_consent(rater)
+            enrolment.record_instructions(rater)
             raters = [(n, rater)]
     organizers = Group.objects.get_or_create(name=ORGANIZERS_GROUP)[0]
     for k in range(2):
@@ -157,15 +157,13 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
             user.set_unusable_password()
             user.save()
         user.groups.add(organizers)
-        rater = services.enrol_organizer_for_diversity(challenge, user)
-        for trial in services.diversity_trials(rater):
+        rater = enrolment.enrol_organizer_for_diversity(challenge, user)
+        for trial in diversity.trials(rater):
             if hasattr(trial, "rating"):
                 continue
             true = sum(_true_scores(trial.item.system.name)) / 2
             value = max(0, min(10, round(true + rng.gauss(0, 1))))
-            services.save_diversity_rating(
-                rater, trial.token, diversity=value, key=f"sim-{trial.token}"
-            )
+            diversity.save_rating(rater, trial.token, diversity=value, key=f"sim-{trial.token}")
             counts["diversity_ratings"] += 1
     counts["anchors"] = Anchor.objects.filter(challenge=challenge).count()
     counts["raters_total"] = Rater.objects.filter(challenge=challenge).count()

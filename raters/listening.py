@@ -18,7 +18,8 @@ sounds side by side adds nothing.
 
 Plain functions over the rows that carry `Heard`'s fields (trials, familiarization examples,
 diversity trials and the text-prompt study's clips) and the rater's fields; the clock is `now`,
-which tests replace instead of sleeping.
+which tests replace instead of sleeping. The pages reach them by the sound's token
+(`serve_audio`, `player_event`, `listened_now`), which names no system, team or anchor.
 """
 
 from __future__ import annotations
@@ -29,9 +30,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
+from django.http import HttpResponse
 from django.utils import timezone
 
-from . import lookups
+from stimuli.models import AudioFile
+
+from . import delivery, lookups, selectors
 from .errors import ListeningError
 from .models import (
     DiversityTrial,
@@ -373,3 +378,104 @@ def listened(
             "please listen to all of it."
         )
     return Listened(heard_s, duration, row.plays, row.seeks, reason)
+
+
+# --- Audio by token ------------------------------------------------------------------------------
+
+
+def _other_sounds(rater: Rater) -> tuple[tuple[type, Q], ...]:
+    """The kinds of sound a rater hears besides trials (`lookups.trial_of` reads those), each
+    with the filter to the rater's own, in the order a listening test asks for them."""
+    return (
+        (FamiliarizationClip, Q(session__rater=rater)),
+        (DiversityTrial, Q(rater=rater)),
+        # The text-prompt protocol's sounds: a generated clip once it is made.
+        (TextTrial, Q(judge__rater=rater, audio__isnull=False)),
+        (PromptClip, Q(prompt_set__judge__rater=rater)),
+    )
+
+
+def _sound(
+    rater: Rater, token: str, test: ListeningTest | None = None
+) -> tuple[type, Heard, AudioFile]:
+    """The row behind one of the rater's tokens and the audio its browser receives: one query
+    for a trial, the most asked for."""
+    test = test or selectors.listening_test(rater.challenge)
+    trial = lookups.trial_of(rater, token, test)
+    if trial is not None:
+        return Trial, trial, delivery.delivered_of(trial, test)
+    for model, owner in _other_sounds(rater):
+        rows = model.objects.filter(owner, token=token)
+        if model is DiversityTrial:  # rendered from delivered audio already
+            row = rows.select_related("item__audio").first()
+            if row is not None:
+                return model, row, row.item.audio
+            continue
+        row = rows.select_related("audio").first()
+        if row is not None:
+            return model, row, delivery.delivered_audio(row.audio, test)
+    raise ListeningError("No such audio.", 404)
+
+
+def serve_audio(rater: Rater, token: str, range_header: str = "", *, sock=None) -> HttpResponse:
+    """The delivered audio behind one of the rater's tokens. The bytes are recorded as sent
+    once they have left the server (`delivery.Sent`, acknowledged on `sock` where it is known)
+    or the web server in front (its receipt); a range already recorded is not written again."""
+    model, row, audio = _sound(rater, token)
+
+    def sent(start: int, end: int, size: int) -> None:
+        if not recorded(row, start, end, size):
+            record_delivery(model, row, start, end, size)
+
+    # A sound already delivered whole (preloaded, then fetched again in its turn) needs no
+    # receipt: nginx then skips the report.
+    whole = row.delivered_at is not None
+    return delivery.audio_response(
+        audio,
+        range_header,
+        sent=None if whole else sent,
+        receipt_for=None if whole else (KIND_OF[model], row.pk),
+        sock=sock,
+    )
+
+
+def redeem_receipt(value: str, completion: str, bytes_sent: str) -> None:
+    """Record a delivery that the web server in front reports finished (`delivery.redeem`)."""
+    redeemed = delivery.redeem(value, completion, bytes_sent)
+    if redeemed is None:
+        return
+    kind, pk, start, end, size = redeemed
+    model = KINDS[kind]
+    row = model.objects.filter(pk=pk).first()
+    if row is not None and not recorded(row, start, end, size):
+        record_delivery(model, row, start, end, size)
+
+
+def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> Listened:
+    """One event of the page's player (play, pause, seeking, timeupdate, ended) for one of the
+    rater's sounds; returns the server's verdict on it so far."""
+    model, row, audio = _sound(rater, token)
+    row = record_event(rater, model, row, kind, t, audio.duration_s, seek_from=seek_from)
+    what = {FamiliarizationClip: "example", DiversityTrial: "file"}.get(model, "sound")
+    return listened(
+        row, audio.duration_s, selectors.listening_test(rater.challenge), what=what, rater=rater
+    )
+
+
+def listened_now(
+    rater: Rater, token: str, test: ListeningTest | None = None
+) -> tuple[Heard, Listened]:
+    """One of the rater's sounds (by its token) as it is now, with the server's verdict on it,
+    for the page to open its scales."""
+    test = test or selectors.listening_test(rater.challenge)
+    _, row, audio = _sound(rater, token, test)
+    return row, listened(row, audio.duration_s, test, rater=rater)
+
+
+def shown_now(
+    rater: Rater, token: str, test: ListeningTest | None = None
+) -> tuple[Heard, Listened]:
+    """A page showing one of the rater's sounds (re)loaded: whatever was playing stops (written
+    only when something was), and the sound as it is now with the server's verdict."""
+    page_shown(rater)
+    return listened_now(rater, token, test)

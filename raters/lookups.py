@@ -136,7 +136,7 @@ def rater_by_key(access_key: str, slug: str) -> Rater | None:
         return None
     row = rows[0]
     rater, challenge = rater_part.build(row), challenge_part.build(row)
-    # For `services.listening_test` during this request only (a Challenge's cached relation
+    # For `selectors.listening_test` during this request only (a Challenge's cached relation
     # would be read by code that expects the settings as they are now).
     challenge.listening_test_of_request = test_part.build(row)
     Rater.text_judge.related.set_cached_value(rater, judge_part.build(row))
@@ -164,7 +164,7 @@ def _trial_statement(vendor: str, *, answering: bool) -> tuple[str, tuple[_Part,
     if not answering:
         sql += " AND s.rater_id = %s"
     elif connection.features.has_select_for_no_key_update:
-        # Answers to one session are stored one at a time: see `services.save_rating`.
+        # Answers to one session are stored one at a time: see `sessions.save_rating`.
         sql += " FOR NO KEY UPDATE OF s"
     return sql, tuple(parts)
 

@@ -16,7 +16,8 @@ from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
 from stimuli.permissions import challenge_organizer_or_403, challenge_organizer_required
 
-from . import gold, selectors, services
+from . import enrolment, gold, preparation, selectors
+from .errors import ListeningError
 from .models import GoldSound, ListeningTest, Rater
 from .workload import workload
 
@@ -122,7 +123,7 @@ class AccountForm(forms.Form):
 
 
 def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     crowd_url = request.build_absolute_uri(
         reverse("raters:crowd", args=[challenge.slug, test.crowd_key])
     )
@@ -137,10 +138,10 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "crowd_url": crowd_url + "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
         "&SESSION_ID={{%SESSION_ID%}}",
         "invited": Rater.objects.filter(challenge=challenge, kind=Rater.Kind.INVITED),
-        "jobs": Job.objects.filter(challenge=challenge, kind=services.PREPARE_JOB)[:3],
-        "open_refused": services.open_refused(challenge),
-        "crowd_warning": services.crowd_warning(challenge),
-        "completion_code": services.completion_code(test),
+        "jobs": Job.objects.filter(challenge=challenge, kind=preparation.PREPARE_JOB)[:3],
+        "open_refused": preparation.open_refused(challenge),
+        "crowd_warning": enrolment.crowd_warning(challenge),
+        "completion_code": enrolment.completion_code(test),
         "rules": selectors.rules_table(challenge),
         "crowd_workload": workload(challenge, test, test.crowd_categories),
         "n_stimuli": challenge.stimuli.count(),
@@ -183,7 +184,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
         "raters/organize_progress.html",
         {
             "challenge": challenge,
-            "test": services.listening_test(challenge),
+            "test": selectors.listening_test(challenge),
             **_progress_context(challenge),
         },
     )
@@ -193,7 +194,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def prepare(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    job = services.request_preparation(challenge, request.user)
+    job = preparation.request_preparation(challenge, request.user)
     messages.info(request, f"Preparation job #{job.pk}: {job.get_state_display()}.")
     return redirect("listening:monitor", slug=slug)
 
@@ -204,14 +205,14 @@ def set_open(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     is_open = request.POST.get("open") == "1"
     try:
-        services.set_open(challenge, is_open)
-    except services.ListeningError as exc:
+        preparation.set_open(challenge, is_open)
+    except ListeningError as exc:
         messages.error(request, exc.message)
         return redirect("listening:monitor", slug=slug)
     messages.success(
         request, "The listening test is open." if is_open else "The listening test is closed."
     )
-    if is_open and (warning := services.crowd_warning(challenge)):
+    if is_open and (warning := enrolment.crowd_warning(challenge)):
         messages.warning(request, warning)
     return redirect("listening:monitor", slug=slug)
 
@@ -232,7 +233,7 @@ def add_gold(request: HttpRequest, slug: str) -> HttpResponse:
                 quality=(data["quality_min"], data["quality_max"]),
                 fit=(data["fit_min"], data["fit_max"]),
             )
-        except services.ListeningError as exc:
+        except ListeningError as exc:
             form.add_error(None, exc.message)
         else:
             messages.success(request, f"Gold sound added: {sound.label}.")
@@ -254,7 +255,7 @@ def invite(request: HttpRequest, slug: str) -> HttpResponse:
             _context(request, challenge, invite_form=form),
             status=400,
         )
-    rater = services.invite(challenge, **form.cleaned_data)
+    rater = enrolment.invite(challenge, **form.cleaned_data)
     link = request.build_absolute_uri(reverse("raters:join", args=[slug, rater.access_key]))
     messages.success(request, f"Invitation for {rater.code}: {link}")
     return redirect("listening:monitor", slug=slug)
@@ -268,10 +269,10 @@ def add_account(request: HttpRequest, slug: str) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            rater = services.create_participant_account(
+            rater = enrolment.create_participant_account(
                 challenge, username=data["username"], password=data["password"], team=data["team"]
             )
-        except services.ListeningError as exc:
+        except ListeningError as exc:
             form.add_error("username", exc.message)
         else:
             messages.success(request, f"Account {data['username']} rates as {rater.code}.")
@@ -287,8 +288,8 @@ def rate_diversity(request: HttpRequest, slug: str) -> HttpResponse:
     """The organizer takes the diversity role (allowed only without quality/fit sessions)."""
     challenge = get_object_or_404(Challenge, slug=slug)
     try:
-        services.enrol_organizer_for_diversity(challenge, request.user)
-    except services.ListeningError as exc:
+        enrolment.enrol_organizer_for_diversity(challenge, request.user)
+    except ListeningError as exc:
         messages.error(request, exc.message)
         return redirect("listening:monitor", slug=slug)
     return redirect("raters:home", slug=slug)

@@ -2,9 +2,9 @@
 
 from celery import shared_task
 
-from . import services
+from . import preparation
 
 
 @shared_task(name="raters.tasks.prepare_listening_test")
 def prepare_listening_test(job_id: int) -> None:
-    services.run_prepare_job(job_id)
+    preparation.run_prepare_job(job_id)

@@ -3,7 +3,7 @@ tests (interpretability, realism, the judges' own prompts), with answers stored 
 
 A second kind of listening test beside the DCASE one: judges are raters of the challenge,
 coming in through the same invitation links and rater cookies; their sounds are served by
-token through `services.serve_audio`, with the same listening checks; answers carry request keys
+token through `listening.serve_audio`, with the same listening checks; answers carry request keys
 and unique constraints as ratings do, and a judge resumes at the first item without an answer.
 """
 
@@ -20,7 +20,7 @@ from django.utils import timezone
 from stimuli.generators import text_prompts as generation
 from stimuli.models import Challenge, DescribedClip, System, TextGeneration
 
-from . import delivery, listening, services
+from . import delivery, enrolment, listening, selectors, sessions
 from .errors import ListeningError
 from .models import (
     MATCH_ANSWERS,
@@ -150,7 +150,7 @@ def invite_judge(study: TextPromptStudy, *, label: str = "") -> TextJudge:
         systems = list(study.systems.order_by("pk"))
         if not systems:
             raise ListeningError("The study has no system.", 409)
-        rater = services.invite(study.challenge, label=label or f"judge {count + 1}")
+        rater = enrolment.invite(study.challenge, label=label or f"judge {count + 1}")
         return TextJudge.objects.create(
             study=study, rater=rater, system=systems[count % len(systems)]
         )
@@ -363,7 +363,7 @@ def _previous(model, key: str, item_field: str, item_id: int):
 
 
 def _heard(judge: TextJudge, row, what: str = "sound") -> listening.Listened:
-    test = services.listening_test(judge.study.challenge)
+    test = selectors.listening_test(judge.study.challenge)
     audio = delivery.delivered_audio(row.audio, test)
     return listening.listened(row, audio.duration_s, test, what=what, rater=judge.rater)
 
@@ -389,7 +389,7 @@ def _save_in_order(
     """One answer to one of the judge's sounds of `test`: in the order given, heard when asked,
     stored once (the same key again returns it). `began` is when the first answer's clock
     starts."""
-    key = services._check_key(key)
+    key = sessions.check_key(key)
     with transaction.atomic():
         _locked_judge(judge)
         trial = _trial(judge, token, test)
@@ -405,12 +405,12 @@ def _save_in_order(
         verdict = _heard(judge, trial)
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
-        last = services._last_answer_at(model.objects.filter(trial__judge=judge))
+        last = sessions.last_answer_at(model.objects.filter(trial__judge=judge))
         answer = model.objects.create(
             trial=trial,
             idempotency_key=key,
             **values,
-            **services._record(verdict, last or began),
+            **sessions.answer_record(verdict, last or began),
         )
     return answer, True
 
@@ -444,7 +444,7 @@ def save_mark(judge: TextJudge, token: str, *, correct, key: str) -> tuple[Descr
     if str(correct) not in ("yes", "no", "True", "False", "1", "0"):
         raise ListeningError("Mark the answer correct or not.")
     value = str(correct) in ("yes", "True", "1")
-    key = services._check_key(key)
+    key = sessions.check_key(key)
     with transaction.atomic():
         locked = _locked_judge(judge)
         trial = _trial(judge, token, INTERPRETABILITY)
@@ -498,7 +498,7 @@ def save_realism(
 def submit_prompt(judge: TextJudge, prompt: str, *, key: str) -> tuple[PromptSet, bool]:
     """A prompt the judge typed: its clips are asked for at once (the judge may type the next
     one while they are made). The same key again returns the same set."""
-    key = services._check_key(key)
+    key = sessions.check_key(key)
     try:
         prompt = generation.check_prompt(prompt)
     except generation.TextPromptError as exc:
@@ -551,7 +551,7 @@ def save_prompt_answer(
         raise ListeningError("Answer whether any sound matches the prompt: yes, no or maybe.")
     quality = _check_level("Quality", quality)
     diversity = _check_level("Diversity", diversity)
-    key = services._check_key(key)
+    key = sessions.check_key(key)
     with transaction.atomic():
         _locked_judge(judge)
         prompt_set = PromptSet.objects.filter(token=token).first()

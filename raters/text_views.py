@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from stimuli.models import Challenge
 
-from . import services, text_prompts
+from . import listening, text_prompts
 from .errors import ListeningError
 from .models import Rater, TextJudge
 from .views import rater_view
@@ -47,9 +47,9 @@ def _context(challenge: Challenge, judge: TextJudge, **extra) -> dict:
 
 
 def _heard(rater: Rater, rows: list) -> list:
-    services.page_shown(rater)
+    listening.page_shown(rater)
     for row in rows:
-        _, row.listened = services.listened_now(rater, row.token)
+        _, row.listened = listening.listened_now(rater, row.token)
     return rows
 
 

@@ -17,7 +17,7 @@ urlpatterns = [
     path("<slug:slug>/finish/", views.finish, name="finish"),
     path("<slug:slug>/audio/<str:token>/", views.audio, name="audio"),
     path("<slug:slug>/player/", views.player_event, name="player"),
-    path("<slug:slug>/diversity/", views.diversity, name="diversity"),
+    path("<slug:slug>/diversity/", views.diversity_page, name="diversity"),
     path("<slug:slug>/diversity/rate/", views.rate_diversity, name="rate_diversity"),
     # The text-prompt protocol's judges.
     path("<slug:slug>/text/", text_views.home, name="text_home"),

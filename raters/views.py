@@ -20,7 +20,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from stimuli.models import Challenge
 from stimuli.permissions import may_read
 
-from . import delivery, lookups, services
+from . import delivery, diversity, enrolment, listening, lookups, selectors, sessions
+from .errors import ListeningError
 from .models import CategorySession, Rater, TextJudge
 from .workload import workload
 
@@ -56,7 +57,7 @@ def _account_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
         # Only organizers enrol themselves. A participant account rates in the challenge it
         # was made for, with its team: enrolled anywhere else it would have no team, and its
         # ratings of its own team's systems could not be removed.
-        rater = services.enrol_user(challenge, request.user, kind=Rater.Kind.ORGANIZER)
+        rater = enrolment.enrol_user(challenge, request.user, kind=Rater.Kind.ORGANIZER)
     return rater
 
 
@@ -114,7 +115,7 @@ def rater_view(view):
             )
         try:
             response = view(request, challenge, rater, *args, **kwargs)
-        except services.ListeningError as exc:
+        except ListeningError as exc:
             response = _refuse(request, challenge, exc.message, exc.status, rater=True)
         if not response.has_header("Cache-Control"):
             # Pages are per rater and per moment; only audio sets its own caching.
@@ -160,14 +161,14 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     if held is not None and request.method != "POST":  # another rater: enrol on confirmation
         return _confirm_switch(request, challenge)
     try:
-        rater = services.enrol_crowd(
+        rater = enrolment.enrol_crowd(
             challenge,
             key,
             participant_id=participant,
             study_id=request.GET.get("STUDY_ID", ""),
             session_id=request.GET.get("SESSION_ID", ""),
         )
-    except services.ListeningError as exc:
+    except ListeningError as exc:
         return _refuse(request, challenge, exc.message, exc.status, crowd=True)
     return _remember(redirect("raters:home", slug=slug), rater, slug)
 
@@ -192,20 +193,20 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return redirect("raters:diversity", slug=challenge.slug)
     if rater.finished_at is not None:
         return _end(request, challenge, rater)
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     if not test.is_open:
         return _closed(request, challenge)
     # The rater's few sessions in one query: the open one, and how many are closed.
-    sessions = list(rater.sessions.select_related("category").order_by("order"))
-    session = next((s for s in sessions if s.state == CategorySession.State.OPEN), None)
-    closed = sum(s.state == CategorySession.State.CLOSED for s in sessions)
+    own = list(rater.sessions.select_related("category").order_by("order"))
+    session = next((s for s in own if s.state == CategorySession.State.OPEN), None)
+    closed = sum(s.state == CategorySession.State.CLOSED for s in own)
     if session is None:
         return _break(request, challenge, rater)
     if session.familiarized_at is None:
         clips = list(session.familiarization.order_by("position"))
-        services.page_shown(rater)
+        listening.page_shown(rater)
         for clip in clips:
-            _, clip.listened = services.listened_now(rater, clip.token, test)
+            _, clip.listened = listening.listened_now(rater, clip.token, test)
         return render(
             request,
             "raters/familiarization.html",
@@ -217,11 +218,11 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
                 **_progress(rater, test, closed),
             },
         )
-    point = services.resume(session)
+    point = sessions.resume(session)
     if point is None:  # every trial answered: the session closes on its last answer
-        services.close_session(session)
+        sessions.close_session(session)
         return redirect("raters:home", slug=challenge.slug)
-    trial, listened = services.shown_now(rater, point.token, test)
+    trial, listened = listening.shown_now(rater, point.token, test)
     return render(
         request,
         "raters/trial.html",
@@ -241,7 +242,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
 
 
 def _closed(request: HttpRequest, challenge: Challenge) -> HttpResponse:
-    message = services.closed_message(challenge)
+    message = sessions.closed_message(challenge)
     return render(
         request,
         "raters/closed.html",
@@ -258,17 +259,17 @@ def _progress(rater: Rater, test, closed: int | None = None) -> dict:
     else's sessions."""
     if closed is None:
         closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
-    fewest, most = services.categories_for(rater, test)
+    fewest, most = sessions.categories_for(rater, test)
     return {
         "categories_done": closed,
         "category_number": closed + 1,
-        "categories_min": min(fewest, services.rated_categories(rater.challenge)),
+        "categories_min": min(fewest, sessions.rated_categories(rater.challenge)),
         "categories_max": most,
     }
 
 
 def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     last = rater.sessions.order_by("-order").select_related("category").first()
     return render(
         request,
@@ -276,8 +277,8 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
         {
             "challenge": challenge,
             "last": last,
-            "done": services.rater_done(rater),
-            "can_continue": services.can_continue(rater),
+            "done": sessions.rater_done(rater),
+            "can_continue": sessions.can_continue(rater),
             "is_open": test.is_open,
             "crowd": rater.kind == Rater.Kind.CROWD,
             **_progress(rater, test),
@@ -286,17 +287,17 @@ def _break(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
 
 
 def _end(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     crowd = rater.kind == Rater.Kind.CROWD
-    paid = crowd and services.completion_earned(rater)
+    paid = crowd and enrolment.completion_earned(rater)
     return render(
         request,
         "raters/end.html",
         {
             "challenge": challenge,
             "rater": rater,
-            "completion_url": services.completion_link(test) if paid else "",
-            "completion_code": services.completion_code(test) if paid else "",
+            "completion_url": enrolment.completion_link(test) if paid else "",
+            "completion_code": enrolment.completion_code(test) if paid else "",
             "no_code": crowd and not paid,
         },
     )
@@ -307,11 +308,11 @@ def consent(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRes
     error = ""
     if request.method == "POST":
         if request.POST.get("agree") == "yes":
-            services.record_consent(rater)
+            enrolment.record_consent(rater)
             return redirect("raters:instructions", slug=challenge.slug)
         error = "Please tick the box to agree, or close this page to leave."
-    test = services.listening_test(challenge)
-    fewest = services.categories_for(rater, test)[0]
+    test = selectors.listening_test(challenge)
+    fewest = sessions.categories_for(rater, test)[0]
     return render(
         request,
         "raters/consent.html",
@@ -332,11 +333,11 @@ def instructions(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
     if rater.consented_at is None:
         return redirect("raters:consent", slug=challenge.slug)
     if request.method == "POST":
-        services.record_instructions(rater)
+        enrolment.record_instructions(rater)
         if not rater.diversity_role and not rater.sessions.exists():
-            services.next_session(rater)
+            sessions.next_session(rater)
         return redirect("raters:home", slug=challenge.slug)
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     return render(
         request,
         "raters/instructions.html",
@@ -349,9 +350,9 @@ def instructions(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
 def start_trials(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     session_id = request.POST.get("session", "")
     if not session_id.isdigit():
-        raise services.ListeningError("The form names no session.")
+        raise ListeningError("The form names no session.")
     session = get_object_or_404(CategorySession, pk=int(session_id), rater=rater)
-    services.complete_familiarization(session)
+    sessions.complete_familiarization(session)
     return redirect("raters:home", slug=challenge.slug)
 
 
@@ -359,7 +360,7 @@ def start_trials(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
 @require_POST
 def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     """Store one answer, then show the next step (post/redirect/get: a reload never resubmits)."""
-    rating, created = services.save_rating(
+    rating, created = sessions.save_rating(
         rater,
         request.POST.get("token", ""),
         quality=request.POST.get("quality", ""),
@@ -375,26 +376,30 @@ def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
 @rater_view
 @require_POST
 def next_category(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    step = services.next_session(rater)
+    step = sessions.next_session(rater)
     if step.session is None and step.reason in ("done", "max", "full"):
-        services.finish(rater)
+        sessions.finish(rater)
     return redirect("raters:home", slug=challenge.slug)
 
 
 @rater_view
 @require_POST
 def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    services.finish(rater)
-    test = services.listening_test(challenge)
-    if rater.kind == Rater.Kind.CROWD and test.completion_url and services.completion_earned(rater):
-        return HttpResponseRedirect(services.completion_link(test))
+    sessions.finish(rater)
+    test = selectors.listening_test(challenge)
+    if (
+        rater.kind == Rater.Kind.CROWD
+        and test.completion_url
+        and enrolment.completion_earned(rater)
+    ):
+        return HttpResponseRedirect(enrolment.completion_link(test))
     return redirect("raters:home", slug=challenge.slug)
 
 
 @rater_view
 @require_GET  # a HEAD sends no byte of the sound, so it is not a delivery
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
-    return services.serve_audio(
+    return listening.serve_audio(
         rater,
         token,
         request.headers.get("Range", ""),
@@ -408,7 +413,7 @@ def delivered(request: HttpRequest) -> HttpResponse:
     internal location, and a receipt is signed by the process that wrote it."""
     if not settings.AUDIO_ACCEL_REDIRECT:
         raise Http404
-    services.redeem_receipt(
+    listening.redeem_receipt(
         request.headers.get(delivery.RECEIPT_HEADER, ""),
         request.headers.get("X-Foley-Completion", ""),
         request.headers.get("X-Foley-Bytes-Sent", ""),
@@ -423,10 +428,10 @@ def player_event(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
     try:
         body = json.loads(request.body or b"{}")
     except ValueError:
-        raise services.ListeningError("The event must be a JSON object.") from None
+        raise ListeningError("The event must be a JSON object.") from None
     if not isinstance(body, dict):
-        raise services.ListeningError("The event must be a JSON object.")
-    verdict = services.player_event(
+        raise ListeningError("The event must be a JSON object.")
+    verdict = listening.player_event(
         rater,
         str(body.get("token", "")),
         str(body.get("event", "")),
@@ -437,16 +442,14 @@ def player_event(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
 
 
 @rater_view
-def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+def diversity_page(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     if not rater.diversity_role:
-        raise services.ListeningError(
-            "Diversity is rated by organizers with the diversity role.", 403
-        )
+        raise ListeningError("Diversity is rated by organizers with the diversity role.", 403)
     if rater.consented_at is None or rater.instructed_at is None:
         return redirect("raters:consent", slug=challenge.slug)
-    trials = services.diversity_trials(rater)
-    trial = services.next_diversity_trial(rater)
-    if trial is not None and not services.listening_test(challenge).is_open:
+    trials = diversity.trials(rater)
+    trial = diversity.next_trial(rater)
+    if trial is not None and not selectors.listening_test(challenge).is_open:
         return _closed(request, challenge)
     if trial is None:
         return render(
@@ -455,7 +458,7 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
             {"challenge": challenge, "count": len(trials)},
         )
     following = next((t.token for t in trials if t.position > trial.position), None)
-    trial, listened = services.shown_now(rater, trial.token)
+    trial, listened = listening.shown_now(rater, trial.token)
     return render(
         request,
         "raters/diversity.html",
@@ -476,7 +479,7 @@ def diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpR
 @rater_view
 @require_POST
 def rate_diversity(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    rating, created = services.save_diversity_rating(
+    rating, created = diversity.save_rating(
         rater,
         request.POST.get("token", ""),
         diversity=request.POST.get("diversity", ""),

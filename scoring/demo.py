@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from raters import demo as raters_demo
-from raters import services as raters_services
+from raters import enrolment, selectors
 from raters.models import Rater
 from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
 from stimuli.generators import generation
@@ -86,13 +86,13 @@ def run_demo(
 
     challenge.refresh_from_db()
     published = Snapshot.objects.filter(challenge=challenge).exists()
-    if not published and not raters_services.listening_test(challenge).is_open:
+    if not published and not selectors.listening_test(challenge).is_open:
         say("Opening the listening test (rendering loudness-aligned stimuli) ...")
         raters_demo.open_listening_test(challenge)
 
     listener = Rater.objects.filter(challenge=challenge, label=DEMO_LISTENER).first()
     if listener is None:
-        listener = raters_services.invite(challenge, label=DEMO_LISTENER)
+        listener = enrolment.invite(challenge, label=DEMO_LISTENER)
 
     if simulate_raters and not published:
         say(f"{n_raters} simulated raters fill the listening test ...")

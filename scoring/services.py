@@ -8,17 +8,18 @@ from django.db.models import Max
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
-from raters import services as raters_services
+from raters import preparation, selectors
 from raters import text_prompts as text_study
-from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import may_read, may_write
 
-from .compute import Inputs, Rules, ScoringInputError, score, table_hash
+from .compute import score
+from .inputs import Inputs, ScoringInputError, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
+from .rules import Rules
 from .selectors import text_prompt_clap
 from .text_prompts import score_text_prompts
 
@@ -92,13 +93,6 @@ def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
 
 
-def quality_rules(challenge: Challenge) -> QualityRules:
-    """The challenge's rater-quality rules, as the listening test's assignment, monitoring and
-    export read them (settings.RATER_QUALITY_RULES names this function)."""
-    stored = ScoringSettings.objects.filter(challenge=challenge).first()
-    return (stored.rules() if stored else Rules()).quality_rules()
-
-
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:
     """What publishing now would show, for organizers only; nothing is stored."""
     if not may_read(user, challenge):
@@ -135,9 +129,9 @@ def publish(
     if final:
         # Final publication closes the listening test first: the ratings read below are then
         # all there will ever be, so publishing again gives the same numbers.
-        was_open = raters_services.listening_test(challenge).is_open
+        was_open = selectors.listening_test(challenge).is_open
         if was_open:
-            raters_services.set_open(challenge, False)
+            preparation.set_open(challenge, False)
         # The text-prompt study closes too, for the same reason.
         study = text_study.study_of(challenge)
         study_was_open = study is not None and study.is_open
@@ -163,7 +157,7 @@ def publish(
         plots = render(result)
     except Exception:
         if was_open:  # nothing was published: the test goes on
-            raters_services.set_open(challenge, True)
+            preparation.set_open(challenge, True)
         if study_was_open:
             text_study.set_open(study, True)
         raise

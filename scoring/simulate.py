@@ -1,8 +1,8 @@
 """A simulated listening test shaped like DCASE 2023 Task 7, for tests, benchmarks and demos.
 
-Each rater rates, per category session, 12 quality checks (4 of each anchor type) and every
+Each rater rates, per category session, 12 anchors (4 of each type) and every
 system's sounds in that category; some raters belong to teams (their self-ratings must go) and
-some answer at random (their sessions fail the checks).
+some answer at random (their sessions fail the anchor rule).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .compute import Inputs
+from .inputs import Inputs
 
 ANCHOR_TRUTH = {
     "anchor_hq_goodfit": (8.5, 8.5),

@@ -8,7 +8,7 @@ import numpy as np
 from django.db.models import Max
 from django.utils import timezone
 
-from raters import services
+from raters import enrolment, listening, preparation, selectors, sessions
 from raters.delivery import store_samples
 from raters.models import CategorySession, Rater, Rating, Stimulus, Trial
 from stimuli.models import Challenge, Clip
@@ -66,30 +66,30 @@ def build_listening_challenge(
                     seed += 1
                     # Systems differ in level, so loudness alignment has something to do.
                     _clip(challenge, category, Clip.Role.SYSTEM, seed, system, 0.02 + 0.1 * n)
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     for name, value in settings.items():
         setattr(test, name, value)
     test.save()
-    services.pick_stimuli(challenge)
+    preparation.pick_stimuli(challenge)
     if prepared:
-        services.prepare(challenge, seed=0)
+        preparation.prepare(challenge, seed=0)
     return challenge
 
 
 def rater_at_trials(challenge: Challenge) -> tuple[Rater, CategorySession]:
     """An invited rater past consent, instructions and its first category's examples."""
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
+    rater = enrolment.invite(challenge)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
     return rater, session
 
 
 def answer_session(rater, session, quality: int = 7, fit: int = 7) -> None:
     """Answer every open trial of a session through the service, as a browser would."""
-    services.complete_familiarization(session, require_heard=False)
-    while (trial := services.next_trial(session)) is not None:
+    sessions.complete_familiarization(session, require_heard=False)
+    while (trial := sessions.next_trial(session)) is not None:
         q, f = quality, fit
         if trial.role == "anchor_hq_goodfit":
             q, f = 9, 9
@@ -97,7 +97,7 @@ def answer_session(rater, session, quality: int = 7, fit: int = 7) -> None:
             q, f = 9, 1
         elif trial.role == "anchor_lq_poorfit":
             q, f = 1, 1
-        services.save_rating(rater, trial.token, quality=q, fit=f, key=f"k-{trial.token}")
+        sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"k-{trial.token}")
 
 
 def add_closed_sessions(challenge: Challenge, n: int) -> None:
@@ -110,7 +110,7 @@ def add_closed_sessions(challenge: Challenge, n: int) -> None:
     categories = sorted({s.category_id for s in stimuli})
     base = (CategorySession.objects.aggregate(n=Max("ordinal"))["n"] or 0) + 1
     moment = timezone.now()
-    sessions = CategorySession.objects.bulk_create(
+    made = CategorySession.objects.bulk_create(
         [
             CategorySession(
                 rater=rater,
@@ -133,7 +133,7 @@ def add_closed_sessions(challenge: Challenge, n: int) -> None:
                 stimulus=stimulus,
                 audio_id=stimulus.clip.audio_id,
             )
-            for session in sessions
+            for session in made
             for k, stimulus in enumerate(
                 [s for s in stimuli if s.category_id == session.category_id][:3]
             )
@@ -146,7 +146,7 @@ def add_closed_sessions(challenge: Challenge, n: int) -> None:
         ]
     )
     # What each answer keeps up to date, as the saves would have left it.
-    CategorySession.objects.filter(pk__in=[s.pk for s in sessions]).update(last_answer_at=moment)
+    CategorySession.objects.filter(pk__in=[s.pk for s in made]).update(last_answer_at=moment)
 
 
 def get_sound(client, url: str, **extra):
@@ -163,7 +163,7 @@ def get_sound(client, url: str, **extra):
 def deliver(rater, token: str, range_header: str = ""):
     """One of the rater's sounds sent to its browser whole (the body read to its end, as a
     browser reads it), so the server records the bytes as sent."""
-    response = services.serve_audio(rater, token, range_header)
+    response = listening.serve_audio(rater, token, range_header)
     if response.streaming:
         response.body = b"".join(response.streaming_content)
     return response

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raters import anchors, delivery, services
+from raters import anchors, delivery, enrolment, preparation, selectors, sessions
+from raters.errors import ListeningError
 from raters.models import Anchor
 from stimuli.models import Category, Clip
 from tests.listening_setup import build_listening_challenge
@@ -61,13 +62,13 @@ def challenge(db):
                     samples = 0.1 * rng.standard_normal((challenge.clip_frames, 1))
                 _store_clip(challenge, category, role, samples)
             _store_clip(challenge, category, role, np.zeros((challenge.clip_frames, 1)))
-    services.prepare(challenge, seed=1)
-    services.set_open(challenge, True)
+    preparation.prepare(challenge, seed=1)
+    preparation.set_open(challenge, True)
     return challenge
 
 
 def _delivered_stats(challenge, audio) -> anchors.Stats:
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     return anchors.stats(*delivery.load_samples(delivery.delivered_audio(audio, test)))
 
 
@@ -99,12 +100,12 @@ def test_no_delivered_anchor_is_silent_or_separable_from_the_stimuli(challenge):
 
 
 def test_no_anchor_repeats_a_familiarization_example_of_the_same_rater(challenge):
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
+    rater = enrolment.invite(challenge)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
     heard: set[str] = set()
     anchor_sounds: set[str] = set()
-    while (step := services.next_session(rater)).session is not None:
+    while (step := sessions.next_session(rater)).session is not None:
         session = step.session
         heard |= {c.audio.sha256 for c in session.familiarization.select_related("audio")}
         for trial in session.trials.exclude(role="trial").select_related("anchor__source__audio"):
@@ -129,7 +130,7 @@ def test_organizers_anchor_clips_come_first_and_low_quality_ones_serve_as_they_a
     chosen = [_store_clip(challenge, category, Clip.Role.ANCHOR, noise()) for _ in range(8)]
     crackly = [_store_clip(challenge, category, Clip.Role.ANCHOR_LQ, noise()) for _ in range(4)]
     Anchor.objects.filter(challenge=challenge).delete()
-    services.prepare(challenge, seed=3)
+    preparation.prepare(challenge, seed=3)
     good = Anchor.objects.filter(category=category, kind="hq_goodfit").order_by("id")
     poor = Anchor.objects.filter(category=other, kind="hq_poorfit").order_by("id")
     # The organizer's clips, before any evaluation clip, each used once.
@@ -147,8 +148,8 @@ def test_no_anchor_comes_from_what_the_teams_hold(db):
     challenge = build_listening_challenge(
         slug="no-private", categories=2, eval_per_category=0, prepared=False
     )
-    with pytest.raises(services.ListeningError) as refused:
-        services.build_anchors(challenge, seed=0)
+    with pytest.raises(ListeningError) as refused:
+        preparation.build_anchors(challenge, seed=0)
     message = refused.value.message
     assert "cat0 hq_goodfit: 0 of 4" in message and "cat1 lq_poorfit: 0 of 4" in message
     assert "evaluation set" in message
@@ -171,18 +172,16 @@ def test_preparation_refuses_an_anchor_set_a_statistic_separates(challenge):
     square = np.round(square * 4) / 4
     audio = delivery.store_samples(square, challenge.sample_rate)
     Anchor.objects.filter(category=category, kind="lq_poorfit").update(audio=audio)
-    with pytest.raises(services.ListeningError) as refused:
-        services.check_anchors(challenge)
+    with pytest.raises(ListeningError) as refused:
+        preparation.check_anchors(challenge)
     message = refused.value.message
     assert f"{category.slug} lq_poorfit: distinct sample values" in message
     assert "hq_goodfit" not in message
     # Silence is named as such.
     silence = delivery.store_samples(np.zeros((challenge.clip_frames, 1)), challenge.sample_rate)
     Anchor.objects.filter(category=category, kind="hq_poorfit").update(audio=silence)
-    with pytest.raises(
-        services.ListeningError, match=r"hq_poorfit: (\d+) of \1 anchors are digital"
-    ):
-        services.check_anchors(challenge)
+    with pytest.raises(ListeningError, match=r"hq_poorfit: (\d+) of \1 anchors are digital"):
+        preparation.check_anchors(challenge)
 
 
 def test_preparation_refuses_repeats_and_anchors_the_teams_hold(challenge):
@@ -203,8 +202,8 @@ def test_preparation_refuses_repeats_and_anchors_the_teams_hold(challenge):
     poor.audio = system_clip.audio
     poor.source = good[1].source
     poor.save(update_fields=["audio", "source"])
-    with pytest.raises(services.ListeningError) as refused:
-        services.check_anchors(challenge)
+    with pytest.raises(ListeningError) as refused:
+        preparation.check_anchors(challenge)
     message = refused.value.message
     assert "cat0 hq_goodfit: 1 anchor(s) match a development or system clip" in message
     assert "cat1 lq_poorfit: 1 anchor(s) match" in message

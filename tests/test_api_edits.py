@@ -9,7 +9,7 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from raters.services import PREPARE_JOB
+from raters.preparation import PREPARE_JOB
 from scoring.services import PUBLISH_JOB
 from stimuli.models import Challenge, Clip, Job, Team
 from stimuli.services import create_system, create_team

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from raters import services
+from raters import preparation, selectors, sessions
 from raters.models import Rater
 from tests.browser import chromium_page
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _link(challenge, participant: str) -> str:
-    key = services.listening_test(challenge).crowd_key
+    key = selectors.listening_test(challenge).crowd_key
     return f"/listen/{challenge.slug}/crowd/{key}/?PROLIFIC_PID={participant}&SESSION_ID=s-{participant}"
 
 
@@ -66,7 +66,7 @@ def test_a_crowd_worker_hears_one_example_at_a_time_and_is_told_what_happened(
     challenge = build_listening_challenge(
         slug="crowd-examples", categories=2, duration=3.0, familiarization_clips=3
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     slug = challenge.slug
     with chromium_page(chromium_path, viewport=viewport) as page:
         page.goto(live_server.url + _link(challenge, "PIDexamples"))
@@ -124,7 +124,7 @@ def test_a_crowd_worker_hears_one_example_at_a_time_and_is_told_what_happened(
 
         # The trial: Next names the scales still to answer.
         rater = Rater.objects.get(participant_id="PIDexamples")
-        services.complete_familiarization(rater.sessions.get(), require_heard=False)
+        sessions.complete_familiarization(rater.sessions.get(), require_heard=False)
         page.goto(f"{live_server.url}/listen/{slug}/")
         page.wait_for_selector("form[data-listening]")
         assert_in_layout(page)

@@ -11,7 +11,7 @@ import io
 import pytest
 from django.test import Client
 
-from raters import services
+from raters import enrolment, preparation, selectors, sessions
 from raters.models import ListeningTest, Rater, Rating
 from raters.workload import workload
 from tests.listening_setup import answer_session, build_listening_challenge
@@ -32,12 +32,12 @@ def run(db):
         listened_fraction=0.0,
         anchors_per_session=3,
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
 def _link(challenge, participant: str, session: str = "") -> str:
-    key = services.listening_test(challenge).crowd_key
+    key = selectors.listening_test(challenge).crowd_key
     return f"/listen/{challenge.slug}/crowd/{key}/?PROLIFIC_PID={participant}&STUDY_ID=st-1&SESSION_ID={session or participant + '-s'}"
 
 
@@ -49,7 +49,7 @@ def _worker(challenge, participant: str) -> tuple[Client, Rater]:
 
 def test_a_crowd_worker_rates_one_category_and_is_told_the_total_time_before_consent(run):
     client, rater = _worker(run, "PID0001aa")
-    test = services.listening_test(run)
+    test = selectors.listening_test(run)
     expected = workload(run, test, 1)
     page = client.get(f"/listen/{run.slug}/consent/").content.decode()
     assert f"The study takes about {expected.total_minutes} minutes in all" in page
@@ -66,17 +66,17 @@ def test_a_crowd_worker_rates_one_category_and_is_told_the_total_time_before_con
     assert b"/results/" not in refused.content and b"Log in" not in refused.content
     answer_session(rater, rater.sessions.get())
     # One category, then done: no second one is assigned, and finishing is allowed.
-    assert services.next_session(rater).reason == "max"
+    assert sessions.next_session(rater).reason == "max"
     response = client.post(f"/listen/{run.slug}/finish/")
     assert response.status_code == 302 and response.url == "https://example.org/done?cc=ABC"
     # An invited listener still rates the test's minimum.
-    listener = services.invite(run)
-    assert services.categories_for(listener, test) == (test.categories_min, test.categories_max)
+    listener = enrolment.invite(run)
+    assert sessions.categories_for(listener, test) == (test.categories_min, test.categories_max)
 
 
 def test_the_organizer_sees_the_expected_time_to_enter_on_the_platform(run, organizer_client):
     ListeningTest.objects.filter(challenge=run).update(crowd_categories=2)
-    test = services.listening_test(run)
+    test = selectors.listening_test(run)
     page = organizer_client.get(f"/organize/listening/{run.slug}/").content.decode()
     minutes = workload(run, test, 2).total_minutes
     assert f'<strong id="crowd-minutes">{minutes} minutes</strong>' in page
@@ -89,16 +89,16 @@ def test_the_organizer_sees_the_expected_time_to_enter_on_the_platform(run, orga
 @pytest.mark.parametrize("why", ["closed", "full"])
 def test_a_closed_or_full_test_refuses_at_the_crowd_link_with_the_return_instruction(run, why):
     if why == "closed":
-        services.set_open(run, False)
+        preparation.set_open(run, False)
     else:
         # One good session per category meets a target of one rating per sound.
         ListeningTest.objects.filter(challenge=run).update(target_ratings=1)
         for _ in range(run.categories.count()):
-            listener = services.invite(run)
-            services.record_consent(listener)
-            services.record_instructions(listener)
-            answer_session(listener, services.next_session(listener).session)
-        assert not any(services.category_need(run).values())
+            listener = enrolment.invite(run)
+            enrolment.record_consent(listener)
+            enrolment.record_instructions(listener)
+            answer_session(listener, sessions.next_session(listener).session)
+        assert not any(sessions.category_need(run).values())
     response = Client().get(_link(run, "PIDlate01"))
     page = response.content.decode()
     assert response.status_code == 409
@@ -110,7 +110,7 @@ def test_a_closed_or_full_test_refuses_at_the_crowd_link_with_the_return_instruc
 
 def test_a_worker_already_enrolled_comes_back_to_a_closed_test_without_a_refusal(run):
     client, _ = _worker(run, "PIDearly1")
-    services.set_open(run, False)
+    preparation.set_open(run, False)
     response = client.get(_link(run, "PIDearly1"))
     assert response.status_code == 302  # to their own page, which says the test is paused
 
@@ -123,20 +123,20 @@ def test_participant_ids_for_organizers_and_the_approve_reject_csv(
     _, careless = _worker(run, "PIDbad0002")
     _, unfinished = _worker(run, "PIDhalf003")
     for rater in (good, careless, unfinished):
-        services.record_consent(rater)
-        services.record_instructions(rater)
-    answer_session(good, services.next_session(good).session)
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+    answer_session(good, sessions.next_session(good).session)
     # Answered at a person's pace (the test's own answers come within milliseconds, which the
     # rules take for a worker clicking through).
     Rating.objects.filter(trial__session__rater=good).update(answer_s=6.0)
     good_client.post(f"/listen/{run.slug}/finish/")
-    answer_session(careless, services.next_session(careless).session)
+    answer_session(careless, sessions.next_session(careless).session)
     # Every hidden check of the careless worker misrated: the session is excluded.
     Rating.objects.filter(trial__session__rater=careless).exclude(trial__role="trial").update(
         quality=10, fit=10
     )
-    services.next_session(unfinished)
-    invited = services.invite(run)
+    sessions.next_session(unfinished)
+    invited = enrolment.invite(run)
 
     monitor = organizer_client.get(f"/organize/listening/{run.slug}/").content.decode()
     assert all(pid in monitor for pid in ("PIDgood001", "PIDbad0002", "PIDhalf003"))
@@ -161,7 +161,7 @@ def test_participant_ids_for_organizers_and_the_approve_reject_csv(
     assert decisions["PIDbad0002"]["rejection_category"] == "FAILED_CHECK"
     assert (
         decisions["PIDbad0002"]["message"]
-        == "Failed the attention checks: 2 of 3 hidden checks misrated, 1 of 1 category excluded."
+        == "Failed the attention checks: 2 of 3 hidden anchors misrated, 1 of 1 category excluded."
     )
     assert decisions["PIDhalf003"]["action"] == ""
     assert decisions["PIDhalf003"]["message"].startswith("Not finished")

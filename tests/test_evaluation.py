@@ -486,7 +486,8 @@ def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finali
 
 
 def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(objective):
-    from scoring.compute import Rules, score
+    from scoring.compute import score
+    from scoring.rules import Rules
     from scoring.services import collect_inputs
 
     pipeline.set_models(objective, fad_bootstrap=50, fad_infinity=True)
@@ -521,7 +522,8 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
 
 
 def test_kad_beside_fad_per_system_category_and_reference_reaches_the_leaderboard(objective):
-    from scoring.compute import Rules, score
+    from scoring.compute import score
+    from scoring.rules import Rules
     from scoring.services import collect_inputs
     from stimuli.objective.kad import KadReference, kernel_distance
 

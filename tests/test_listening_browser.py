@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from raters import services
+from raters import enrolment, preparation, selectors
 from raters.models import DiversityRating, Rater, Rating
 from tests.browser import chromium_page, log_in
 from tests.listening_setup import build_listening_challenge
@@ -33,8 +33,8 @@ def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_pa
         anchors_per_session=3,
         familiarization_clips=2,
     )
-    services.set_open(challenge, True)
-    rater = services.invite(challenge, label="browser")
+    preparation.set_open(challenge, True)
+    rater = enrolment.invite(challenge, label="browser")
     slug = challenge.slug
     with chromium_page(chromium_path, viewport={"width": 390, "height": 844}) as page:
         page.goto(f"{live_server.url}/listen/{slug}/join/{rater.access_key}/")
@@ -117,7 +117,7 @@ def test_an_organizer_rates_diversity(live_server, chromium_path, organizer, tmp
     challenge = build_listening_challenge(
         slug="browser-diversity", categories=2, clips_per_system=2
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     with chromium_page(chromium_path) as page:
         log_in(page, live_server.url, "olivia", "organizer-pass-1")
         page.goto(f"{live_server.url}/organize/listening/{challenge.slug}/")
@@ -156,8 +156,8 @@ def test_a_crowd_worker_ends_at_the_completion_url(live_server, chromium_path):
         categories_min=1,
         completion_url=f"{live_server.url}/?cc=C0MPLETE",
     )
-    services.set_open(challenge, True)
-    key = services.listening_test(challenge).crowd_key
+    preparation.set_open(challenge, True)
+    key = selectors.listening_test(challenge).crowd_key
     link = f"{live_server.url}/listen/{challenge.slug}/crowd/{key}/"
     with chromium_page(chromium_path) as page:
         page.goto(f"{link}?PROLIFIC_PID=abc123&STUDY_ID=s1&SESSION_ID=x9")
@@ -201,8 +201,8 @@ def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path
         familiarization_clips=1,
         duration=1.5,
     )
-    services.set_open(challenge, True)
-    rater = services.invite(challenge, label="seeker")
+    preparation.set_open(challenge, True)
+    rater = enrolment.invite(challenge, label="seeker")
     slug = challenge.slug
     with chromium_page(chromium_path) as page:
         page.goto(f"{live_server.url}/listen/{slug}/join/{rater.access_key}/")

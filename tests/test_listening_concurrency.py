@@ -10,9 +10,10 @@ import time
 import pytest
 from django.db import connection
 
-from raters import services
+from raters import enrolment, preparation, selectors, sessions
+from raters.errors import ListeningError
 from raters.models import Rating
-from raters.services import PREPARE_JOB
+from raters.preparation import PREPARE_JOB
 from stimuli.models import Job
 from tests.conftest import wait_for_job
 from tests.listening_setup import build_listening_challenge
@@ -28,7 +29,7 @@ def _race(calls):
         try:
             barrier.wait()
             results.append(call())
-        except services.ListeningError as exc:
+        except ListeningError as exc:
             errors.append(exc)
         finally:
             connection.close()
@@ -44,13 +45,13 @@ def _race(calls):
 @pytest.fixture
 def trial_of_rater():
     challenge = build_listening_challenge(slug="race")
-    services.set_open(challenge, True)
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
-    return rater, services.next_trial(session)
+    preparation.set_open(challenge, True)
+    rater = enrolment.invite(challenge)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
+    return rater, sessions.next_trial(session)
 
 
 @pytest.mark.parametrize("round_", range(3))
@@ -58,7 +59,7 @@ def test_the_same_request_twice_at_once_stores_one_rating(trial_of_rater, round_
     rater, trial = trial_of_rater
 
     def submit():
-        return services.save_rating(rater, trial.token, quality=4, fit=6, key="same-key-1")
+        return sessions.save_rating(rater, trial.token, quality=4, fit=6, key="same-key-1")
 
     results, errors = _race([submit] * 4)
     assert not errors, errors
@@ -70,7 +71,7 @@ def test_the_same_request_twice_at_once_stores_one_rating(trial_of_rater, round_
 def test_two_answers_to_one_trial_at_once_store_one(trial_of_rater):
     rater, trial = trial_of_rater
     calls = [
-        lambda k=k: services.save_rating(rater, trial.token, quality=k, fit=k, key=f"key-{k:06d}")
+        lambda k=k: sessions.save_rating(rater, trial.token, quality=k, fit=k, key=f"key-{k:06d}")
         for k in range(3)
     ]
     results, errors = _race(calls)
@@ -100,7 +101,7 @@ def test_a_save_whose_connection_is_killed_mid_way_stores_nothing_and_its_resend
                 cursor.execute("SELECT pg_backend_pid()")
                 outcome["pid"] = cursor.fetchone()[0]
             ready.set()
-            services.save_rating(rater, trial.token, quality=6, fit=3, key="killed-0001")
+            sessions.save_rating(rater, trial.token, quality=6, fit=3, key="killed-0001")
             outcome["result"] = "stored"
         except DatabaseError as exc:
             outcome["result"] = type(exc).__name__
@@ -137,10 +138,10 @@ def test_a_save_whose_connection_is_killed_mid_way_stores_nothing_and_its_resend
     assert outcome["result"] != "stored"
     assert not Rating.objects.exists()
     session = CategorySession.objects.get(pk=trial.session_id)
-    assert session.last_answer_at is None and session.judged_with == ""
+    assert session.last_answer_at is None and session.assessed_with == ""
     # The browser resends the same request: stored once, and once only.
-    first, created = services.save_rating(rater, trial.token, quality=6, fit=3, key="killed-0001")
-    again, created_again = services.save_rating(
+    first, created = sessions.save_rating(rater, trial.token, quality=6, fit=3, key="killed-0001")
+    again, created_again = sessions.save_rating(
         rater, trial.token, quality=6, fit=3, key="killed-0001"
     )
     assert created and not created_again and first.pk == again.pk
@@ -151,11 +152,11 @@ def test_a_save_whose_connection_is_killed_mid_way_stores_nothing_and_its_resend
 
 def test_a_worker_prepares_the_listening_test(celery_worker, organizer):
     challenge = build_listening_challenge(slug="worker-prep")
-    services.listening_test(challenge)
+    selectors.listening_test(challenge)
     # Start from nothing rendered: the worker builds the anchors and diversity files again.
     challenge.anchors.all().delete()
     challenge.diversity_items.all().delete()
-    job = wait_for_job(services.request_preparation(challenge, organizer).pk)
+    job = wait_for_job(preparation.request_preparation(challenge, organizer).pk)
     assert job.kind == PREPARE_JOB
     assert job.state == Job.State.SUCCEEDED, (job.error, celery_worker.log())
     assert job.result["stimuli"] == 12
@@ -166,9 +167,9 @@ def test_a_worker_prepares_the_listening_test(celery_worker, organizer):
 
 def test_start_clicked_twice_at_once_opens_one_session():
     challenge = build_listening_challenge(slug="double-start")
-    services.set_open(challenge, True)
-    rater = services.invite(challenge)
-    results, errors = _race([lambda: services.next_session(rater)] * 3)
+    preparation.set_open(challenge, True)
+    rater = enrolment.invite(challenge)
+    results, errors = _race([lambda: sessions.next_session(rater)] * 3)
     assert not errors and len(results) == 3
     assert len({step.session.pk for step in results}) == 1
     assert rater.sessions.count() == 1
@@ -176,11 +177,11 @@ def test_start_clicked_twice_at_once_opens_one_session():
 
 def test_a_crowd_link_opened_twice_at_once_enrols_one_rater():
     challenge = build_listening_challenge(slug="double-crowd")
-    services.set_open(challenge, True)  # a closed test refuses at the link
-    key = services.listening_test(challenge).crowd_key
+    preparation.set_open(challenge, True)  # a closed test refuses at the link
+    key = selectors.listening_test(challenge).crowd_key
 
     def enrol():
-        return services.enrol_crowd(challenge, key, participant_id="5f00aa11", session_id="s1")
+        return enrolment.enrol_crowd(challenge, key, participant_id="5f00aa11", session_id="s1")
 
     results, errors = _race([enrol] * 4)
     assert not errors and len(results) == 4
@@ -198,7 +199,7 @@ def test_pausing_the_test_while_a_rater_enrols_does_not_deadlock(monkeypatch):
     from raters.models import Rater
 
     challenge = build_listening_challenge(slug="no-deadlock")
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     holding = threading.Event()
     clean = Rater.full_clean
 
@@ -211,9 +212,9 @@ def test_pausing_the_test_while_a_rater_enrols_does_not_deadlock(monkeypatch):
 
     def pause():
         holding.wait(10)
-        return services.set_open(challenge, False)
+        return preparation.set_open(challenge, False)
 
-    results, errors = _race([lambda: services.invite(challenge), pause])
+    results, errors = _race([lambda: enrolment.invite(challenge), pause])
     assert not errors and len(results) == 2, results
     assert challenge.raters.count() == 1
-    assert not services.listening_test(challenge).is_open
+    assert not selectors.listening_test(challenge).is_open

@@ -10,7 +10,8 @@ import pytest
 from raters import selectors
 from raters.demo import open_listening_test, simulate_raters
 from raters.models import CategorySession, Rater, Rating
-from scoring.compute import Rules, score
+from scoring.compute import score
+from scoring.rules import Rules
 from scoring.services import collect_inputs
 from tests.listening_setup import build_listening_challenge
 

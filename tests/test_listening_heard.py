@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from raters import listening, selectors, services
+from raters import enrolment, listening, preparation, selectors, sessions
 from raters.models import FamiliarizationClip, Rater, Rating, Trial
 from stimuli.exports import to_csv
 from tests.listening_setup import (
@@ -54,7 +54,7 @@ def challenge(db):
     challenge = build_listening_challenge(
         slug="heard", categories=2, clips_per_system=1, familiarization_clips=2, duration=DURATION
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
@@ -79,7 +79,7 @@ def listen(client: Client, slug: str, token: str, clock: Clock) -> dict:
 
 def _rater(challenge) -> tuple[Client, object]:
     client = Client()
-    rater = services.invite(challenge, label="heard")
+    rater = enrolment.invite(challenge, label="heard")
     client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
     client.post(f"/listen/{challenge.slug}/consent/", {"agree": "yes"})
     client.post(f"/listen/{challenge.slug}/instructions/")
@@ -319,8 +319,8 @@ def test_an_event_applied_to_a_row_read_before_another_event_sees_that_event(cha
     trial = session.trials.order_by("position").first()
     deliver(rater, trial.token)
     stale_rater = Rater.objects.get(pk=rater.pk)
-    model, stale, audio = services._sound(rater, trial.token)  # read before the play below
-    services.player_event(rater, trial.token, "play", 0.0)
+    model, stale, audio = listening._sound(rater, trial.token)  # read before the play below
+    listening.player_event(rater, trial.token, "play", 0.0)
     clock.advance(1.0)
     row = listening.record_event(stale_rater, model, stale, "timeupdate", 1.0, audio.duration_s)
     assert (row.plays, row.heard) == (1, [[0.0, 1.0]])
@@ -332,13 +332,13 @@ def test_an_event_applied_to_a_row_read_before_another_event_sees_that_event(cha
 
 def test_a_player_event_is_a_few_statements_whatever_the_test_holds(challenge, clock):
     client = Client()
-    rater = services.invite(challenge)
+    rater = enrolment.invite(challenge)
     slug = challenge.slug
     client.get(f"/listen/{slug}/join/{rater.access_key}/")
     client.post(f"/listen/{slug}/consent/", {"agree": "yes"})
     client.post(f"/listen/{slug}/instructions/")
     session = rater.sessions.get()
-    services.complete_familiarization(session, require_heard=False)
+    sessions.complete_familiarization(session, require_heard=False)
     tokens = list(session.trials.order_by("position").values_list("token", flat=True))
 
     def events(token: str) -> dict[str, int]:

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from raters import services
+from raters import enrolment, preparation, selectors, sessions
 from raters.delivery import delivered_audio
 from raters.models import Trial
 from stimuli import storage
@@ -23,10 +23,10 @@ PREFIX = "/_sounds/"
 
 
 def _rater_with_session(challenge, client: Client | None = None):
-    rater = services.invite(challenge, label="proxy")
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
+    rater = enrolment.invite(challenge, label="proxy")
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
     return rater, session
 
 
@@ -34,7 +34,7 @@ def _rater_with_session(challenge, client: Client | None = None):
 def test_django_answers_with_an_internal_redirect_and_the_same_headers(settings):
     settings.AUDIO_ACCEL_REDIRECT = PREFIX
     challenge = build_listening_challenge(slug="accel", listened_fraction=0.0)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     rater, session = _rater_with_session(challenge)
     client = Client()
     client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
@@ -64,7 +64,7 @@ def test_django_answers_with_an_internal_redirect_and_the_same_headers(settings)
     report(receipt)
     first.refresh_from_db()
     assert first.delivered_ranges == [[0, 2]] and first.delivered_at is None
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     headers = set()
     for trial in session.trials.select_related("audio"):
         response = get_sound(client, f"/listen/{challenge.slug}/audio/{trial.token}/")
@@ -129,9 +129,9 @@ def nginx(live_server, tmp_path, settings):
 
 def test_nginx_sends_every_sound_with_ranges_and_identical_headers(nginx, transactional_db):
     challenge = build_listening_challenge(slug="proxied", listened_fraction=0.0)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     rater, session = _rater_with_session(challenge)
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     with httpx.Client(base_url=nginx, follow_redirects=False) as browser:
         assert browser.get("/static/probe.txt").text == "static from nginx"
         assert browser.get(f"/listen/{challenge.slug}/join/{rater.access_key}/").status_code == 302

@@ -11,8 +11,9 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from raters import selectors, services
+from raters import diversity, enrolment, preparation, selectors, sessions
 from raters.design import counterbalanced_order, williams
+from raters.errors import ListeningError
 from raters.models import CategorySession, ListeningTest, Rater, Rating, Trial
 from stimuli.models import Category
 from tests.listening_setup import answer_session, build_listening_challenge, deliver
@@ -23,14 +24,14 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def listening(db):
     challenge = build_listening_challenge()
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
 def _rater(challenge, n: int = 0) -> Rater:
-    rater = services.invite(challenge, label=f"listener {n}")
-    services.record_consent(rater)
-    services.record_instructions(rater)
+    rater = enrolment.invite(challenge, label=f"listener {n}")
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
     return rater
 
 
@@ -63,7 +64,7 @@ def test_order_is_reproducible_from_seed_and_row():
 
 def test_session_holds_every_stimulus_of_its_category_and_four_anchors_of_each_type(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
+    session = sessions.next_session(rater).session
     trials = list(session.trials.select_related("stimulus__system__track", "anchor__source"))
     stimuli = listening.stimuli.filter(category=session.category)
     assert stimuli.count() == 4  # one system per track, two clips each
@@ -96,8 +97,8 @@ def test_session_holds_every_stimulus_of_its_category_and_four_anchors_of_each_t
 
 def test_anchor_count_follows_the_setting(db):
     challenge = build_listening_challenge(slug="six-anchors", anchors_per_session=6)
-    services.set_open(challenge, True)
-    session = services.next_session(_rater(challenge)).session
+    preparation.set_open(challenge, True)
+    session = sessions.next_session(_rater(challenge)).session
     roles = Counter(session.trials.values_list("role", flat=True))
     assert roles["anchor_hq_goodfit"] == roles["anchor_hq_poorfit"] == 2
     assert roles["anchor_lq_poorfit"] == 2
@@ -111,12 +112,12 @@ def test_counterbalancing_spreads_every_stimulus_evenly_over_the_session(db):
     challenge = build_listening_challenge(
         slug="balance", categories=2, systems_per_track=2, clips_per_system=5, target_ratings=100
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     category = Category.objects.get(challenge=challenge, slug="cat0")
     parts: dict[int, Counter] = defaultdict(Counter)
     orders = set()
     for n in range(16):
-        session = services.build_session(_rater(challenge, n), category, order=0)
+        session = sessions.build_session(_rater(challenge, n), category, order=0)
         assert session.ordinal == n
         trials = list(session.trials.order_by("position"))
         assert len(trials) == 32
@@ -125,7 +126,7 @@ def test_counterbalancing_spreads_every_stimulus_evenly_over_the_session(db):
             if trial.stimulus_id:
                 parts[trial.stimulus_id][trial.position // 4] += 1
         # The stored seed and row rebuild the same order.
-        items = services.session_items(category, services.listening_test(challenge), session.seed)
+        items = sessions.session_items(category, selectors.listening_test(challenge), session.seed)
         rebuilt = counterbalanced_order(
             len(items), blocks=8, row=session.latin_row, seed=session.seed
         )
@@ -145,14 +146,14 @@ def test_assignment_takes_least_rated_categories_and_stops_at_the_target(db):
     challenge = build_listening_challenge(
         slug="assign", categories=7, clips_per_system=1, dev_per_category=8, target_ratings=10
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     ListeningTest.objects.filter(challenge=challenge).update(categories_min=4, categories_max=7)
     raters = 0
     while True:
         rater = _rater(challenge, raters)
         taken = []
         for _ in range(4):
-            step = services.next_session(rater)
+            step = sessions.next_session(rater)
             if step.session is None:
                 break
             taken.append(step.session.category_id)
@@ -179,7 +180,7 @@ def test_assignment_takes_least_rated_categories_and_stops_at_the_target(db):
     # Every category exactly at the target: 70 sessions, no listening beyond it.
     assert sorted(counts.values()) == [10] * 7
     assert raters == 19  # 17 raters of 4 categories, one of 2, then one who finds it full
-    last = services.next_session(_rater(challenge, 99))
+    last = sessions.next_session(_rater(challenge, 99))
     assert last.session is None and last.reason in ("full", "done")
 
 
@@ -189,61 +190,61 @@ def test_failing_and_abandoned_sessions_leave_their_place_to_others(db):
     from django.utils import timezone
 
     challenge = build_listening_challenge(slug="need", categories=1 + 1, target_ratings=1)
-    services.set_open(challenge, True)
-    need = services.category_need
+    preparation.set_open(challenge, True)
+    need = sessions.category_need
     careless = _rater(challenge, 1)
-    session = services.next_session(careless).session
+    session = sessions.next_session(careless).session
     category = session.category_id
     assert need(challenge)[category] == 0
-    services.complete_familiarization(session, require_heard=False)
-    while (trial := services.next_trial(session)) is not None:
+    sessions.complete_familiarization(session, require_heard=False)
+    while (trial := sessions.next_trial(session)) is not None:
         # Every check answered against its type: the session fails.
         q, f = {"trial": (5, 5), "anchor_hq_goodfit": (0, 0)}.get(trial.role, (10, 10))
-        services.save_rating(careless, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
+        sessions.save_rating(careless, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
     assert need(challenge)[category] == 1
     attentive = _rater(challenge, 2)
-    taken = services.next_session(attentive).session
+    taken = sessions.next_session(attentive).session
     other = next(c for c in need(challenge) if c != category)
     assert taken.category_id in (category, other)
     # An open session without answers for hours no longer holds its place.
     stale = taken
     assert need(challenge)[stale.category_id] == 0
     CategorySession.objects.filter(pk=stale.pk).update(
-        created_at=timezone.now() - services.ABANDONED_AFTER - timedelta(minutes=1)
+        created_at=timezone.now() - sessions.ABANDONED_AFTER - timedelta(minutes=1)
     )
     assert need(challenge)[stale.category_id] == 1
 
 
 def test_a_deleted_rater_leaves_no_gap_that_breaks_the_next_session(db):
     challenge = build_listening_challenge(slug="gap", categories=2, target_ratings=10)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     category = challenge.categories.first()
     first, second = _rater(challenge, 1), _rater(challenge, 2)
-    services.build_session(first, category, order=0)
-    services.build_session(second, category, order=0)
+    sessions.build_session(first, category, order=0)
+    sessions.build_session(second, category, order=0)
     first.delete()
-    third = services.build_session(_rater(challenge, 3), category, order=0)
+    third = sessions.build_session(_rater(challenge, 3), category, order=0)
     assert third.ordinal == 2 and third.latin_row == 2
 
 
 def test_a_rater_rates_at_most_the_maximum_of_categories(db):
     challenge = build_listening_challenge(slug="max", categories=3, target_ratings=50)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     ListeningTest.objects.filter(challenge=challenge).update(categories_min=1, categories_max=2)
     rater = _rater(challenge)
     for _ in range(2):
-        session = services.next_session(rater).session
+        session = sessions.next_session(rater).session
         answer_session(rater, session)
-    assert services.next_session(rater).reason == "max"
-    assert services.rater_done(rater)
+    assert sessions.next_session(rater).reason == "max"
+    assert sessions.rater_done(rater)
 
 
 def test_no_sessions_while_the_test_is_closed(db):
     challenge = build_listening_challenge(slug="closed")
     rater = _rater(challenge)
-    assert services.next_session(rater).reason == "closed"
-    with pytest.raises(services.ListeningError):
-        services.set_open(build_listening_challenge(slug="empty", systems_per_track=0), True)
+    assert sessions.next_session(rater).reason == "closed"
+    with pytest.raises(ListeningError):
+        preparation.set_open(build_listening_challenge(slug="empty", systems_per_track=0), True)
 
 
 # --- Answers ---------------------------------------------------------------------------------------
@@ -251,23 +252,23 @@ def test_no_sessions_while_the_test_is_closed(db):
 
 def test_the_same_key_never_makes_a_second_rating(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
-    trial = services.next_trial(session)
-    first, created = services.save_rating(rater, trial.token, quality=6, fit=4, key="key-000001")
-    again, created_again = services.save_rating(
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
+    trial = sessions.next_trial(session)
+    first, created = sessions.save_rating(rater, trial.token, quality=6, fit=4, key="key-000001")
+    again, created_again = sessions.save_rating(
         rater, trial.token, quality=9, fit=9, key="key-000001"
     )
     assert created and not created_again
     assert again.pk == first.pk and (again.quality, again.fit) == (6, 4)
     assert Rating.objects.count() == 1
     # A second answer to the same trial under another key, or the key reused elsewhere: refused.
-    with pytest.raises(services.ListeningError) as exc:
-        services.save_rating(rater, trial.token, quality=1, fit=1, key="key-000002")
+    with pytest.raises(ListeningError) as exc:
+        sessions.save_rating(rater, trial.token, quality=1, fit=1, key="key-000002")
     assert exc.value.status == 409
-    other = services.next_trial(session)
-    with pytest.raises(services.ListeningError) as exc:
-        services.save_rating(rater, other.token, quality=1, fit=1, key="key-000001")
+    other = sessions.next_trial(session)
+    with pytest.raises(ListeningError) as exc:
+        sessions.save_rating(rater, other.token, quality=1, fit=1, key="key-000001")
     assert exc.value.status == 409
     assert Rating.objects.count() == 1
     assert Rating.objects.get().quality == 6
@@ -275,19 +276,19 @@ def test_the_same_key_never_makes_a_second_rating(listening):
 
 def test_resume_at_the_first_unanswered_trial_and_close_at_the_end(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
     trials = list(session.trials.order_by("position"))
     for trial in trials[:3]:
-        services.save_rating(rater, trial.token, quality=5, fit=5, key=f"resume-{trial.pk}")
-    assert services.next_trial(session) == trials[3]
+        sessions.save_rating(rater, trial.token, quality=5, fit=5, key=f"resume-{trial.pk}")
+    assert sessions.next_trial(session) == trials[3]
     # The same session comes back, however often the rater asks.
-    assert services.next_session(rater).session == session
+    assert sessions.next_session(rater).session == session
     answer_session(rater, session)
     session.refresh_from_db()
     assert session.state == "closed" and session.closed_at
     assert Rating.objects.filter(trial__session=session).count() == len(trials)
-    next_one = services.next_session(rater).session
+    next_one = sessions.next_session(rater).session
     assert next_one != session and next_one.order == 1
 
 
@@ -297,45 +298,45 @@ def test_resume_at_the_first_unanswered_trial_and_close_at_the_end(listening):
 )
 def test_values_outside_0_to_10_are_refused(listening, quality, fit):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
-    trial = services.next_trial(session)
-    with pytest.raises(services.ListeningError) as exc:
-        services.save_rating(rater, trial.token, quality=quality, fit=fit, key="bad-value-1")
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
+    trial = sessions.next_trial(session)
+    with pytest.raises(ListeningError) as exc:
+        sessions.save_rating(rater, trial.token, quality=quality, fit=fit, key="bad-value-1")
     assert exc.value.status == 400
     assert not Rating.objects.exists()
 
 
 def test_refused_requests_change_nothing(listening):
     rater, other = _rater(listening, 1), _rater(listening, 2)
-    session = services.next_session(rater).session
-    trial = services.next_trial(session)
+    session = sessions.next_session(rater).session
+    trial = sessions.next_trial(session)
 
     def refused(who, token, status, key="refused-01"):
-        with pytest.raises(services.ListeningError) as exc:
-            services.save_rating(who, token, quality=5, fit=5, key=key)
+        with pytest.raises(ListeningError) as exc:
+            sessions.save_rating(who, token, quality=5, fit=5, key=key)
         assert exc.value.status == status, exc.value.message
         assert not Rating.objects.exists()
 
     refused(rater, trial.token, 409)  # familiarization first
-    services.complete_familiarization(session, require_heard=False)
+    sessions.complete_familiarization(session, require_heard=False)
     refused(other, trial.token, 403)  # someone else's trial
     refused(rater, "no-such-token", 404)
     refused(rater, trial.token, 400, key="short")  # no usable key
     CategorySession.objects.filter(pk=session.pk).update(state="closed", closed_at=timezone.now())
     refused(rater, trial.token, 409)  # closed session
     CategorySession.objects.filter(pk=session.pk).update(state="open", closed_at=None)
-    services.set_open(listening, False)
+    preparation.set_open(listening, False)
     refused(rater, trial.token, 409)  # closed test
-    services.set_open(listening, True)
-    services.save_rating(rater, trial.token, quality=5, fit=5, key="refused-01")
+    preparation.set_open(listening, True)
+    sessions.save_rating(rater, trial.token, quality=5, fit=5, key="refused-01")
     assert Rating.objects.count() == 1
 
 
 def test_database_refuses_what_the_services_refuse(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    trial = services.next_trial(session)
+    session = sessions.next_session(rater).session
+    trial = sessions.next_trial(session)
     for fields in ({"quality": 11, "fit": 5}, {"quality": 5, "fit": 12}):
         with pytest.raises(IntegrityError), transaction.atomic():
             Rating.objects.create(trial=trial, idempotency_key="x" * 10, **fields)
@@ -348,16 +349,16 @@ def test_database_refuses_what_the_services_refuse(listening):
 
 
 def test_familiarization_needs_every_example_fetched(listening):
-    services.listening_test(listening).__class__.objects.filter(challenge=listening).update(
+    selectors.listening_test(listening).__class__.objects.filter(challenge=listening).update(
         listened_fraction=0.0
     )
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    with pytest.raises(services.ListeningError):
-        services.complete_familiarization(session)
+    session = sessions.next_session(rater).session
+    with pytest.raises(ListeningError):
+        sessions.complete_familiarization(session)
     for clip in session.familiarization.all():
         deliver(rater, clip.token)
-    services.complete_familiarization(session)
+    sessions.complete_familiarization(session)
     assert session.familiarized_at is not None
 
 
@@ -365,16 +366,18 @@ def test_familiarization_needs_every_example_fetched(listening):
 
 
 def test_rating_rows_are_what_scoring_reads(listening):
-    from scoring.compute import DIVERSITY_COLUMNS, RATING_COLUMNS, Rules, score
+    from scoring.compute import score
+    from scoring.inputs import DIVERSITY_COLUMNS, RATING_COLUMNS
+    from scoring.rules import Rules
     from scoring.services import collect_inputs
 
     team = listening.teams.get(name="Team A0")
-    member = services.create_participant_account(
+    member = enrolment.create_participant_account(
         listening, username="member", password="member-pass-1", team=team
     )
-    services.record_consent(member)
-    services.record_instructions(member)
-    answer_session(member, services.next_session(member).session)
+    enrolment.record_consent(member)
+    enrolment.record_instructions(member)
+    answer_session(member, sessions.next_session(member).session)
     rows = selectors.rating_rows(listening)
     assert len(rows) == 16
     # Scoring's columns first, then what each answer was given after (for screening raters).
@@ -403,17 +406,17 @@ def test_rating_rows_are_what_scoring_reads(listening):
 
 def test_careless_sessions_show_as_failing_checks(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
     rng = random.Random(1)
-    while (trial := services.next_trial(session)) is not None:
-        # Opposite of every anchor's type: all checks misrated.
+    while (trial := sessions.next_trial(session)) is not None:
+        # Opposite of every anchor's type: all anchors misrated.
         q, f = {"anchor_hq_goodfit": (1, 1), "anchor_lq_poorfit": (9, 9)}.get(
             trial.role, (rng.randint(0, 2), 9)
         )
-        services.save_rating(rater, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
+        sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"careless-{trial.pk}")
     verdict = selectors.session_verdicts(listening)[session.pk]
-    assert (verdict.checks, verdict.misrated, verdict.excluded) == (12, 12, True)
+    assert (verdict.anchors, verdict.misrated, verdict.excluded) == (12, 12, True)
     row = next(r for r in selectors.rater_progress(listening) if r["rater"] == rater)
     assert row["failing"] == 1 and row["answered"] == 16
 
@@ -423,31 +426,31 @@ def test_careless_sessions_show_as_failing_checks(listening):
 
 def test_one_open_session_per_rater_is_a_database_rule(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    assert services.next_session(rater).session == session
+    session = sessions.next_session(rater).session
+    assert sessions.next_session(rater).session == session
     other = listening.categories.exclude(pk=session.category_id).first()
     with pytest.raises(IntegrityError), transaction.atomic():
-        services.build_session(rater, other, order=1)
+        sessions.build_session(rater, other, order=1)
     with pytest.raises(IntegrityError), transaction.atomic():
         CategorySession.objects.filter(pk=session.pk).update(state="closed")  # no closing time
 
 
 def test_trials_are_answered_in_their_order(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
     first, second = session.trials.order_by("position")[:2]
-    with pytest.raises(services.ListeningError) as exc:
-        services.save_rating(rater, second.token, quality=5, fit=5, key="ahead-0001")
+    with pytest.raises(ListeningError) as exc:
+        sessions.save_rating(rater, second.token, quality=5, fit=5, key="ahead-0001")
     assert exc.value.status == 409 and not Rating.objects.exists()
-    services.save_rating(rater, first.token, quality=5, fit=5, key="first-0001")
-    services.save_rating(rater, second.token, quality=5, fit=5, key="second-001")
+    sessions.save_rating(rater, first.token, quality=5, fit=5, key="first-0001")
+    sessions.save_rating(rater, second.token, quality=5, fit=5, key="second-001")
     assert Rating.objects.count() == 2
 
 
 def test_the_last_answer_closes_the_session_with_its_time(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
+    session = sessions.next_session(rater).session
     answer_session(rater, session)
     session.refresh_from_db()
     assert session.state == "closed" and session.closed_at is not None
@@ -456,21 +459,21 @@ def test_the_last_answer_closes_the_session_with_its_time(listening):
 def test_finishing_is_refused_while_work_is_owed(listening):
     ListeningTest.objects.filter(challenge=listening).update(categories_min=2)
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    with pytest.raises(services.ListeningError, match="category you started"):
-        services.finish(rater)
+    session = sessions.next_session(rater).session
+    with pytest.raises(ListeningError, match="category you started"):
+        sessions.finish(rater)
     answer_session(rater, session)
-    with pytest.raises(services.ListeningError, match="at least 2"):
-        services.finish(rater)
-    services.set_open(listening, False)
+    with pytest.raises(ListeningError, match="at least 2"):
+        sessions.finish(rater)
+    preparation.set_open(listening, False)
     # A paused test is no reason to finish: the rater comes back when it reopens.
-    with pytest.raises(services.ListeningError, match="paused"):
-        services.finish(rater)
+    with pytest.raises(ListeningError, match="paused"):
+        sessions.finish(rater)
     rater.refresh_from_db()
     assert rater.finished_at is None
-    services.set_open(listening, True)
-    answer_session(rater, services.next_session(rater).session)
-    services.finish(rater)
+    preparation.set_open(listening, True)
+    answer_session(rater, sessions.next_session(rater).session)
+    sessions.finish(rater)
     assert rater.finished_at is not None
 
 
@@ -478,24 +481,22 @@ def test_deleting_an_account_never_deletes_its_answers(listening, django_user_mo
     from django.db.models import ProtectedError
 
     user = django_user_model.objects.create_user("listener", password="x")
-    rater = services.enrol_user(listening, user)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    answer_session(rater, services.next_session(rater).session)
+    rater = enrolment.enrol_user(listening, user)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    answer_session(rater, sessions.next_session(rater).session)
     answered = Rating.objects.count()
     with pytest.raises(ProtectedError):
         user.delete()
     assert Rating.objects.count() == answered > 0
 
 
-def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
-    from scoring.models import ScoringSettings
-
+def test_assignment_assesses_anchors_by_the_tests_rater_rules(listening):
     rater = _rater(listening)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
     wrong = 0
-    while (trial := services.next_trial(session)) is not None:
+    while (trial := sessions.next_trial(session)) is not None:
         q, f = (5, 5)
         if trial.role == "anchor_hq_goodfit" and wrong < 3:
             q, f, wrong = 0, 0, wrong + 1
@@ -505,11 +506,11 @@ def test_assignment_judges_checks_by_the_challenges_scoring_rules(listening):
             q, f = 1, 1
         elif trial.role == "anchor_hq_poorfit":
             q, f = 9, 1
-        services.save_rating(rater, trial.token, quality=q, fit=f, key=f"rule-{trial.pk:05d}")
+        sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"rule-{trial.pk:05d}")
     assert wrong == 3
     verdict = selectors.session_verdicts(listening)[session.pk]
     assert verdict.misrated == 3 and not verdict.excluded  # by default 5 of 12 exclude
-    ScoringSettings.objects.create(challenge=listening, exclude_at=3)
+    ListeningTest.objects.filter(challenge=listening).update(exclude_at=3)
     assert selectors.session_verdicts(listening)[session.pk].excluded
 
 
@@ -530,21 +531,21 @@ def test_the_stimulus_set_is_fixed_once_raters_began(listening):
                     position=stimulus.position,
                 )
 
-    before = services.build_stimulus_set(listening)
+    before = preparation.build_stimulus_set(listening)
     medoids_from(2)
-    assert services.build_stimulus_set(listening) == before  # the same clips: nothing to refuse
+    assert preparation.build_stimulus_set(listening) == before  # the same clips: nothing to refuse
     # Before anyone listens, new medoids replace the set and the diversity files follow.
     item = listening.diversity_items.order_by("id").first()
     old_audio = item.audio_id
     medoids_from(1)
-    assert services.build_stimulus_set(listening) == before // 2
-    services.build_diversity_items(listening)
+    assert preparation.build_stimulus_set(listening) == before // 2
+    diversity.build_items(listening)
     item.refresh_from_db()
     assert item.n_sounds == 1 and item.audio_id != old_audio
-    services.next_session(_rater(listening))
+    sessions.next_session(_rater(listening))
     medoids_from(2)
-    with pytest.raises(services.ListeningError, match="fixed") as exc:
-        services.build_stimulus_set(listening)
+    with pytest.raises(ListeningError, match="fixed") as exc:
+        preparation.build_stimulus_set(listening)
     assert exc.value.status == 409
     assert listening.stimuli.count() == before // 2
 
@@ -554,10 +555,10 @@ def test_diversity_files_rendered_later_reach_raters_who_came_early(listening, o
 
     late = listening.diversity_items.order_by("id").last()
     DiversityItem.objects.filter(pk=late.pk).update(audio=None)
-    rater = services.enrol_organizer_for_diversity(listening, organizer)
-    first = services.diversity_trials(rater)
+    rater = enrolment.enrol_organizer_for_diversity(listening, organizer)
+    first = diversity.trials(rater)
     assert late.pk not in {t.item_id for t in first}
-    services.build_diversity_items(listening)
-    again = services.diversity_trials(rater)
+    diversity.build_items(listening)
+    again = diversity.trials(rater)
     assert [t.pk for t in again[: len(first)]] == [t.pk for t in first]
     assert again[-1].item_id == late.pk and again[-1].position == len(first)

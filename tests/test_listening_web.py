@@ -13,9 +13,10 @@ import soundfile as sf
 from django.test import Client
 from django.utils import timezone
 
-from raters import services
+from raters import diversity, enrolment, preparation, selectors, sessions
+from raters.errors import ListeningError
 from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulus, Trial
-from raters.services import PREPARE_JOB
+from raters.preparation import PREPARE_JOB
 from stimuli.audio import integrated_loudness
 from stimuli.models import Clip, Job
 from tests.listening_setup import answer_session, build_listening_challenge, get_sound
@@ -29,13 +30,13 @@ def listening(db):
     challenge = build_listening_challenge(
         completion_url="https://example.org/done?cc=ABC", listened_fraction=0.0
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
 def _join(listening, client: Client | None = None) -> tuple[Client, Rater]:
     client = client or Client()
-    rater = services.invite(listening, label="web")
+    rater = enrolment.invite(listening, label="web")
     response = client.get(f"/listen/{listening.slug}/join/{rater.access_key}/")
     assert response.status_code == 302
     return client, rater
@@ -114,7 +115,7 @@ def test_a_rater_goes_from_invitation_to_the_end(listening):
 
 
 def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     client = Client()
     url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/"
     assert client.get(url).status_code == 400  # no participant id
@@ -130,10 +131,10 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
         "st1",
         "se1",
     )
-    services.record_consent(rater)
-    services.record_instructions(rater)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
     ListeningTest.objects.filter(challenge=listening).update(categories_min=1)
-    answer_session(rater, services.next_session(rater).session)
+    answer_session(rater, sessions.next_session(rater).session)
     response = client.post(f"/listen/{listening.slug}/finish/")
     # The platform's own code in the URL is the run's code, kept and shown on the last page.
     assert response.status_code == 302 and response.url == "https://example.org/done?cc=ABC"
@@ -141,11 +142,11 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
     assert "https://example.org/done?cc=ABC" in page
     assert '<strong id="completion-code">ABC</strong>' in page
     # A URL without one gets the test's code.
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     assert re.fullmatch(r"C[0-9A-F]{8}", test.completion_code)
     test.completion_url = "https://example.org/done?study=7"
     assert (
-        services.completion_link(test)
+        enrolment.completion_link(test)
         == f"https://example.org/done?study=7&cc={test.completion_code}"
     )
 
@@ -158,18 +159,18 @@ def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
     )
     page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
     assert 'id="crowd-warning"' in page and "No completion URL is set" in page
-    services.set_open(listening, False)
+    preparation.set_open(listening, False)
     response = organizer_client.post(
         f"/organize/listening/{listening.slug}/open/", {"open": "1"}, follow=True
     )
     assert "No completion URL is set" in response.content.decode()
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     client = Client()
     client.get(f"/listen/{listening.slug}/crowd/{test.crowd_key}/?PROLIFIC_PID=w9&SESSION_ID=s9")
     rater = Rater.objects.get(challenge=listening, participant_id="w9")
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    answer_session(rater, services.next_session(rater).session)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    answer_session(rater, sessions.next_session(rater).session)
     response = client.post(f"/listen/{listening.slug}/finish/")
     assert response.status_code == 302 and response.url == f"/listen/{listening.slug}/"
     page = client.get(response.url).content.decode()
@@ -193,9 +194,9 @@ def test_strangers_see_nothing(listening):
     trial_token = Trial.objects.values_list("token", flat=True).first()
     assert trial_token is None  # no sessions yet; build one for someone else
     _, rater = _join(listening)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
     token = session.trials.first().token
     assert get_sound(client, f"/listen/{listening.slug}/audio/{token}/").status_code == 403
     other, _ = _join(listening)
@@ -207,7 +208,7 @@ def test_bad_answers_get_a_clear_4xx_and_store_nothing(listening):
     client, rater = _join(listening)
     _through_consent(client, listening.slug)
     session = rater.sessions.get()
-    services.complete_familiarization(session, require_heard=False)
+    sessions.complete_familiarization(session, require_heard=False)
     form = _trial_form(client.get(f"/listen/{listening.slug}/").content.decode())
     cases = [
         ({**form, "quality": "11", "fit": "5"}, 400, "Quality must be an integer from 0 to 10"),
@@ -238,9 +239,9 @@ def test_bad_answers_get_a_clear_4xx_and_store_nothing(listening):
 
 def test_audio_reveals_nothing_about_what_it_is(listening):
     client, rater = _join(listening)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
     responses = {}
     for trial in session.trials.all():
         response = get_sound(client, f"/listen/{listening.slug}/audio/{trial.token}/")
@@ -265,12 +266,12 @@ def test_audio_reveals_nothing_about_what_it_is(listening):
         samples, rate = sf.read(io.BytesIO(data), always_2d=True)
         loudness.append(integrated_loudness(samples, rate))
     # Loudness-aligned to the target (the systems' raw levels differ by about 14 dB).
-    assert np.allclose(loudness, services.listening_test(listening).target_lufs, atol=0.5)
+    assert np.allclose(loudness, selectors.listening_test(listening).target_lufs, atol=0.5)
     # The token is random per rater: another rater hears the same sound under another name.
     _other, other_rater = _join(listening)
-    services.record_consent(other_rater)
-    services.record_instructions(other_rater)
-    other_session = services.next_session(other_rater).session
+    enrolment.record_consent(other_rater)
+    enrolment.record_instructions(other_rater)
+    other_session = sessions.next_session(other_rater).session
     assert not set(other_session.trials.values_list("token", flat=True)) & set(
         session.trials.values_list("token", flat=True)
     )
@@ -278,9 +279,9 @@ def test_audio_reveals_nothing_about_what_it_is(listening):
 
 def test_audio_is_served_in_byte_ranges(listening):
     client, rater = _join(listening)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    trial = services.next_session(rater).session.trials.first()
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    trial = sessions.next_session(rater).session.trials.first()
     url = f"/listen/{listening.slug}/audio/{trial.token}/"
     whole = get_sound(client, url).body
     size = len(whole)
@@ -298,13 +299,13 @@ def test_audio_is_served_in_byte_ranges(listening):
 
 
 def test_loudness_alignment_can_be_turned_off(listening):
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     test.loudness_alignment = False
     test.save()
     client, rater = _join(listening)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
     trial = session.trials.filter(role="trial").select_related("audio").first()
     data = get_sound(client, f"/listen/{listening.slug}/audio/{trial.token}/").body
     samples, rate = sf.read(io.BytesIO(data), always_2d=True)
@@ -313,13 +314,13 @@ def test_loudness_alignment_can_be_turned_off(listening):
 
 def test_organizer_monitors_and_exports(listening, organizer_client, api_client, rater_user):
     team = listening.teams.first()
-    member = services.create_participant_account(
+    member = enrolment.create_participant_account(
         listening, username="member", password="member-pass-1", team=team
     )
-    for rater in (member, services.invite(listening)):
-        services.record_consent(rater)
-        services.record_instructions(rater)
-        answer_session(rater, services.next_session(rater).session)
+    for rater in (member, enrolment.invite(listening)):
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        answer_session(rater, sessions.next_session(rater).session)
     page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
     assert member.code in page and "Ratings (CSV)" in page
     assert (
@@ -375,7 +376,7 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
         == 400
     )
     assert organizer_client.post(url, {**data, "categories_min": 3}).status_code == 302
-    assert services.listening_test(listening).categories_min == 3
+    assert selectors.listening_test(listening).categories_min == 3
     response = organizer_client.post(f"{url}invite/", {"label": "friend"}, follow=True)
     rater = Rater.objects.get(label="friend")
     assert rater.access_key in response.content.decode()
@@ -391,7 +392,7 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
         == 400
     )
     organizer_client.post(f"{url}open/", {"open": "0"})
-    assert not services.listening_test(listening).is_open
+    assert not selectors.listening_test(listening).is_open
     # Prepare runs as a job (in-process here, without a broker) and changes nothing twice.
     anchors = listening.anchors.count()
     organizer_client.post(f"{url}prepare/")
@@ -444,19 +445,19 @@ def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
     # Counterbalanced: a second diversity rater starts elsewhere in the order.
     from django.contrib.auth import get_user_model
 
-    other = services.enrol_organizer_for_diversity(
+    other = enrolment.enrol_organizer_for_diversity(
         listening, get_user_model().objects.create_user("org2")
     )
-    first_items = [t.item_id for t in services.diversity_trials(rater)]
-    second_items = [t.item_id for t in services.diversity_trials(other)]
+    first_items = [t.item_id for t in diversity.trials(rater)]
+    second_items = [t.item_id for t in diversity.trials(other)]
     assert sorted(first_items) == sorted(second_items) and first_items != second_items
     # Someone who rated quality and fit cannot take the diversity role; raters cannot rate it.
-    member = services.invite(listening)
-    services.record_consent(member)
-    services.record_instructions(member)
-    services.next_session(member)
-    with pytest.raises(services.ListeningError):
-        services.diversity_trials(member)
+    member = enrolment.invite(listening)
+    enrolment.record_consent(member)
+    enrolment.record_instructions(member)
+    sessions.next_session(member)
+    with pytest.raises(ListeningError):
+        diversity.trials(member)
 
 
 def test_organizers_pick_stimuli_by_hand_in_the_admin(admin_client):
@@ -480,19 +481,19 @@ def test_organizers_pick_stimuli_by_hand_in_the_admin(admin_client):
 
 def test_a_crowd_worker_cannot_finish_while_the_test_is_paused(listening):
     ListeningTest.objects.filter(challenge=listening).update(crowd_categories=2)
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     client = Client()
     url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/?PROLIFIC_PID=5f1a2c"
     assert client.get(url).status_code == 302
     _through_consent(client, listening.slug)
     rater = Rater.objects.get(challenge=listening, kind="crowd")
     answer_session(rater, rater.sessions.get())
-    services.set_open(listening, False)
+    preparation.set_open(listening, False)
     response = client.post(f"/listen/{listening.slug}/finish/")
     assert response.status_code == 409 and "paused" in response.content.decode()
     rater.refresh_from_db()
     assert rater.finished_at is None
-    services.set_open(listening, True)
+    preparation.set_open(listening, True)
     # Reopened, the worker is back at the break between categories, not at the end page.
     assert "Category done" in client.get(f"/listen/{listening.slug}/").content.decode()
 
@@ -515,7 +516,7 @@ def test_an_account_of_another_challenge_is_not_enrolled_here(listening, rater_u
 
 
 def test_a_crowd_worker_cannot_take_over_another_workers_session(listening):
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/"
     worker = Client()
     assert worker.get(url + "?PROLIFIC_PID=5f1a2d&SESSION_ID=s-first").status_code == 302
@@ -540,7 +541,7 @@ def test_a_crowd_worker_cannot_take_over_another_workers_session(listening):
 def test_the_completion_url_must_be_a_web_address(listening, url):
     from django.core.exceptions import ValidationError
 
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     test.completion_url = url
     with pytest.raises(ValidationError):
         test.full_clean()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raters import services as listening
+from raters import preparation
 from raters.models import ListeningTest
 from scoring import services
 from scoring.models import Snapshot
@@ -22,7 +22,7 @@ def test_publishing_is_confirmed_and_an_interim_snapshot_is_labelled(
     live_server, chromium_path, organizer, viewport
 ):
     challenge = build_listening_challenge(slug="publishing", categories=2)
-    listening.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     settings = services.scoring_settings(challenge)
     settings.bootstrap_samples = 20
     settings.save()

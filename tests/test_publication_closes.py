@@ -8,10 +8,11 @@ import re
 import pytest
 from django.test import Client
 
-from raters import services as listening
+from raters import enrolment, preparation, sessions
+from raters.errors import ListeningError
 from raters.models import ListeningTest, Rating
 from scoring import services
-from scoring.compute import ScoringInputError
+from scoring.inputs import ScoringInputError
 from stimuli.models import Challenge
 from tests.listening_setup import answer_session, build_listening_challenge
 
@@ -21,24 +22,24 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def rated(db):
     challenge = build_listening_challenge(slug="closing", categories=2, target_ratings=5)
-    listening.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     settings = services.scoring_settings(challenge)
     settings.bootstrap_samples = 50
     settings.save()
     for n in range(4):
-        rater = listening.invite(challenge, label=f"r{n}")
-        listening.record_consent(rater)
-        listening.record_instructions(rater)
-        while (step := listening.next_session(rater)).session is not None:
+        rater = enrolment.invite(challenge, label=f"r{n}")
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        while (step := sessions.next_session(rater)).session is not None:
             answer_session(rater, step.session, quality=3 + n, fit=4 + n)
     # A rater in the middle of a session, in a browser.
     client = Client()
-    late = listening.invite(challenge, label="late")
+    late = enrolment.invite(challenge, label="late")
     client.get(f"/listen/{challenge.slug}/join/{late.access_key}/")
     client.post(f"/listen/{challenge.slug}/consent/", {"agree": "yes"})
     client.post(f"/listen/{challenge.slug}/instructions/")
     session = late.sessions.get()
-    listening.complete_familiarization(session, require_heard=False)
+    sessions.complete_familiarization(session, require_heard=False)
     return challenge, client, late
 
 
@@ -58,16 +59,16 @@ def test_publishing_closes_the_test_and_answers_after_it_are_refused(rated, orga
     )
     assert response.status_code == 409
     assert "has ended and its results are published" in response.content.decode()
-    with pytest.raises(listening.ListeningError, match="results are published"):
-        listening.save_rating(late, token, quality=5, fit=5, key="after-publication")
+    with pytest.raises(ListeningError, match="results are published"):
+        sessions.save_rating(late, token, quality=5, fit=5, key="after-publication")
     assert not Rating.objects.filter(trial__session__rater=late).exists()
     # The rater's page says so, with the way to the results; no trial is shown.
     page = client.get(f"/listen/{challenge.slug}/").content.decode()
     assert 'id="closed"' in page and "results are published" in page
     assert 'name="token"' not in page and f"/results/{challenge.slug}/" in page
     # The test cannot reopen, and the organizer's button says why before any click.
-    with pytest.raises(listening.ListeningError, match="stays closed"):
-        listening.set_open(challenge, True)
+    with pytest.raises(ListeningError, match="stays closed"):
+        preparation.set_open(challenge, True)
     organizer_client = Client()
     organizer_client.force_login(organizer)
     page = organizer_client.get(f"/organize/listening/{challenge.slug}/").content.decode()
@@ -88,12 +89,12 @@ def test_republishing_without_new_ratings_gives_the_same_numbers(rated, organize
 
 def test_a_refused_publication_leaves_the_test_open(organizer):
     challenge = build_listening_challenge(slug="refused", categories=2)
-    listening.set_open(challenge, True)
-    rater = listening.invite(challenge)
-    listening.record_consent(rater)
-    listening.record_instructions(rater)
+    preparation.set_open(challenge, True)
+    rater = enrolment.invite(challenge)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
     # Every check misrated: nothing can be ranked, so nothing is published.
-    answer_session(rater, listening.next_session(rater).session)
+    answer_session(rater, sessions.next_session(rater).session)
     from raters.models import Rating as R
 
     R.objects.exclude(trial__role="trial").update(quality=10, fit=10)

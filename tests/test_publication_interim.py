@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from raters import services as listening
+from raters import preparation
 from raters.models import ListeningTest
 from scoring import services
-from scoring.compute import ScoringInputError
+from scoring.inputs import ScoringInputError
 from scoring.models import Snapshot
 from scoring.simulate import simulate
 from stimuli.models import Challenge
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def open_test(db):
     challenge = build_listening_challenge(slug="interim", categories=2)
-    listening.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     settings = services.scoring_settings(challenge)
     settings.bootstrap_samples = 50
     settings.save()

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from raters import lookups, services
+from raters import delivery, enrolment, lookups, preparation, selectors
 from raters.models import Rater, Trial
 from raters.views import RATER_COOKIE, RATER_SALT
 from tests.listening_setup import build_listening_challenge, deliver, rater_at_trials
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def listening(db):
     challenge = build_listening_challenge(slug="identity", listened_fraction=0.0)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
@@ -32,7 +32,7 @@ def _joined(challenge, rater: Rater) -> Client:
 
 
 def test_the_invitation_sets_a_signed_http_only_cookie_for_the_challenge_pages_only(listening):
-    rater = services.invite(listening)
+    rater = enrolment.invite(listening)
     client = _joined(listening, rater)
     cookie = client.cookies[RATER_COOKIE.format(listening.slug)]
     assert cookie["path"] == f"/listen/{listening.slug}/"
@@ -45,7 +45,7 @@ def test_the_invitation_sets_a_signed_http_only_cookie_for_the_challenge_pages_o
 
 
 def test_a_forged_or_foreign_cookie_is_refused(listening):
-    rater = services.invite(listening)
+    rater = enrolment.invite(listening)
     name = RATER_COOKIE.format(listening.slug)
     forged = Client()
     forged.cookies[name] = rater.access_key  # the key itself, unsigned
@@ -56,7 +56,7 @@ def test_a_forged_or_foreign_cookie_is_refused(listening):
     # A rater of another challenge, its key properly signed for this challenge's cookie: no
     # rater of this challenge has that key.
     other = build_listening_challenge(slug="identity-other", listened_fraction=0.0)
-    stranger = services.invite(other)
+    stranger = enrolment.invite(other)
     moved = Client()
     moved.cookies[name] = signing.get_cookie_signer(salt=name + RATER_SALT).sign(
         stranger.access_key
@@ -75,8 +75,8 @@ def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
     fields = [f.attname for f in Rater._meta.concrete_fields]
     assert [getattr(found, f) for f in fields] == [getattr(expected, f) for f in fields]
     assert found.challenge.phase == listening.phase and found.challenge.slug == listening.slug
-    test = services.listening_test(found.challenge)
-    assert test.pk == services.listening_test(listening).pk  # as read with the rater
+    test = selectors.listening_test(found.challenge)
+    assert test.pk == selectors.listening_test(listening).pk  # as read with the rater
     assert lookups.rater_by_key(rater.access_key, "another-slug") is None
 
     read = lookups.trial_of(rater, trial.token, test)
@@ -84,11 +84,11 @@ def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
     fields = [f.attname for f in Trial._meta.concrete_fields]
     assert [getattr(read, f) for f in fields] == [getattr(stored, f) for f in fields]
     assert read.delivered_ranges == [[0, read.delivered.size_bytes]]  # JSON, decoded
-    assert read.delivered == services.delivery.delivered_audio(stored.audio, test)
+    assert read.delivered == delivery.delivered_audio(stored.audio, test)
     assert read.delivered.file and read.delivered.duration_s == pytest.approx(
         listening.clip_duration_s, abs=0.01
     )
-    other = services.invite(listening)
+    other = enrolment.invite(listening)
     assert lookups.trial_of(other, trial.token, test) is None  # another rater's trial
     answering = lookups.trial_to_answer(trial.token, test)
     assert answering.session.pk == session.pk and answering.session.rater_id == rater.pk
@@ -97,7 +97,7 @@ def test_the_hand_written_lookups_read_what_the_orm_reads(listening):
 @pytest.mark.django_db(transaction=True)
 def test_the_lookups_prepared_on_a_connection_outlive_a_rollback_and_come_back_after_a_new_one():
     challenge = build_listening_challenge(slug="prepared", listened_fraction=0.0)
-    rater = services.invite(challenge)
+    rater = enrolment.invite(challenge)
 
     def found() -> bool:
         return lookups.rater_by_key(rater.access_key, challenge.slug).pk == rater.pk
@@ -120,7 +120,7 @@ def _held(client: Client, challenge) -> str | None:
 
 
 def test_another_raters_link_switches_the_browser_only_after_a_confirming_post(listening):
-    first, second = services.invite(listening), services.invite(listening)
+    first, second = enrolment.invite(listening), enrolment.invite(listening)
     browser = Client(enforce_csrf_checks=True)
     assert browser.get(f"/listen/{listening.slug}/join/{first.access_key}/").status_code == 302
     held = _held(browser, listening)
@@ -145,7 +145,7 @@ def test_another_raters_link_switches_the_browser_only_after_a_confirming_post(l
 
 
 def test_a_crowd_link_enrols_another_rater_only_after_a_confirming_post(listening):
-    test = services.listening_test(listening)
+    test = selectors.listening_test(listening)
     url = f"/listen/{listening.slug}/crowd/{test.crowd_key}/"
     browser = Client()
     assert browser.get(url + "?PROLIFIC_PID=worker-1").status_code == 302

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raters import services
+from raters import enrolment, preparation
 from tests.browser import chromium_page
 from tests.listening_setup import build_listening_challenge
 
@@ -17,8 +17,8 @@ def test_another_raters_link_asks_before_switching(
     live_server, chromium_path, tmp_path, width, height
 ):
     challenge = build_listening_challenge(slug="switch", categories=1, listened_fraction=0.0)
-    services.set_open(challenge, True)
-    first, second = services.invite(challenge), services.invite(challenge)
+    preparation.set_open(challenge, True)
+    first, second = enrolment.invite(challenge), enrolment.invite(challenge)
     base = f"{live_server.url}/listen/{challenge.slug}"
     with chromium_page(chromium_path, viewport={"width": width, "height": height}) as page:
         page.goto(f"{base}/join/{first.access_key}/")

@@ -8,10 +8,10 @@ import io
 
 import pytest
 
-from raters import services as raters_services
+from raters import diversity, enrolment, preparation, sessions
 from scoring import selectors as scoring_selectors
 from scoring import services as scoring_services
-from scoring.compute import RATING_COLUMNS, read_csv
+from scoring.inputs import RATING_COLUMNS, read_csv
 from scoring.simulate import simulate
 from stimuli.exports import FORMULA_STARTS, read_cell, safe_cell, to_csv
 from tests.listening_setup import answer_session, build_listening_challenge
@@ -54,7 +54,7 @@ def test_the_writer_escapes_formula_text_and_reads_it_back():
 
 def test_formula_names_are_escaped_in_every_export(organizer_client, api_client, organizer):
     challenge = build_listening_challenge(slug="hostile", listened_fraction=0.0)
-    raters_services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     teams = list(challenge.teams.order_by("pk"))
     for n, team in enumerate(teams):
         team.name = HOSTILE[n]
@@ -62,16 +62,16 @@ def test_formula_names_are_escaped_in_every_export(organizer_client, api_client,
         system = team.systems.get()
         system.name = HOSTILE[-1 - n]
         system.save()
-    member = raters_services.create_participant_account(
+    member = enrolment.create_participant_account(
         challenge, username="member", password="member-pass-1", team=teams[0]
     )
-    for rater in (member, raters_services.invite(challenge)):
-        raters_services.record_consent(rater)
-        raters_services.record_instructions(rater)
-        answer_session(rater, raters_services.next_session(rater).session)
-    judge = raters_services.enrol_organizer_for_diversity(challenge, organizer)
-    for trial in raters_services.diversity_trials(judge):
-        raters_services.save_diversity_rating(judge, trial.token, diversity=6, key=trial.token)
+    for rater in (member, enrolment.invite(challenge)):
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        answer_session(rater, sessions.next_session(rater).session)
+    judge = enrolment.enrol_organizer_for_diversity(challenge, organizer)
+    for trial in diversity.trials(judge):
+        diversity.save_rating(judge, trial.token, diversity=6, key=trial.token)
 
     slug = challenge.slug
     exports = {

@@ -12,23 +12,22 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy.stats import spearmanr
 
-from raters.quality import DCASE_MISRATING
-from scoring.compute import (
+from raters.rules import DCASE_MISRATING
+from scoring.compute import score
+from scoring.inputs import (
     DIVERSITY_COLUMNS,
     FAD_COLUMNS,
     RATING_COLUMNS,
     TEAM_COLUMNS,
     Inputs,
-    Rules,
     ScoringInputError,
-    krippendorff_alpha_interval,
-    score,
-    spearman,
 )
+from scoring.rules import Rules
 from scoring.simulate import simulate
+from scoring.statistics import krippendorff_alpha_interval, spearman
 
-# Most hand-computed cases hold trials alone: their sessions carry no hidden checks.
-NO_BOOT = Rules(bootstrap=0, checks_per_session=0)
+# Most hand-computed cases hold trials alone: their sessions carry no hidden anchors.
+NO_BOOT = Rules(bootstrap=0, anchors_per_session=0)
 
 
 def trial(rater, system, q, f, *, category="dog", stimulus=None, team="", session=None, track="A"):
@@ -123,7 +122,7 @@ def test_self_ratings_are_removed_before_anything_is_computed():
     # The rule is a setting: switched off, the self-rating counts.
     kept = score(
         Inputs(ratings, diversity, [], teams("S1", "S2")),
-        Rules(bootstrap=0, checks_per_session=0, remove_self_ratings=False),
+        Rules(bootstrap=0, anchors_per_session=0, remove_self_ratings=False),
     )
     assert by_system(kept)["S1"]["quality"] == 8
 
@@ -186,11 +185,11 @@ def test_thresholds_and_rules_are_settings():
     # By default a fit of 6 on a poor-fit anchor is on the wrong half of the scale.
     assert score(inputs, NO_BOOT)["excluded_sessions"] != []
     # DCASE 2023 Task 7's own rule: only the opposite extreme (7 and up) misrates.
-    dcase = {"bootstrap": 0, "checks_per_session": 0, "misrating": DCASE_MISRATING}
+    dcase = {"bootstrap": 0, "anchors_per_session": 0, "misrating": DCASE_MISRATING}
     assert score(inputs, Rules(**dcase))["excluded_sessions"] == []
     assert score(inputs, Rules(**dcase, high=6))["excluded_sessions"] != []
     lenient = Rules(
-        bootstrap=0, checks_per_session=0, high=6, misrating={"anchor_hq_poorfit": ["quality_low"]}
+        bootstrap=0, anchors_per_session=0, high=6, misrating={"anchor_hq_poorfit": ["quality_low"]}
     )
     assert score(inputs, lenient)["excluded_sessions"] == []
     assert score(inputs, Rules(**dcase, high=6, exclude_at=6))["excluded_sessions"] == []
@@ -215,7 +214,7 @@ def test_anchors_never_enter_a_systems_score_and_weights_are_applied():
     assert row["diversity"] == pytest.approx(7)
     assert row["final"] == pytest.approx((6 + 5.5 + 0.5 * 7) / 2.5)
     assert row["categories"]["dog"]["final"] == pytest.approx((3 + 4 + 0.5 * 8) / 2.5)
-    other = Rules(bootstrap=0, checks_per_session=0, weight_diversity=2)
+    other = Rules(bootstrap=0, anchors_per_session=0, weight_diversity=2)
     row = by_system(score(Inputs(ratings, diversity, [], teams("S1")), other))["S1"]
     assert row["final"] == pytest.approx((6 + 5.5 + 2 * 7) / 4)
 
@@ -255,9 +254,9 @@ def _two_rater_inputs():
 @pytest.mark.parametrize("method", ["jackknife-t", "bootstrap"])
 def test_intervals_are_reproducible_and_contain_the_estimate(method):
     inputs = _two_rater_inputs()
-    first = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7, intervals=method))
-    again = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=7, intervals=method))
-    other = score(inputs, Rules(bootstrap=300, checks_per_session=0, seed=8, intervals=method))
+    first = score(inputs, Rules(bootstrap=300, anchors_per_session=0, seed=7, intervals=method))
+    again = score(inputs, Rules(bootstrap=300, anchors_per_session=0, seed=7, intervals=method))
+    other = score(inputs, Rules(bootstrap=300, anchors_per_session=0, seed=8, intervals=method))
     assert first == again
     # The bootstrap draws by its seed; the jackknife draws nothing.
     assert (first["tracks"] != other["tracks"]) == (method == "bootstrap")
@@ -282,7 +281,7 @@ def test_probability_of_order_is_one_for_a_clear_gap_and_about_half_for_a_tie():
             ratings.append(trial(f"r{r}", "Low", 5 + (r + k + 1) % 2, 5, stimulus=f"l{k}"))
     result = score(
         Inputs(ratings, diversity, [], teams("Top", "Mid", "Low")),
-        Rules(bootstrap=400, checks_per_session=0),
+        Rules(bootstrap=400, anchors_per_session=0),
     )
     pairs = result["pairs"]["A"]
     assert pairs[0]["upper"] == "Top" and pairs[0]["probability"] == 1.0
@@ -493,7 +492,7 @@ def test_partial_sessions_are_held_to_the_share_of_misrated_checks():
     excluded = {e["rater"]: e for e in result["excluded_sessions"]}
     assert set(excluded) == {"p", "u"}
     assert (excluded["p"]["checks"], excluded["p"]["misrated"]) == (6, 3)
-    assert excluded["u"]["reasons"] == ["no check answered"]
+    assert excluded["u"]["reasons"] == ["no anchor answered"]
     assert result["tracks"]["A"][0]["quality"] == 8.0
 
 
@@ -524,7 +523,7 @@ def test_intervals_hold_diversity_raters_in_every_replicate():
         diversity += [div(d, "S1", 6), div(d, "S2", 3)]
     result = score(
         Inputs(ratings, diversity, [], teams("S1", "S2")),
-        Rules(bootstrap=400, checks_per_session=0),
+        Rules(bootstrap=400, anchors_per_session=0),
     )
     rows = by_system(result)
     assert rows["S1"]["final"] == 5.2
@@ -553,7 +552,7 @@ def _few_diversity_raters(n: int) -> Inputs:
 
 
 def test_t_intervals_widen_with_few_raters_and_are_withheld_with_two():
-    rules = Rules(bootstrap=100, checks_per_session=0)
+    rules = Rules(bootstrap=100, anchors_per_session=0)
     four = {r["system"]: r for r in score(_few_diversity_raters(4), rules)["tracks"]["A"]}
     row = four["S1"]
     assert row["ci_withheld"] == {}
@@ -587,7 +586,7 @@ def test_t_probability_of_order_cancels_what_raters_share():
                 )
             diversity.append(div(f"r{r}", s, base + lenience))
     result = score(Inputs(ratings, diversity, [], teams("S1", "S2")),
-                   Rules(bootstrap=10, checks_per_session=0))  # fmt: skip
+                   Rules(bootstrap=10, anchors_per_session=0))  # fmt: skip
     assert result["pairs"]["A"][0]["probability"] == 1.0
     lo, hi = result["tracks"]["A"][0]["final_ci"]
     assert hi - lo > 2  # the level itself is uncertain: raters disagree by 5 points
@@ -606,7 +605,7 @@ def test_rating_intervals_stay_on_the_scale_and_the_design_decides_withholding()
         for s in ("S1", "S2"):
             diversity.append(div(f"r{r}", s, 6))  # every organizer gives the same integer
     result = score(Inputs(ratings, diversity, [], teams("S1", "S2")),
-                   Rules(bootstrap=10, checks_per_session=0))  # fmt: skip
+                   Rules(bootstrap=10, anchors_per_session=0))  # fmt: skip
     rows = by_system(result)
     for scale in ("quality", "fit", "final"):
         low, high = rows["S1"][f"{scale}_ci"]

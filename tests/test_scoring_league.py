@@ -12,7 +12,9 @@ import pytest
 from django.core.management import call_command
 
 from scoring import selectors, services
-from scoring.compute import Inputs, Rules, score
+from scoring.compute import score
+from scoring.inputs import Inputs
+from scoring.rules import Rules
 from scoring.simulate import simulate
 from tests.test_scoring_compute import _csvs, _write
 

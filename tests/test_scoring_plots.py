@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from scoring import plots
-from scoring.compute import Rules, score
+from scoring.compute import score
+from scoring.rules import Rules
 from scoring.simulate import simulate
 
 

@@ -13,9 +13,10 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from rest_framework.test import APIClient
 
+from raters.models import ListeningTest
 from scoring import selectors, services
-from scoring.compute import Rules
-from scoring.models import ScoringSettings, Snapshot
+from scoring.models import Snapshot
+from scoring.rules import Rules
 from scoring.services import PUBLISH_JOB
 from scoring.simulate import simulate
 
@@ -205,7 +206,7 @@ def test_a_snapshot_is_frozen_and_republishing_keeps_the_old_one(
 
 
 def test_scoring_settings_drive_the_published_rules(challenge, organizer, sim, fast_settings):
-    fast_settings.exclude_at = 12
+    ListeningTest.objects.update_or_create(challenge=challenge, defaults={"exclude_at": 12})
     fast_settings.weight_diversity = 1.0
     fast_settings.save()
     snap = services.publish(challenge, organizer, sim.inputs)
@@ -214,18 +215,21 @@ def test_scoring_settings_drive_the_published_rules(challenge, organizer, sim, f
     assert len(snap.result["excluded_sessions"]) < len(default["excluded_sessions"])
 
 
-def test_scoring_settings_constraints(challenge):
+def test_rater_rules_constraints(challenge):
     from django.core.exceptions import ValidationError
     from django.db import IntegrityError, transaction
 
-    settings = ScoringSettings(challenge=challenge, low_threshold=8, high_threshold=7)
+    test = ListeningTest(challenge=challenge, low_threshold=8, high_threshold=7)
     with pytest.raises(ValidationError):
-        settings.full_clean()
+        test.full_clean()
     with pytest.raises(IntegrityError), transaction.atomic():
-        settings.save()
-    settings = ScoringSettings(challenge=challenge, misrating_rules={"anchor_hq_goodfit": ["x"]})
-    with pytest.raises(ValidationError, match="unknown condition"):
-        settings.full_clean()
+        test.save()
+    test = ListeningTest(challenge=challenge, misrating_rules={"anchor_hq_goodfit": ["x"]})
+    with pytest.raises(ValidationError, match="bad misrating rule"):
+        test.full_clean()
+    test = ListeningTest(challenge=challenge, rater_rules={"too_fast": {"action": "ban"}})
+    with pytest.raises(ValidationError, match="action must be one of"):
+        test.full_clean()
 
 
 def test_a_redelivered_publish_job_does_not_publish_twice(challenge, organizer, sim, fast_settings):

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.test import Client
 
-from raters import services, text_prompts
+from raters import enrolment, selectors, text_prompts
 from raters.models import (
     DescriptionAnswer,
     DescriptionMark,
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.sandbox]
 @pytest.fixture
 def study(tmp_path):
     challenge, study, _system = build_text_study(tmp_path)
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     # Listening itself is verified in test_listening_heard.py; here a full fetch is enough.
     test.listened_fraction = 0.0
     test.save()
@@ -191,7 +191,7 @@ def test_pages_refuse_other_raters_and_other_judges_items(study):
     assert get_sound(other_client, f"/listen/{slug}/audio/{trial.token}/").status_code == 404
     # A rater of the listening test who is no judge is told so.
     plain = Client()
-    rater = services.invite(study.challenge)
+    rater = enrolment.invite(study.challenge)
     plain.get(f"/listen/{slug}/join/{rater.access_key}/")
     assert plain.get(f"/listen/{slug}/text/").status_code == 403
 

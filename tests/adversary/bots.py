@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from raters import services
+from raters import enrolment, sessions
 from tests.listening_setup import rater_at_trials
 
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
@@ -139,9 +139,9 @@ def rater_at_trial(challenge, browser: Browser):
 def rater_at_examples(challenge, browser: Browser):
     """An invited rater at its first category's examples, in `browser`: (rater, the session's
     id, the examples' tokens)."""
-    rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    services.next_session(rater)
+    rater = enrolment.invite(challenge)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    sessions.next_session(rater)
     browser.join(rater.access_key)
     return (rater, *browser.examples())

@@ -18,7 +18,8 @@ import pytest
 import soundfile
 from django.utils import timezone
 
-from raters import anchors, delivery, services
+from raters import anchors, delivery, enrolment, preparation, sessions
+from raters.errors import ListeningError
 from raters.models import CategorySession, Trial
 from stimuli.demo import _synthesize
 from stimuli.models import Clip
@@ -78,21 +79,21 @@ def received(db, monkeypatch):
                 _store(
                     challenge, category, Clip.Role.SYSTEM, sound(category.slug, seed, tilt), system
                 )
-    services.pick_stimuli(challenge, per_category=PER_SYSTEM)
+    preparation.pick_stimuli(challenge, per_category=PER_SYSTEM)
     # Preparation's anchor steps (the diversity files are not what this test is about): a draw
     # the check refuses is drawn again, as preparation does.
-    for draw in range(services.ANCHOR_DRAWS):
-        services.build_anchors(challenge, seed=11 + draw)
+    for draw in range(preparation.ANCHOR_DRAWS):
+        preparation.build_anchors(challenge, seed=11 + draw)
         try:
-            services.check_anchors(challenge)
+            preparation.check_anchors(challenge)
             break
-        except services.ListeningError:
-            if draw == services.ANCHOR_DRAWS - 1:
+        except ListeningError:
+            if draw == preparation.ANCHOR_DRAWS - 1:
                 raise
             challenge.anchors.all().delete()
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
 
-    rater = services.invite(challenge)
+    rater = enrolment.invite(challenge)
     # Sessions draw their anchors and order from a secret seed; fixed here so the test is the
     # same on every run.
     seeds = iter(range(1, 100))
@@ -102,7 +103,7 @@ def received(db, monkeypatch):
     )
     sounds = []
     for order, category in enumerate(categories):
-        session = services.build_session(rater, category, order=order)
+        session = sessions.build_session(rater, category, order=order)
         for trial in Trial.objects.filter(session=session).order_by("position"):
             response = deliver(rater, trial.token)
             samples, rate = soundfile.read(io.BytesIO(response.body), dtype="float64")

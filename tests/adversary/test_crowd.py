@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from raters import services
+from raters import enrolment, preparation, selectors, sessions
 from raters.models import CategorySession, Rater
 from tests.listening_setup import answer_session, build_listening_challenge
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 def _worker(browser_at, site, challenge, participant: str, *, instructions: bool = True):
     browser = browser_at(site, challenge.slug)
-    test = services.listening_test(challenge)
+    test = selectors.listening_test(challenge)
     assert browser.crowd(test.crowd_key, participant).status_code == 302
     assert browser.http.get(browser.path("consent/")).status_code == 200  # the CSRF cookie
     assert browser.post("consent/", {"agree": "yes"}).status_code == 302
@@ -31,8 +31,8 @@ def test_unanswered_crowd_sessions_stop_holding_places(site, browser_at):
     challenge = build_listening_challenge(
         slug="hogged", categories=2, clips_per_system=1, target_ratings=2, categories_min=1
     )
-    services.set_open(challenge, True)
-    test = services.listening_test(challenge)
+    preparation.set_open(challenge, True)
+    test = selectors.listening_test(challenge)
     # A genuine worker arrives while places are left, and reads the instructions...
     genuine = _worker(browser_at, site, challenge, "genuine", instructions=False)
     # ... while throw-away workers take every place and answer nothing.
@@ -58,25 +58,25 @@ def test_unanswered_crowd_sessions_stop_holding_places(site, browser_at):
 @pytest.mark.parametrize("kind", ["crowd", "invited"])
 def test_five_everywhere_is_excluded_by_default(kind):
     challenge = build_listening_challenge(slug=f"five-{kind}", categories=2)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     if kind == "crowd":
-        test = services.listening_test(challenge)
-        rater = services.enrol_crowd(challenge, test.crowd_key, participant_id="lazy")
+        test = selectors.listening_test(challenge)
+        rater = enrolment.enrol_crowd(challenge, test.crowd_key, participant_id="lazy")
     else:
-        rater = services.invite(challenge)
-    services.record_consent(rater)
-    services.record_instructions(rater)
-    session = services.next_session(rater).session
-    services.complete_familiarization(session, require_heard=False)
-    while (trial := services.next_trial(session)) is not None:
-        services.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
+        rater = enrolment.invite(challenge)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
+    while (trial := sessions.next_trial(session)) is not None:
+        sessions.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
     session.refresh_from_db()
     assert session.excluded
     # An honest rater in the same test is not.
-    honest = services.invite(challenge)
-    services.record_consent(honest)
-    services.record_instructions(honest)
-    kept = services.next_session(honest).session
+    honest = enrolment.invite(challenge)
+    enrolment.record_consent(honest)
+    enrolment.record_instructions(honest)
+    kept = sessions.next_session(honest).session
     answer_session(honest, kept)
     kept.refresh_from_db()
     assert not kept.excluded

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from raters import services
+from raters import preparation
 from raters.models import Rating, Trial
 from tests.adversary.bots import rater_at_trial
 from tests.conftest import wait_until
@@ -27,7 +27,7 @@ def challenge():
         sample_rate=22_050,
         listened_fraction=0.0,
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 

@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 from django.test import Client
 
-from raters import gold, services
+from raters import gold, preparation, selectors, sessions
 from raters.models import GoldSound, Trial
 from raters.selectors import rating_rows, session_verdicts
 from stimuli.audio import integrated_loudness
@@ -36,7 +36,7 @@ def gold_test(db):
     challenge = build_listening_challenge(
         slug="trap", categories=2, duration=4.0, gold_per_session=2, listened_fraction=0.0
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
@@ -44,7 +44,7 @@ def test_builtin_trapping_sounds_are_spoken_instructions_at_the_tests_loudness(g
     rater, session = rater_at_trials(gold_test)
     client = Client()
     client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
-    target = services.listening_test(gold_test).target_lufs
+    target = selectors.listening_test(gold_test).target_lufs
     trials = list(session.trials.filter(role="gold").select_related("gold"))
     assert len(trials) == 2
     for trial in trials:
@@ -100,8 +100,8 @@ def test_a_rater_hears_no_uploaded_gold_sound_twice_while_others_are_left(gold_t
     heard = {t.gold_id for t in first.trials.filter(role="gold")}
     assert len(heard) == 2 and not GoldSound.objects.filter(pk__in=heard, builtin=True).exists()
     for trial in first.trials.order_by("position"):
-        services.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
-    second = services.next_session(rater).session
+        sessions.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
+    second = sessions.next_session(rater).session
     assert not heard & {t.gold_id for t in second.trials.filter(role="gold")}
 
 
@@ -121,7 +121,7 @@ def test_nothing_the_browser_receives_tells_a_gold_trial(gold_test):
         # Tokens (the sound's, the next one's, the form's) are random per page and rater.
         pages.append(re.sub(r"[A-Za-z0-9_-]{22,}", "TOKEN", page))
         pages[-1] = re.sub(r"\d+", "N", pages[-1])
-        services.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
+        sessions.save_rating(rater, trial.token, quality=5, fit=5, key=f"k-{trial.token}")
     # A gold trial's page is the page of a stimulus in the same place (the last one has no
     # next sound to preload, whatever it is).
     last = len(trials) - 1
@@ -145,7 +145,7 @@ def _answer(rater, session, *, gold_right: bool) -> None:
             quality, fit = trial.gold.quality_min, trial.gold.fit_min
             if not gold_right:
                 quality, fit = 10 - quality, 10 - fit
-        services.save_rating(rater, trial.token, quality=quality, fit=fit, key=f"k-{trial.token}")
+        sessions.save_rating(rater, trial.token, quality=quality, fit=fit, key=f"k-{trial.token}")
 
 
 def test_gold_answers_are_judged_by_the_gold_rule(gold_test):
@@ -216,8 +216,8 @@ def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
 def test_gold_asked_for_after_preparation_is_placed_too(db):
     challenge = build_listening_challenge(slug="gold-late", categories=2, duration=4.0)
     assert not GoldSound.objects.filter(challenge=challenge).exists()
-    services.set_open(challenge, True)
-    services.listening_test(challenge).__class__.objects.filter(challenge=challenge).update(
+    preparation.set_open(challenge, True)
+    selectors.listening_test(challenge).__class__.objects.filter(challenge=challenge).update(
         gold_per_session=1
     )
     _, session = rater_at_trials(challenge)

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from raters import services
+from raters import listening, preparation
 from raters.models import FamiliarizationClip, Rater, Rating
 from tests.adversary.bots import rater_at_examples, rater_at_trial
 from tests.listening_setup import build_listening_challenge
@@ -27,7 +27,7 @@ def _challenge(slug: str, duration: float, **settings):
     challenge = build_listening_challenge(
         slug=slug, categories=2, clips_per_system=1, duration=duration, **settings
     )
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     return challenge
 
 
@@ -81,7 +81,9 @@ def test_plays_fired_side_by_side_count_as_one_sound(browser_at, site):
     # server), then every one reported ended at once.
     threading.Event().wait(SHORT + 0.2)
     together("ended", SHORT)
-    heard = [services.listened_now(Rater.objects.get(pk=rater.pk), token)[1].ok for token in tokens]
+    heard = [
+        listening.listened_now(Rater.objects.get(pk=rater.pk), token)[1].ok for token in tokens
+    ]
     assert sum(heard) <= 1, heard
     assert browser.post("start/", {"session": session}).status_code == 409
 

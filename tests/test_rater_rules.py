@@ -1,4 +1,4 @@
-"""The rater-quality rules: one engine (raters.quality) judging every session alike in scoring,
+"""The rater-quality rules: one engine (raters.rules) judging every session alike in scoring,
 assignment, the monitoring page and the ratings export."""
 
 from __future__ import annotations
@@ -8,10 +8,13 @@ import io
 
 import pytest
 
-from raters import quality, selectors, services
-from raters.models import Rating
-from scoring.compute import Inputs, Rules, score
+from raters import enrolment, preparation, selectors, sessions
+from raters.models import ListeningTest, Rating
+from raters.rules import DCASE_MISRATING, RaterRules, RuleError, assess
+from scoring.compute import score
+from scoring.inputs import Inputs
 from scoring.models import ScoringSettings
+from scoring.rules import Rules
 from scoring.services import collect_inputs
 from tests.listening_setup import build_listening_challenge
 
@@ -44,7 +47,7 @@ def _rows(session="R1-1", *, answers=None, misrated=0, heard=1.0, answer_s=8.0, 
 
 # DCASE 2023 Task 7's own anchor rule (only an answer at the opposite extreme misrates), under
 # which every other rule can be seen alone on a session answered 5 everywhere.
-DCASE = quality.QualityRules({"anchors": {"misrating": quality.DCASE_MISRATING}})
+DCASE = RaterRules({"anchors": {"misrating": DCASE_MISRATING}})
 
 
 def _crowd(rows):
@@ -54,15 +57,15 @@ def _crowd(rows):
 
 
 def _verdict(rows, rules=None):
-    [verdict] = quality.judge(rows, rules or quality.QualityRules()).values()
+    [verdict] = assess(rows, rules or RaterRules()).values()
     return verdict
 
 
 def test_invited_raters_are_excluded_by_the_anchor_rule_only():
     assert not _verdict(_rows(misrated=4)).excluded
     verdict = _verdict(_rows(misrated=5))
-    assert verdict.excluded and verdict.misrated == 5 and verdict.checks == 12
-    assert str(verdict.flags[0]) == "excluded by anchors: 5 of 12 checks misrated (limit 5)"
+    assert verdict.excluded and verdict.misrated == 5 and verdict.anchors == 12
+    assert str(verdict.flags[0]) == "excluded by anchors: 5 of 12 anchors misrated (limit 5)"
     # Every other rule only flags an invited rater by default.
     for rows, rule, rules in (
         (_rows(answers=(5, 5)), "straight_lining", DCASE),
@@ -94,7 +97,7 @@ def test_five_out_of_five_everywhere_is_excluded_by_default():
     verdict = _verdict(_rows(answers=(5, 5)))
     assert verdict.misrated == 12 and verdict.excluded
     assert verdict.summary() == (
-        "excluded by anchors: 12 of 12 checks misrated (limit 5); "
+        "excluded by anchors: 12 of 12 anchors misrated (limit 5); "
         "flagged by straight_lining: the same answer (5, 5) on 36 of 36"
     )
     # Under DCASE's own anchor rule only straight-lining catches it.
@@ -105,10 +108,10 @@ def test_five_out_of_five_everywhere_is_excluded_by_default():
     rows = _rows()
     for n, row in enumerate(rows):
         row["quality"], row["fit"] = 5 + n % 2, 5
-    strict = quality.QualityRules(
+    strict = RaterRules(
         {
             "straight_lining": {"action": "exclude"},
-            "anchors": {"misrating": quality.DCASE_MISRATING},
+            "anchors": {"misrating": DCASE_MISRATING},
         }
     )
     verdict = _verdict(rows, strict)
@@ -117,7 +120,7 @@ def test_five_out_of_five_everywhere_is_excluded_by_default():
 
 def test_each_rule_can_exclude_flag_or_be_off():
     rows = _rows(answer_s=1.0, heard=0.5)
-    rules = quality.QualityRules(
+    rules = RaterRules(
         {
             "too_fast": {"action": "exclude", "min_median_answer_s": 2},
             "not_listened": {"action": "off"},
@@ -128,7 +131,7 @@ def test_each_rule_can_exclude_flag_or_be_off():
     assert "median 1.0 s to answer (limit 2 s)" in verdict.flags[0].reason
     assert not _verdict(_rows(answer_s=2.5), rules).flags
     # An unfinished session is judged only by what cannot change any more.
-    [open_verdict] = quality.judge(rows[:3], rules, unfinished=["R1-1"]).values()
+    [open_verdict] = assess(rows[:3], rules, unfinished=["R1-1"]).values()
     assert not open_verdict.flags
     for bad in (
         {"speed": {}},
@@ -137,8 +140,8 @@ def test_each_rule_can_exclude_flag_or_be_off():
         {"too_fast": {"median": 3}},
         {"anchors": {"low": 8}},
     ):
-        with pytest.raises(quality.QualityRuleError):
-            quality.QualityRules(bad)
+        with pytest.raises(RuleError):
+            RaterRules(bad)
 
 
 def test_scoring_excludes_and_flags_by_the_same_rules():
@@ -158,18 +161,20 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
             row["stimulus"] = "S1/dog/1" if row["role"] == "trial" else "anchor/1"
         rows += session
     inputs = Inputs(rows, [], [], teams("S1"))
-    dcase = quality.DCASE_MISRATING
+    dcase = DCASE_MISRATING
     result = score(inputs, Rules(bootstrap=0, misrating=dcase))
     assert [e["rater"] for e in result["excluded_sessions"]] == ["R4"]
     assert result["excluded_sessions"][0]["rules"] == {
-        "anchors": "5 of 12 checks misrated (limit 5)"
+        "anchors": "5 of 12 anchors misrated (limit 5)"
     }
     flagged = {e["rater"]: set(e["flags"]) for e in result["flagged_sessions"]}
     assert flagged == {"R1": {"straight_lining"}, "R2": {"too_fast"}, "R3": {"not_listened"}}
     strict = Rules(
         bootstrap=0,
         misrating=dcase,
-        quality={r: {"action": "exclude"} for r in ("straight_lining", "too_fast", "not_listened")},
+        rater_rules={
+            r: {"action": "exclude"} for r in ("straight_lining", "too_fast", "not_listened")
+        },
     )
     result = score(inputs, strict)
     assert [e["rater"] for e in result["excluded_sessions"]] == ["R1", "R2", "R3", "R4"]
@@ -177,47 +182,47 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
     assert reasons["R2"] == ["too_fast: median 1.0 s to answer (limit 3 s)"]
     assert len(reasons["R4"]) == 5 and reasons["R4"][0].startswith("anchor_hq_goodfit rated")
     assert result["counts"]["trial_ratings_used"] == 24
-    assert result["settings"]["quality"]["too_fast"] == {"action": "exclude"}
+    assert result["settings"]["rater_rules"]["too_fast"] == {"action": "exclude"}
 
 
 @pytest.mark.django_db
 def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_client):
     challenge = build_listening_challenge(slug="quality", categories=3, target_ratings=2)
-    services.set_open(challenge, True)
+    preparation.set_open(challenge, True)
     # DCASE's anchor rule, so that a session answered 5 everywhere is caught by straight-lining
     # alone.
-    ScoringSettings.objects.create(challenge=challenge, misrating_rules=quality.DCASE_MISRATING)
-    sessions = {}
+    ListeningTest.objects.filter(challenge=challenge).update(misrating_rules=DCASE_MISRATING)
+    answered = {}
     for kind in ("straight", "fast", "deaf", "misrating"):
-        rater = services.invite(challenge, label=kind)
-        services.record_consent(rater)
-        services.record_instructions(rater)
-        session = services.next_session(rater).session
-        services.complete_familiarization(session, require_heard=False)
+        rater = enrolment.invite(challenge, label=kind)
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        session = sessions.next_session(rater).session
+        sessions.complete_familiarization(session, require_heard=False)
         wrong = 0
-        while (trial := services.next_trial(session)) is not None:
+        while (trial := sessions.next_trial(session)) is not None:
             q, f = RIGHT.get(trial.role, (trial.position % 11, 7))
             if kind == "straight":
                 q, f = 5, 5
             elif kind == "misrating" and trial.role != "trial" and wrong < 5:
                 q, f = WRONG[trial.role]
                 wrong += 1
-            services.save_rating(rater, trial.token, quality=q, fit=f, key=f"q-{trial.token}")
+            sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"q-{trial.token}")
         Rating.objects.filter(trial__session=session).update(
             plays=1,
             heard_fraction=0.2 if kind == "deaf" else 1.0,
             answer_s=1.0 if kind == "fast" else 9.0,
         )
-        sessions[kind] = session
+        answered[kind] = session
 
-    settings = ScoringSettings.objects.get(challenge=challenge)
+    settings, _ = ScoringSettings.objects.get_or_create(challenge=challenge)
     result = score(collect_inputs(challenge), settings.rules())
-    assert [e["session"] for e in result["excluded_sessions"]] == [sessions["misrating"].code]
+    assert [e["session"] for e in result["excluded_sessions"]] == [answered["misrating"].code]
     flagged = {e["session"]: set(e["flags"]) for e in result["flagged_sessions"]}
     assert flagged == {
-        sessions["straight"].code: {"straight_lining"},
-        sessions["fast"].code: {"too_fast"},
-        sessions["deaf"].code: {"not_listened"},
+        answered["straight"].code: {"straight_lining"},
+        answered["fast"].code: {"too_fast"},
+        answered["deaf"].code: {"not_listened"},
     }
 
     def export() -> dict[str, str]:
@@ -231,37 +236,37 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
         return {session: flags.pop() for session, flags in by_session.items()}
 
     flags = export()
-    assert flags[sessions["straight"].code].startswith("flagged by straight_lining: the same")
-    assert flags[sessions["fast"].code] == "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
+    assert flags[answered["straight"].code].startswith("flagged by straight_lining: the same")
+    assert flags[answered["fast"].code] == "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
     assert (
-        flags[sessions["deaf"].code] == "flagged by not_listened: 16 of 16 sounds heard below 90%"
+        flags[answered["deaf"].code] == "flagged by not_listened: 16 of 16 sounds heard below 90%"
     )
-    assert flags[sessions["misrating"].code].startswith("excluded by anchors: 5 of 12")
+    assert flags[answered["misrating"].code].startswith("excluded by anchors: 5 of 12")
 
     page = organizer_client.get(f"/organize/listening/{challenge.slug}/progress/").content.decode()
     assert "flagged by too_fast: median 1.0 s to answer" in page
-    assert "excluded by anchors: 5 of 12 checks misrated" in page
+    assert "excluded by anchors: 5 of 12 anchors misrated" in page
     assert "flagged by not_listened" in page and "flagged by straight_lining" in page
     api = organizer_client.get(f"/api/listening/challenges/{challenge.slug}/progress/").json()
     reasons = {flag["session"]: flag["reasons"] for row in api["raters"] for flag in row["flags"]}
-    assert reasons[sessions["fast"].code] == [
+    assert reasons[answered["fast"].code] == [
         "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
     ]
     assert sum(row["sessions_flagged"] for row in api["raters"]) == 3
 
     # Assignment: the excluded session leaves its place; flagged ones keep theirs.
-    category = sessions["misrating"].category_id
-    before = services.category_need(challenge)
+    category = answered["misrating"].category_id
+    before = sessions.category_need(challenge)
     # Made to exclude, the other three leave their places too, in every view alike.
-    ScoringSettings.objects.filter(challenge=challenge).update(
-        quality_rules={
+    ListeningTest.objects.filter(challenge=challenge).update(
+        rater_rules={
             r: {"action": "exclude"} for r in ("straight_lining", "too_fast", "not_listened")
         },
     )
-    after = services.category_need(challenge)
+    after = sessions.category_need(challenge)
     assert sum(after.values()) == sum(before.values()) + 3
     assert after[category] >= before[category]
-    assert set(selectors.excluded_sessions(challenge)) == {s.pk for s in sessions.values()}
+    assert set(selectors.excluded_sessions(challenge)) == {s.pk for s in answered.values()}
     assert all(flag.startswith("excluded by") for flag in export().values())
     page = organizer_client.get(f"/organize/listening/{challenge.slug}/progress/").content.decode()
     assert "excluded by too_fast" in page and "flagged by" not in page

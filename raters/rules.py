@@ -12,9 +12,9 @@ one), and crowd workers' sessions also by straight-lining and by answering too f
 rules only flag.
 
 Rules:
-- anchors: a check is misrated when the answer meets one of its anchor type's conditions; a
-  session with `exclude_at` or more misrated checks fails (a session left part-way, held to the
-  same share of its `checks_per_session`; one with no check answered cannot be vouched for).
+- anchors: an anchor is misrated when the answer meets one of its anchor type's conditions; a
+  session with `exclude_at` or more misrated anchors fails (a session left part-way, held to the
+  same share of its `anchors_per_session`; one with no anchor answered cannot be vouched for).
 - straight_lining: the same answer on at least `same_share` of the session's answers, or the
   variance of its answers (quality and fit pooled) under `min_variance`.
 - too_fast: the median time to answer under `min_median_answer_s`.
@@ -47,7 +47,7 @@ CONDITIONS = (
 )
 GOLD = "gold"
 # Each anchor is made to sit at an extreme of both scales, so an answer on the wrong half of a
-# scale, the middle included, misrates it: the intent of DCASE 2023 Task 7's check, which a
+# scale, the middle included, misrates it: the intent of DCASE 2023 Task 7's anchor rule, which a
 # rater answering 5 everywhere would otherwise pass.
 DEFAULT_MISRATING = {
     "anchor_hq_goodfit": ["quality_not_high", "fit_not_high"],
@@ -68,7 +68,7 @@ DEFAULTS: dict[str, dict] = {
         "high": 7.0,
         "misrating": DEFAULT_MISRATING,
         "exclude_at": 5,
-        "checks_per_session": 12,
+        "anchors_per_session": 12,
     },
     # Crowd workers, paid per task and unknown to the organizers, are excluded by these; invited
     # raters only flagged.
@@ -91,12 +91,12 @@ DEFAULTS: dict[str, dict] = {
 RULES = tuple(DEFAULTS)
 
 
-class QualityRuleError(ValueError):
+class RuleError(ValueError):
     """Rules that cannot be applied; the message says which and why."""
 
 
 @dataclass(frozen=True)
-class QualityRules:
+class RaterRules:
     """Each rule's action and parameters; missing ones take the defaults."""
 
     rules: Mapping[str, Mapping] = field(default_factory=dict)
@@ -106,31 +106,31 @@ class QualityRules:
         given = dict(self.rules or {})
         unknown = set(given) - set(RULES)
         if unknown:
-            raise QualityRuleError(f"unknown rater-quality rule(s): {', '.join(sorted(unknown))}")
+            raise RuleError(f"unknown rater-quality rule(s): {', '.join(sorted(unknown))}")
         for name, defaults in DEFAULTS.items():
             values = dict(given.get(name) or {})
             extra = set(values) - set(defaults)
             if extra:
-                raise QualityRuleError(f"{name}: unknown parameter(s) {', '.join(sorted(extra))}")
+                raise RuleError(f"{name}: unknown parameter(s) {', '.join(sorted(extra))}")
             merged[name] = {**defaults, **values}
             for key in ("action", "crowd_action"):
                 if key in merged[name] and merged[name][key] not in ACTIONS:
-                    raise QualityRuleError(f"{name}: {key} must be one of {', '.join(ACTIONS)}")
+                    raise RuleError(f"{name}: {key} must be one of {', '.join(ACTIONS)}")
             for key, default in defaults.items():
                 if isinstance(default, float | int) and not isinstance(default, bool):
                     value = merged[name][key]
                     if isinstance(value, bool) or not isinstance(value, int | float):
-                        raise QualityRuleError(f"{name}: {key} must be a number")
+                        raise RuleError(f"{name}: {key} must be a number")
                     if value < 0:
-                        raise QualityRuleError(f"{name}: {key} must not be negative")
+                        raise RuleError(f"{name}: {key} must not be negative")
         anchors = merged["anchors"]
         if not anchors["low"] < anchors["high"]:
-            raise QualityRuleError("anchors: low must be below high")
+            raise RuleError("anchors: low must be below high")
         if anchors["exclude_at"] < 1:
-            raise QualityRuleError("anchors: exclude_at must be at least 1")
+            raise RuleError("anchors: exclude_at must be at least 1")
         for role, conditions in dict(anchors["misrating"]).items():
             if role not in ANCHOR_ROLES or any(c not in CONDITIONS for c in conditions):
-                raise QualityRuleError(f"anchors: bad misrating rule for {role!r}")
+                raise RuleError(f"anchors: bad misrating rule for {role!r}")
         object.__setattr__(self, "rules", merged)
 
     def __getitem__(self, name: str) -> Mapping:
@@ -154,12 +154,12 @@ class Flag:
 
 @dataclass
 class Verdict:
-    """One session judged: its checks, and the rules it broke with their reasons."""
+    """One session assessed: its anchors answered, and the rules it broke with their reasons."""
 
     session: str
     rater: str
     category: str
-    checks: int = 0
+    anchors: int = 0
     misrated: int = 0
     misratings: list[str] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
@@ -173,7 +173,7 @@ class Verdict:
         return "; ".join(str(f) for f in self.flags)
 
 
-def misrated(rules: QualityRules, role: str, quality: float, fit: float) -> list[str]:
+def misrated(rules: RaterRules, role: str, quality: float, fit: float) -> list[str]:
     """The conditions of the anchor's rule that this answer meets (empty: rated as expected)."""
     anchors = rules["anchors"]
     middle = (anchors["low"] + anchors["high"]) / 2
@@ -199,17 +199,17 @@ def _number(value) -> float | None:
         return None
 
 
-def judge_session(
+def assess_session(
     session: str,
     rater: str,
     category: str,
     answers: Sequence[Mapping],
-    rules: QualityRules,
+    rules: RaterRules,
     *,
     finished: bool = True,
 ) -> Verdict:
     """Judge one session's answers. An unfinished session (still being rated) is judged only by
-    what can no longer change: misrated checks already at `exclude_at`."""
+    what can no longer change: misrated anchors already at `exclude_at`."""
     verdict = Verdict(session, rater, category)
     anchors = rules["anchors"]
     crowd = any(row.get("rater_kind") == "crowd" for row in answers)
@@ -217,7 +217,7 @@ def judge_session(
         role = str(row["role"])
         if role in ANCHOR_ROLES:
             quality, fit = float(row["quality"]), float(row["fit"])
-            verdict.checks += 1
+            verdict.anchors += 1
             conditions = misrated(rules, role, quality, fit)
             if conditions:
                 verdict.misrated += 1
@@ -232,16 +232,16 @@ def judge_session(
         if action != "off":
             verdict.flags.append(Flag(name, action, reason))
 
-    checks, wrong, per = verdict.checks, verdict.misrated, anchors["checks_per_session"]
+    answered, wrong, per = verdict.anchors, verdict.misrated, anchors["anchors_per_session"]
     if wrong >= anchors["exclude_at"]:
-        add("anchors", f"{wrong} of {checks} checks misrated (limit {anchors['exclude_at']})")
-    elif finished and per and checks < per:
-        if checks == 0:
-            add("anchors", "no check answered")
-        elif wrong * per >= anchors["exclude_at"] * checks:
+        add("anchors", f"{wrong} of {answered} anchors misrated (limit {anchors['exclude_at']})")
+    elif finished and per and answered < per:
+        if answered == 0:
+            add("anchors", "no anchor answered")
+        elif wrong * per >= anchors["exclude_at"] * answered:
             add(
                 "anchors",
-                f"{wrong} of {checks} checks misrated in a session left part-way (limit "
+                f"{wrong} of {answered} anchors misrated in a session left part-way (limit "
                 f"{anchors['exclude_at']} of {per})",
             )
 
@@ -302,8 +302,8 @@ def judge_session(
     return verdict
 
 
-def judge(
-    rows: Iterable[Mapping], rules: QualityRules, *, unfinished: Iterable[str] = ()
+def assess(
+    rows: Iterable[Mapping], rules: RaterRules, *, unfinished: Iterable[str] = ()
 ) -> dict[tuple[str, str, str], Verdict]:
     """Every session in the rows, judged, by (rater, category, session); `unfinished` names
     sessions still being rated."""
@@ -313,6 +313,6 @@ def judge(
         groups.setdefault(key, []).append(row)
     open_ = set(unfinished)
     return {
-        key: judge_session(key[2], key[0], key[1], answers, rules, finished=key[2] not in open_)
+        key: assess_session(key[2], key[0], key[1], answers, rules, finished=key[2] not in open_)
         for key, answers in sorted(groups.items())
     }

@@ -1,0 +1,225 @@
+"""Who rates: participants and organizers by account, invited listeners by link, crowd workers from
+the recruiting platform (with the run's completion code), consent and instructions."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from stimuli.models import Challenge, Team
+
+from . import (
+    selectors,
+    sessions,
+)
+from .errors import ListeningError
+from .models import (
+    ListeningTest,
+    Rater,
+    Rating,
+)
+
+
+def crowd_warning(challenge: Challenge) -> str:
+    """What the organizer must know before handing out the crowd link ("" when all is set)."""
+    if selectors.listening_test(challenge).completion_url:
+        return ""
+    return (
+        "No completion URL is set: crowd workers will see the completion code on the last page "
+        "but are not sent back to the recruiting platform. Set the study's completion URL "
+        "before handing out the crowd link."
+    )
+
+
+def completion_code(test: ListeningTest) -> str:
+    """The run's completion code: the recruiting platform's own when the completion URL carries
+    one (Prolific issues it, and pays by it), else the test's."""
+    given = dict(parse_qsl(urlsplit(test.completion_url).query)).get("cc", "")
+    return given or test.completion_code
+
+
+def completion_earned(rater: Rater) -> bool:
+    """Whether a crowd worker gets the completion code: only for answers the server accepted.
+    A worker given nothing to rate (a full test) is asked to return the study instead."""
+    return Rating.objects.filter(trial__session__rater=rater).exists()
+
+
+def completion_link(test: ListeningTest) -> str:
+    """The completion URL, with the run's code added as `cc` when it carries none."""
+    if not test.completion_url:
+        return ""
+    parts = urlsplit(test.completion_url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "cc" for key, _ in query):
+        return test.completion_url
+    query.append(("cc", test.completion_code))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+# --- Enrolment -----------------------------------------------------------------------------------
+
+
+def _new_rater(challenge: Challenge, *, unless: Q | None = None, **fields) -> Rater:
+    """A rater with the next enrolment index (the test's row is locked while it is taken).
+
+    With `unless`, the challenge's rater matching it is returned instead, looked up under the
+    lock: a link opened twice at once enrols one rater.
+    """
+    with transaction.atomic():
+        ListeningTest.objects.select_for_update(no_key=True).get(
+            pk=selectors.listening_test(challenge).pk
+        )
+        if unless is not None:
+            existing = Rater.objects.filter(unless, challenge=challenge).first()
+            if existing is not None:
+                return existing
+        last = Rater.objects.filter(challenge=challenge).aggregate(n=Max("index"))["n"]
+        rater = Rater(
+            challenge=challenge, index=(last or 0) + 1 if last is not None else 0, **fields
+        )
+        # The database's unique constraints answer races; full_clean's copy of them would turn
+        # one into a ValidationError instead of the IntegrityError the callers handle.
+        rater.full_clean(exclude=["user", "team"], validate_constraints=False)
+        rater.save()
+    return rater
+
+
+def enrol_user(
+    challenge: Challenge,
+    user,
+    *,
+    team: Team | None = None,
+    kind: str = Rater.Kind.PARTICIPANT,
+    diversity_role: bool = False,
+) -> Rater:
+    """The user's rater in this challenge, created on first use."""
+    if team is not None and team.challenge_id != challenge.pk:
+        raise ListeningError("The team belongs to another challenge.")
+    existing = Rater.objects.filter(challenge=challenge, user=user).first()
+    if existing:
+        return existing
+    try:
+        return _new_rater(
+            challenge,
+            unless=Q(user=user),
+            user=user,
+            team=team,
+            kind=kind,
+            diversity_role=diversity_role,
+        )
+    except IntegrityError:  # enrolled concurrently
+        return Rater.objects.get(challenge=challenge, user=user)
+
+
+def create_participant_account(
+    challenge: Challenge, *, username: str, password: str, team: Team | None
+) -> Rater:
+    """A login for a member of a team (their ratings of their own team are removed at scoring)."""
+    User = get_user_model()
+    if User.objects.filter(username=username).exists():
+        raise ListeningError(f"The user name {username!r} is taken.")
+    with transaction.atomic():
+        user = User.objects.create_user(username=username, password=password)
+        return enrol_user(challenge, user, team=team)
+
+
+def enrol_organizer_for_diversity(challenge: Challenge, user) -> Rater:
+    """An organizer who rates diversity only; one who rated quality and fit cannot."""
+    rater = Rater.objects.filter(challenge=challenge, user=user).first()
+    if rater is None:
+        return enrol_user(challenge, user, kind=Rater.Kind.ORGANIZER, diversity_role=True)
+    if rater.sessions.exists():
+        raise ListeningError(
+            "This account rated quality and fit, so it cannot rate diversity.", 409
+        )
+    if not rater.diversity_role:
+        rater.diversity_role = True
+        rater.save(update_fields=["diversity_role"])
+    return rater
+
+
+def invite(challenge: Challenge, *, label: str = "", team: Team | None = None) -> Rater:
+    """An outside listener, who comes in through the link carrying `rater.access_key`."""
+    return _new_rater(challenge, kind=Rater.Kind.INVITED, label=label[:120], team=team)
+
+
+CROWD_RETURN = (
+    "You have not been enrolled and nothing was recorded. Please return your submission on the "
+    "recruiting platform (on Prolific: open the study and choose to return it) so that your "
+    "place is freed; returning is not held against you."
+)
+
+
+def crowd_refusal(challenge: Challenge, test: ListeningTest) -> str:
+    """Why a new crowd worker cannot start now ("" when they can): a closed test, or one where
+    every sound already has the ratings it needs, is refused at the link, before consent."""
+    if not test.is_open:
+        return f"This study is closed. {CROWD_RETURN}"
+    if not any(n > 0 for n in sessions.category_need(challenge).values()):
+        return f"This study is full: every sound has the ratings it needs. {CROWD_RETURN}"
+    return ""
+
+
+def enrol_crowd(
+    challenge: Challenge,
+    crowd_key: str,
+    *,
+    participant_id: str,
+    study_id: str = "",
+    session_id: str = "",
+) -> Rater:
+    """A crowd worker arriving from the recruiting platform (e.g. Prolific's PROLIFIC_PID)."""
+    test = selectors.listening_test(challenge)
+    if crowd_key != test.crowd_key:
+        raise ListeningError("This link is not valid.", 404)
+    participant_id = participant_id.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", participant_id):
+        raise ListeningError("The link lacks a valid participant id (PROLIFIC_PID).")
+    existing = Rater.objects.filter(challenge=challenge, participant_id=participant_id).first()
+    if existing:
+        # The link is the same for every worker, so a participant id alone would let anyone
+        # who learns one open that worker's session. From another browser, a worker comes back
+        # with the recruiting platform's session id of their first visit too.
+        if existing.crowd_session_id and session_id.strip() == existing.crowd_session_id:
+            return existing
+        raise ListeningError(
+            "This participant has started the test already. Please reopen the study's link "
+            "from the recruiting platform, in the browser you began in.",
+            409,
+        )
+    if refusal := crowd_refusal(challenge, test):  # before any row: the worker was never here
+        raise ListeningError(refusal, 409)
+    try:
+        return _new_rater(
+            challenge,
+            unless=Q(participant_id=participant_id),
+            kind=Rater.Kind.CROWD,
+            participant_id=participant_id,
+            study_id=study_id.strip()[:64],
+            crowd_session_id=session_id.strip()[:64],
+        )
+    except IntegrityError:
+        return Rater.objects.get(challenge=challenge, participant_id=participant_id)
+
+
+def record_consent(rater: Rater) -> None:
+    if rater.consented_at is None:
+        Rater.objects.filter(pk=rater.pk, consented_at__isnull=True).update(
+            consented_at=timezone.now()
+        )
+        rater.refresh_from_db()
+
+
+def record_instructions(rater: Rater) -> None:
+    if rater.consented_at is None:
+        raise ListeningError("Consent comes first.", 409)
+    if rater.instructed_at is None:
+        Rater.objects.filter(pk=rater.pk, instructed_at__isnull=True).update(
+            instructed_at=timezone.now()
+        )
+        rater.refresh_from_db()
