@@ -271,3 +271,56 @@ def test_the_study_reports_each_systems_clap_score_and_its_rank_correlation_with
     off = score_text_prompts({"prompts": prompts}, {"sets": [], "needs": "Needs X."})
     (table,) = clap_tables(off)
     assert table.note == "Needs X." and not table.rows
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_an_organizer_has_the_clips_scored_and_the_results_show_each_systems_score(
+    clap_files, settings, tmp_path, organizer, organizer_client, client
+):
+    from raters import text_prompts
+    from scoring import services
+    from tests.text_prompt_setup import build_text_study
+
+    settings.FOLEY_MODEL_DIR = str(clap_files)
+    challenge, study, system = build_text_study(tmp_path, slug="text-clap-results")
+    judge = text_prompts.invite_judge(study)
+    text_prompts.start(judge)
+    n = 0
+    while (step := text_prompts.next_step(judge)).test != "done":
+        n += 1
+        key = f"key-{n:06d}"
+        if step.test == "interpretability":
+            text_prompts.save_description(judge, step.trial.token, text="a sound", key=key)
+        elif step.test == "reveal":
+            for trial in text_prompts.reveal_rows(judge):
+                n += 1
+                text_prompts.save_mark(judge, trial.token, correct="no", key=f"key-{n:06d}")
+            text_prompts.submit_marks(judge)
+        elif step.test == "realism":
+            text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key)
+        elif step.prompt_set is None:
+            text_prompts.submit_prompt(judge, f"a dog barks {n}", key=key)
+        else:
+            match = "yes" if n % 2 else "no"
+            text_prompts.save_prompt_answer(
+                judge, step.prompt_set.token, match=match, quality="4", diversity="3", key=key
+            )
+    url = f"/organize/text-prompts/{challenge.slug}/"
+    # No broker in the tests: the job runs as it is queued, as a GPU worker would run it.
+    response = organizer_client.post(f"{url}clap-scores/", follow=True)
+    assert "clips queued for a CLAP score" in response.content.decode()
+    clips = PromptScore.objects.count()
+    assert clips >= 2 and not PromptScore.objects.filter(cosine__isnull=True).exists()
+    assert (
+        f"{clips} of {clips} generated clips scored" in organizer_client.get(url).content.decode()
+    )
+    snapshot = services.publish(challenge, organizer)
+    clap = snapshot.result["text_prompt"]["clap"]
+    assert clap["enabled"] and clap["scored_sets"] == clap["sets"] == 2
+    [row] = snapshot.result["text_prompt"]["systems"]
+    assert -1.0 <= row["clap"]["score"] <= 1.0 and row["clap"]["n"] == 2
+    assert "text_prompt_clap" in snapshot.input_hashes
+    base = f"/results/{challenge.slug}/{snapshot.number}"
+    [line] = client.get(f"{base}/download/text-prompt-clap.json").json()["rows"]
+    assert line["system"] == system.name and line["clap_score"] == row["clap"]["score"]

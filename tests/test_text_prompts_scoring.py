@@ -121,3 +121,8 @@ def test_results_are_published_in_the_snapshot_with_downloads(tmp_path, organize
     assert line["system"] == system.name and float(line["quality"]) == 4.0
     judges = client.get(f"{base}/download/text-prompt-judges.json").json()
     assert [r["judge"] for r in judges["rows"]] == [judge.rater.code]
+    # No CLAP checkpoint here: the study's CLAP table says which file would enable its score.
+    assert snapshot.result["text_prompt"]["clap"]["enabled"] is False
+    assert snapshot.result["text_prompt"]["clap"]["sets"] == 2
+    page = client.get(f"{base}/").content.decode()
+    assert "Text-prompt study: CLAP score" in page and "630k-audioset-best.pt" in page
