@@ -85,8 +85,11 @@ def text_state(vocab_size: int, seed: int = 0) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def clap_files(tmp_path_factory):
+    return write_clap_files(tmp_path_factory.mktemp("clap"))
+
+
+def write_clap_files(root):
     """A released-layout CLAP checkpoint of both branches, and the tokenizer's files."""
-    root = tmp_path_factory.mktemp("clap")
     vocab = tokenizer_files(root / "roberta-base")
     state = {f"module.audio_branch.{k}": v for k, v in released_audio_state("htsat-tiny").items()}
     rng = torch.Generator().manual_seed(5)
@@ -278,12 +281,36 @@ def test_the_study_reports_each_systems_clap_score_and_its_rank_correlation_with
 def test_an_organizer_has_the_clips_scored_and_the_results_show_each_systems_score(
     clap_files, settings, tmp_path, organizer, organizer_client, client
 ):
-    from raters import text_prompts
     from scoring import services
     from tests.text_prompt_setup import build_text_study
 
     settings.FOLEY_MODEL_DIR = str(clap_files)
     challenge, study, system = build_text_study(tmp_path, slug="text-clap-results")
+    answer_the_study(study)
+    url = f"/organize/text-prompts/{challenge.slug}/"
+    # No broker in the tests: the job runs as it is queued, as a GPU worker would run it.
+    response = organizer_client.post(f"{url}clap-scores/", follow=True)
+    assert "clips queued for a CLAP score" in response.content.decode()
+    clips = PromptScore.objects.count()
+    assert clips >= 2 and not PromptScore.objects.filter(cosine__isnull=True).exists()
+    assert (
+        f"{clips} of {clips} generated clips scored" in organizer_client.get(url).content.decode()
+    )
+    snapshot = services.publish(challenge, organizer)
+    clap = snapshot.result["text_prompt"]["clap"]
+    assert clap["enabled"] and clap["scored_sets"] == clap["sets"] == 2
+    [row] = snapshot.result["text_prompt"]["systems"]
+    assert -1.0 <= row["clap"]["score"] <= 1.0 and row["clap"]["n"] == 2
+    assert "text_prompt_clap" in snapshot.input_hashes
+    base = f"/results/{challenge.slug}/{snapshot.number}"
+    [line] = client.get(f"{base}/download/text-prompt-clap.json").json()["rows"]
+    assert line["system"] == system.name and line["clap_score"] == row["clap"]["score"]
+
+
+def answer_the_study(study) -> None:
+    """One judge through the whole study, answering Yes and No to the prompt sets in turn."""
+    from raters import text_prompts
+
     judge = text_prompts.invite_judge(study)
     text_prompts.start(judge)
     n = 0
@@ -306,21 +333,3 @@ def test_an_organizer_has_the_clips_scored_and_the_results_show_each_systems_sco
             text_prompts.save_prompt_answer(
                 judge, step.prompt_set.token, match=match, quality="4", diversity="3", key=key
             )
-    url = f"/organize/text-prompts/{challenge.slug}/"
-    # No broker in the tests: the job runs as it is queued, as a GPU worker would run it.
-    response = organizer_client.post(f"{url}clap-scores/", follow=True)
-    assert "clips queued for a CLAP score" in response.content.decode()
-    clips = PromptScore.objects.count()
-    assert clips >= 2 and not PromptScore.objects.filter(cosine__isnull=True).exists()
-    assert (
-        f"{clips} of {clips} generated clips scored" in organizer_client.get(url).content.decode()
-    )
-    snapshot = services.publish(challenge, organizer)
-    clap = snapshot.result["text_prompt"]["clap"]
-    assert clap["enabled"] and clap["scored_sets"] == clap["sets"] == 2
-    [row] = snapshot.result["text_prompt"]["systems"]
-    assert -1.0 <= row["clap"]["score"] <= 1.0 and row["clap"]["n"] == 2
-    assert "text_prompt_clap" in snapshot.input_hashes
-    base = f"/results/{challenge.slug}/{snapshot.number}"
-    [line] = client.get(f"{base}/download/text-prompt-clap.json").json()["rows"]
-    assert line["system"] == system.name and line["clap_score"] == row["clap"]["score"]
