@@ -454,7 +454,8 @@ def text_prompt_clap(challenge) -> dict:
                 "best": round(max(found), 6) if found else None,
             }
         )
-    return {"sets": sets, "needs": clap_setup().needs, "model_id": model_id}
+    # Published: the files by name, never where the server keeps them.
+    return {"sets": sets, "needs": clap_setup().needs_files, "model_id": model_id}
 
 
 def table(result: dict, name: str) -> Table | None:

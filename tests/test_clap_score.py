@@ -193,6 +193,11 @@ def test_without_the_files_the_setup_names_each_and_where_it_is_published(tmp_pa
     assert "630k-audioset-best.pt as published on Hugging Face, lukewys/laion_clap" in setup.needs
     assert "tokenizer vocab.json and merges.txt" in setup.needs
     assert "FacebookAI/roberta-base" in setup.needs and "FOLEY_CLAP_CHECKPOINT" in setup.needs
+    assert setup.needs_files == (
+        "Not computed: the CLAP score needs the LAION-CLAP checkpoint 630k-audioset-best.pt "
+        "(Hugging Face, lukewys/laion_clap) and RoBERTa-base's vocab.json and merges.txt "
+        "(Hugging Face, FacebookAI/roberta-base) on the workers."
+    )
     settings.FOLEY_CLAP_VARIANT = "htsat-base"
     assert "music_audioset_epoch_15_esc_90.14.pt" in clap_setup().needs
     with pytest.raises(FileNotFoundError, match="CLAP score needs"):

@@ -47,6 +47,18 @@ class ClapSetup:
         return not self.missing
 
     @property
+    def needs_files(self) -> str:
+        """What would enable the score, the files by name only: for published results, which
+        must not show where the server keeps its files ('' when it is enabled)."""
+        if not self.missing:
+            return ""
+        checkpoint, tokenizer = self.checkpoint.name, "RoBERTa-base's vocab.json and merges.txt"
+        return (
+            f"Not computed: the CLAP score needs the LAION-CLAP checkpoint {checkpoint} "
+            f"({CHECKPOINT_SOURCE}) and {tokenizer} ({TOKENIZER_SOURCE}) on the workers."
+        )
+
+    @property
     def needs(self) -> str:
         """In words, what would enable the score ('' when it is enabled)."""
         if not self.missing:
