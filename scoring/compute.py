@@ -26,11 +26,7 @@ from pathlib import Path
 import numpy as np
 
 # DCASE 2023 Task 7's anchor rule (DEFAULT_MISRATING) and the other rater-quality rules.
-from raters.rules import (
-    ANCHOR_ROLES,
-    GOLD,
-    assess,
-)
+from raters.rules import ANCHOR_ROLES, GOLD, assess
 
 from .inputs import (
     DIVERSITY_COLUMNS,

@@ -13,11 +13,7 @@ from pathlib import Path
 from stimuli.errors import Refused
 from stimuli.exports import read_cell
 
-from .league import (
-    SUBSET_SIZES,
-    fad_models,
-    has_kad,
-)
+from .league import SUBSET_SIZES, fad_models, has_kad
 
 RATING_COLUMNS = (
     "rater",

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from raters.rules import (
-    Verdict,
-)
+from raters.rules import Verdict
 
 from .inputs import FAD_INF_COLUMNS
 from .intervals import Jackknife

@@ -8,7 +8,7 @@ class StimuliConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from .jobs import register
+        from .job_kinds import register
         from .models import Job
 
         kind = Job.Kind
@@ -37,7 +37,7 @@ class StimuliConfig(AppConfig):
             register(
                 objective, objective.label, f"stimuli.tasks.{task}",
                 where=f"stimuli.objective.tasks.{task}",
-                retry_guard="stimuli.objective.pipeline.retry_guard",
+                retry_guard="stimuli.objective.services.retry_guard",
             )  # fmt: skip
         # The text-prompt study's CLAP scores: a failed job runs again over the rows still empty.
         register(

@@ -15,23 +15,10 @@ from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Concat
 
+from .job_kinds import kind_label
+
 # What stored clips were checked against: changing it would leave clips that break the spec.
 CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
-
-# The organizer's pages of a stage sit at /organize/<stage>/<challenge>/ beside a challenge's own
-# /organize/<challenge>/...: a challenge named like a stage would have its pages taken by that
-# stage's (/organize/objective/clips/ is the objective page of a challenge "clips"), so these
-# slugs are refused. A test checks the list against the URL configuration.
-RESERVED_SLUGS = ("generators", "listening", "objective", "text-prompts")
-
-
-def validate_challenge_slug(value: str) -> None:
-    if value in RESERVED_SLUGS:
-        raise ValidationError(
-            f"“{value}” is reserved: /organize/{value}/ is the address of the {value} pages of "
-            f"every challenge. Choose another slug.",
-            code="reserved",
-        )
 
 
 class Challenge(models.Model):
@@ -42,7 +29,7 @@ class Challenge(models.Model):
         PUBLISHED = "published", "Published"
 
     name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=80, unique=True, validators=[validate_challenge_slug])
+    slug = models.SlugField(max_length=80, unique=True)
     description = models.TextField(blank=True)
     clip_duration_s = models.FloatField(default=4.0, help_text="Clip duration in seconds.")
     sample_rate = models.PositiveIntegerField(default=22_050, help_text="Sample rate in Hz.")
@@ -71,9 +58,6 @@ class Challenge(models.Model):
             models.CheckConstraint(
                 condition=Q(phase__in=["setup", "objective", "listening", "published"]),
                 name="challenge_phase_valid",
-            ),
-            models.CheckConstraint(
-                condition=~Q(slug__in=RESERVED_SLUGS), name="challenge_slug_not_reserved"
             ),
         ]
 
@@ -346,8 +330,6 @@ class Job(models.Model):
 
     @property
     def kind_label(self) -> str:
-        from .jobs import kind_label
-
         return kind_label(self.kind)
 
     @property

@@ -292,7 +292,7 @@ def test_an_organizer_has_the_clips_scored_and_the_results_show_each_systems_sco
     settings.FOLEY_MODEL_DIR = str(clap_files)
     challenge, study, system = build_text_study(tmp_path, slug="text-clap-results")
     answer_the_study(study)
-    url = f"/organize/text-prompts/{challenge.slug}/"
+    url = f"/organize/{challenge.slug}/text-prompts/"
     # No broker in the tests: the job runs as it is queued, as a GPU worker would run it.
     response = organizer_client.post(f"{url}clap-scores/", follow=True)
     assert "clips queued for a CLAP score" in response.content.decode()

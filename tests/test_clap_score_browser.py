@@ -21,7 +21,7 @@ def test_the_study_page_says_which_files_enable_the_clap_score(
     challenge = create_challenge(name="Text prompts", slug="text-clap")
     TextPromptStudy.objects.create(challenge=challenge, judges=4)
     settings.FOLEY_MODEL_DIR = "/srv/foley/models"  # where a deployment keeps them; empty here
-    url = f"{live_server.url}/organize/text-prompts/{challenge.slug}/"
+    url = f"{live_server.url}/organize/{challenge.slug}/text-prompts/"
     for viewport, name in ((DESKTOP, "text-prompt-study"), (PHONE, "text-prompt-study-phone")):
         with chromium_page(chromium_path, viewport=viewport) as page:
             log_in(page, live_server.url, "olivia", "organizer-pass-1")
@@ -59,7 +59,7 @@ def test_the_published_results_show_each_systems_clap_score(
     settings.FOLEY_MODEL_DIR = str(write_clap_files(tmp_path / "models"))
     challenge, study, system = build_text_study(tmp_path, slug="text-clap-browser")
     answer_the_study(study)
-    organizer_client.post(f"/organize/text-prompts/{challenge.slug}/clap-scores/")
+    organizer_client.post(f"/organize/{challenge.slug}/text-prompts/clap-scores/")
     snapshot = services.publish(challenge, organizer)
     url = f"{live_server.url}/results/{challenge.slug}/{snapshot.number}/"
     for viewport, name in ((DESKTOP, "text-prompt-clap"), (PHONE, "text-prompt-clap-phone")):

@@ -279,7 +279,7 @@ def dcase_model():
     return vggish.load_model("random", device="cpu", preset="dcase2023")
 
 
-def test_dcase_preset_gives_ten_examples_per_clip_like_the_published_stats(
+def test_dcase_preset_gives_ten_examples_per_clip_like_thepublished_stats(
     dcase_model, dcase_stats_dir
 ) -> None:
     # 100 clips a category in the official statistics.

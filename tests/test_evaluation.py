@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 
 from stimuli import jobs, selectors
 from stimuli.models import Clip, Embedding, FadResult, Job, Medoid, ReferenceStats
-from stimuli.objective import pipeline
+from stimuli.objective import config, distances, medoids, reference_stats, services
 from stimuli.objective.embeddings import load_embedding_model
 from stimuli.objective.embeddings.base import model_id_matches
 from stimuli.objective.fad import GaussianStats
@@ -29,7 +29,7 @@ def objective(db, tmp_path):
 
 
 def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
-    job = pipeline.run_evaluation(objective)
+    job = services.run_distances(objective)
     assert job.kind == Job.Kind.FAD and job.state == Job.State.SUCCEEDED, job.error
     # 4 systems x 2 categories x (Eval, Dev)
     assert FadResult.objects.filter(challenge=objective).count() == 16
@@ -50,11 +50,11 @@ def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
 
 
 def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objective):
-    pipeline.run_evaluation(objective)
+    services.run_distances(objective)
     values = dict(FadResult.objects.values_list("pk", "value"))
     files = Embedding.objects.count()
     assert files == 4 * 2 * 12 + 2 * 2 * 8
-    job = pipeline.run_evaluation(objective)
+    job = services.run_distances(objective)
     embed = Job.objects.get(pk=job.params["embed_job"])
     assert embed.result["computed"] == 0 and embed.result["cached"] == files
     assert Embedding.objects.count() == files
@@ -62,18 +62,18 @@ def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objectiv
 
 
 def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(objective):
-    first = pipeline.run_evaluation(objective)
+    first = services.run_distances(objective)
     before = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
     finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
     # A run now would change the first system's FAD and pick two finalists per track...
     close_dog = Clip.objects.filter(system=system(objective, "Close"), category__slug="dog_bark")
     close_dog.filter(pk__in=list(close_dog.values_list("pk", flat=True)[:6])).delete()
-    pipeline.set_models(objective, finalists_per_track=2)
+    config.set_models(objective, finalists_per_track=2)
     # ...but the last system's last category has lost its embeddings, so it fails there.
     last = Clip.objects.filter(system=system(objective, "Farther"), category__slug="rain")
     Embedding.objects.filter(audio__in=last.values("audio")).delete()
     job = Job.objects.create(challenge=objective, kind=Job.Kind.FAD, params=first.params)
-    job = pipeline.run_fad(job.pk)
+    job = services.run_fad(job.pk)
     assert job.state == Job.State.FAILED and "have no logmel" in job.error
     after = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
     assert after == before
@@ -81,7 +81,7 @@ def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(
         finalists
     )
     # A new run embeds them again, then stores the new values and the new finalists.
-    pipeline.run_evaluation(objective)
+    services.run_distances(objective)
     assert sorted(FadResult.objects.values_list("value", flat=True)) != sorted(
         v for *_, v in before
     )
@@ -96,8 +96,8 @@ def test_cache_is_keyed_on_model_options(objective):
 
 
 def test_medoids_are_distinct_deterministic_and_replace_earlier_ones(objective):
-    pipeline.run_evaluation(objective)
-    job = pipeline.run_medoid_selection(objective)
+    services.run_distances(objective)
+    job = services.run_medoid_selection(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     medoids = Medoid.objects.filter(challenge=objective)
     assert medoids.count() == 2 * 2 * 5  # 2 finalists x 2 categories x 5
@@ -110,7 +110,7 @@ def test_medoids_are_distinct_deterministic_and_replace_earlier_ones(objective):
         assert clips.values("clip").distinct().count() == 5
         assert all(m.clip.system_id == system_id for m in clips)
     assert not medoids.filter(system__is_finalist=False).exists()
-    pipeline.run_medoid_selection(objective)
+    services.run_medoid_selection(objective)
     again = list(
         medoids.order_by("system", "category", "position").values_list("clip_id", flat=True)
     )
@@ -150,7 +150,7 @@ def test_medoids_need_k_clips():
 def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_dir):
     challenge = create_challenge(name="Stats", slug="stats")
     files = {path.stem: path for path in sorted(dcase_stats_dir.glob("*.npz"))}
-    rows = pipeline.import_reference_stats(challenge, files, source="DCASE 2023 Task 7")
+    rows = reference_stats.import_reference_stats(challenge, files, source="DCASE 2023 Task 7")
     assert len(rows) == 7
     assert {r.category.slug for r in rows} == set(
         challenge.categories.values_list("slug", flat=True)
@@ -158,7 +158,7 @@ def test_published_statistics_become_the_evaluation_reference(db, dcase_stats_di
     assert all(r.dim == 128 and r.count > 0 and r.model == "vggish" for r in rows)
     assert {r.model_id for r in rows} == {"vggish:dcase2023-act0-raw@*"}
     # Importing again replaces, never duplicates.
-    pipeline.import_reference_stats(challenge, files)
+    reference_stats.import_reference_stats(challenge, files)
     assert ReferenceStats.objects.filter(challenge=challenge).count() == 7
 
 
@@ -167,31 +167,29 @@ def test_dcase_statistics_declare_the_vggish_configuration_the_platform_computes
     # the dcase2023 preset (the task's own pipeline) matches; the defaults (resampled audio,
     # 0.96 s examples) and every other option do not.
     dcase = load_embedding_model("vggish", {"preset": "dcase2023"}, weights="random", device="cpu")
-    assert dcase.timestamp_embedding_size == pipeline.EMBEDDING_SIZES["vggish"]
-    assert model_id_matches(pipeline.DCASE2023_VGGISH, dcase.model_id)
+    assert dcase.timestamp_embedding_size == config.EMBEDDING_SIZES["vggish"]
+    assert model_id_matches(config.DCASE2023_VGGISH, dcase.model_id)
     for options in ({}, {"activation": True}, {"hop_size": 0.5}):
         other = load_embedding_model("vggish", options, weights="random", device="cpu")
-        assert not model_id_matches(pipeline.DCASE2023_VGGISH, other.model_id), options
+        assert not model_id_matches(config.DCASE2023_VGGISH, other.model_id), options
 
 
 def test_dcase_statistics_refuse_the_vggish_defaults_and_name_the_preset(db, tmp_path):
     challenge = create_challenge(name="Stats", slug="stats")
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
-    pipeline.import_reference_stats(challenge, {"rain": path})
-    with pytest.raises(
-        pipeline.EvaluationError, match=re.escape('options {"preset": "dcase2023"}')
-    ):
-        pipeline.check_published_stats(challenge, "vggish:hop0.96-act0-raw@abc", 128)
-    pipeline.check_published_stats(challenge, "vggish:dcase2023-act0-raw@abc", 128)
+    reference_stats.import_reference_stats(challenge, {"rain": path})
+    with pytest.raises(config.ObjectiveError, match=re.escape('options {"preset": "dcase2023"}')):
+        config.checkpublished_stats(challenge, "vggish:hop0.96-act0-raw@abc", 128)
+    config.checkpublished_stats(challenge, "vggish:dcase2023-act0-raw@abc", 128)
 
 
 def test_models_named_by_statistics_are_model_ids(db):
     challenge = create_challenge(name="Stats", slug="stats")
     path = io.BytesIO(GaussianStats(np.zeros(4), np.eye(4), 10).to_npz_bytes())
     for model in ("logmel", "logmel:mels2", "logmel@none", ":x@y", "logmel:undeclared@undeclared"):
-        with pytest.raises(pipeline.EvaluationError, match="model"):
-            pipeline.import_reference_stats(challenge, {"rain": path}, model=model)
+        with pytest.raises(config.ObjectiveError, match="model"):
+            reference_stats.import_reference_stats(challenge, {"rain": path}, model=model)
     assert not ReferenceStats.objects.exists()
     assert model_id_matches("logmel:mels2-win0.5-hop0.25@*", "logmel:mels2-win0.5-hop0.25@none")
     assert not model_id_matches("logmel:mels2-win0.5-hop0.25@abc", "logmel:mels2-win0.5-hop0.25@d")
@@ -246,8 +244,8 @@ def test_malformed_statistics_files_are_refused_with_the_reason(db, content, mes
     good = io.BytesIO(npz_bytes(mu=np.zeros(128), sigma=np.eye(128)))
     tracemalloc.start()
     try:
-        with pytest.raises(pipeline.EvaluationError, match=f"rain: (.* )?{message}"):
-            pipeline.import_reference_stats(
+        with pytest.raises(config.ObjectiveError, match=f"rain: (.* )?{message}"):
+            reference_stats.import_reference_stats(
                 challenge, {"dog_bark": good, "rain": io.BytesIO(content)}
             )
         peak = tracemalloc.get_traced_memory()[1]
@@ -263,10 +261,10 @@ def test_bad_statistics_store_nothing(db, tmp_path):
     np.savez(good, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
     bad = tmp_path / "rain.npz"
     np.savez(bad, mu=np.zeros(128))
-    with pytest.raises(pipeline.EvaluationError, match="rain: statistics file lacks sigma"):
-        pipeline.import_reference_stats(challenge, {good.stem: good, "rain": bad})
-    with pytest.raises(pipeline.EvaluationError, match="helicopter: no category"):
-        pipeline.import_reference_stats(challenge, {"helicopter": good})
+    with pytest.raises(config.ObjectiveError, match="rain: statistics file lacks sigma"):
+        reference_stats.import_reference_stats(challenge, {good.stem: good, "rain": bad})
+    with pytest.raises(config.ObjectiveError, match="helicopter: no category"):
+        reference_stats.import_reference_stats(challenge, {"helicopter": good})
     assert not ReferenceStats.objects.exists()
 
 
@@ -277,11 +275,13 @@ def test_fad_uses_published_statistics_instead_of_audio(objective, tmp_path: Pat
     rng = np.random.default_rng(0)
     path = tmp_path / "rain.npz"
     np.savez(path, mu=rng.normal(size=128), sigma=np.eye(128), embedding_count=1000)
-    pipeline.import_reference_stats(objective, {"rain": path}, model=model.model_id, source="paper")
+    reference_stats.import_reference_stats(
+        objective, {"rain": path}, model=model.model_id, source="paper"
+    )
     vggish = tmp_path / "dog_bark.npz"
     np.savez(vggish, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
-    pipeline.import_reference_stats(objective, {"dog_bark": vggish}, model="vggish")
-    pipeline.run_evaluation(objective)
+    reference_stats.import_reference_stats(objective, {"dog_bark": vggish}, model="vggish")
+    services.run_distances(objective)
     rain = FadResult.objects.get(
         system=system(objective, "Close"), category__slug="rain", reference="evaluation"
     )
@@ -300,9 +300,9 @@ def test_statistics_of_another_configuration_are_refused_before_anything_is_embe
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
     declared = "logmel:mels64-win0.5-hop0.25@*"
-    pipeline.import_reference_stats(objective, {"rain": path}, model=declared)
-    pipeline.set_models(objective, fad_model_options={"hop_s": 0.5})
-    job = pipeline.run_evaluation(objective)
+    reference_stats.import_reference_stats(objective, {"rain": path}, model=declared)
+    config.set_models(objective, fad_model_options={"hop_s": 0.5})
+    job = services.run_distances(objective)
     assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
     assert (
         "the published evaluation statistics of rain were made with "
@@ -311,23 +311,23 @@ def test_statistics_of_another_configuration_are_refused_before_anything_is_embe
     )
     assert not Embedding.objects.exists() and not FadResult.objects.exists()
     # The configuration they declare uses them.
-    pipeline.set_models(objective, fad_model_options={})
-    assert pipeline.run_evaluation(objective).state == Job.State.SUCCEEDED
+    config.set_models(objective, fad_model_options={})
+    assert services.run_distances(objective).state == Job.State.SUCCEEDED
     rain = FadResult.objects.filter(category__slug="rain", reference="evaluation").first()
     assert rain.details["reference_source"].startswith("published statistics")
     # Statistics imported before they declared a configuration match no model.
     ReferenceStats.objects.update(model_id="logmel:undeclared@undeclared")
-    job = pipeline.run_evaluation(objective)
+    job = services.run_distances(objective)
     assert job.state == Job.State.FAILED and "an undeclared configuration" in job.error
 
 
 def test_statistics_of_another_embedding_size_are_refused(objective, tmp_path: Path):
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(64), sigma=np.eye(64), embedding_count=1000)
-    pipeline.import_reference_stats(
+    reference_stats.import_reference_stats(
         objective, {"rain": path}, model="logmel:mels64-win0.5-hop0.25@*"
     )
-    job = pipeline.run_evaluation(objective)
+    job = services.run_distances(objective)
     assert job.state == Job.State.FAILED
     assert "statistics of rain are 64-d, but logmel:mels64-win0.5-hop0.25@none gives 128-d" in (
         job.error
@@ -337,20 +337,20 @@ def test_statistics_of_another_embedding_size_are_refused(objective, tmp_path: P
 
 def test_clear_errors_before_anything_runs(db, tmp_path):
     challenge = create_challenge(name="Empty", slug="empty")
-    with pytest.raises(pipeline.EvaluationError, match="no systems"):
-        pipeline.start_evaluation(challenge)
+    with pytest.raises(config.ObjectiveError, match="no systems"):
+        services.start_distances(challenge)
     objective = small_challenge(tmp_path, slug="objective-2")
-    with pytest.raises(pipeline.EvaluationError, match="no finalists"):
-        pipeline.start_medoid_selection(objective)
-    with pytest.raises(pipeline.EvaluationError, match="unknown objective settings: colour"):
-        pipeline.set_models(objective, colour="red")
+    with pytest.raises(config.ObjectiveError, match="no finalists"):
+        services.start_medoid_selection(objective)
+    with pytest.raises(config.ObjectiveError, match="unknown objective settings: colour"):
+        config.set_models(objective, colour="red")
     assert not Job.objects.exists()
 
 
 @pytest.mark.parametrize(
     ("phase", "start", "message"),
     [
-        ("published", "start_evaluation", "the results of this challenge are published"),
+        ("published", "start_distances", "the results of this challenge are published"),
         ("published", "start_medoid_selection", "the results of this challenge are published"),
         (
             "listening",
@@ -358,26 +358,26 @@ def test_clear_errors_before_anything_runs(db, tmp_path):
             "the listening test is open: its stimuli are fixed, so medoids cannot change",
         ),
         # FAD does not touch the stimuli: only the missing systems stop it.
-        ("listening", "start_evaluation", "the challenge has no systems yet"),
+        ("listening", "start_distances", "the challenge has no systems yet"),
     ],
 )
 def test_the_phase_decides_what_may_start(db, phase, start, message):
     challenge = create_challenge(name="Phased", slug="phased", phase=phase)
-    with pytest.raises(pipeline.EvaluationError, match=message):
-        getattr(pipeline, start)(challenge)
+    with pytest.raises(config.ObjectiveError, match=message):
+        getattr(services, start)(challenge)
     assert not Job.objects.exists()
 
 
 def test_unknown_model_fails_the_job_with_the_reason(objective):
-    pipeline.set_models(objective, fad_model="no_such_package.model")
-    job = pipeline.run_evaluation(objective)
+    config.set_models(objective, fad_model="no_such_package.model")
+    job = services.run_distances(objective)
     assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
     assert "cannot import 'no_such_package.model'" in job.error
     assert not FadResult.objects.exists()
 
 
 def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
-    pipeline.run_evaluation(objective)
+    services.run_distances(objective)
     before = dict(
         FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
     )
@@ -395,7 +395,7 @@ def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
             audio=clip.audio,
             source_job=running,
         )
-    pipeline.run_evaluation(objective)
+    services.run_distances(objective)
     after = dict(
         FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
     )
@@ -408,7 +408,7 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
 
     from django.utils import timezone
 
-    job = pipeline.run_evaluation(objective)
+    job = services.run_distances(objective)
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING, updated_at=timezone.now() - timedelta(hours=1)
     )
@@ -419,56 +419,56 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
 
 def test_fad_defaults_to_vggish_as_dcase_ran_it_and_options_follow_the_model(db):
     challenge = create_challenge(name="Defaults", slug="defaults")
-    choice = pipeline.model_choice(challenge, "fad")
+    choice = config.model_choice(challenge, "fad")
     assert (choice.name, choice.options) == ("vggish", {"preset": "dcase2023"})
-    pipeline.set_models(challenge, fad_model="logmel")
-    assert pipeline.model_choice(challenge, "fad").options == {}
-    pipeline.set_models(challenge, fad_model="vggish", fad_model_options={"hop_size": 0.5})
-    assert pipeline.model_choice(challenge, "fad").options == {"hop_size": 0.5}
+    config.set_models(challenge, fad_model="logmel")
+    assert config.model_choice(challenge, "fad").options == {}
+    config.set_models(challenge, fad_model="vggish", fad_model_options={"hop_size": 0.5})
+    assert config.model_choice(challenge, "fad").options == {"hop_size": 0.5}
 
 
 def test_a_worker_whose_job_was_taken_over_writes_no_results(objective):
     from stimuli.jobs import JobLost, claim
 
-    pipeline.run_evaluation(objective)
+    services.run_distances(objective)
     model_id = FadResult.objects.first().model_id
     FadResult.objects.all().delete()
     Medoid.objects.all().delete()
     job = claim(Job.objects.create(challenge=objective, kind=Job.Kind.FAD).pk)
     Job.objects.filter(pk=job.pk).update(attempts=2)  # another worker took it over
     with pytest.raises(JobLost):
-        pipeline.compute_fad_results(objective, model_id=model_id, owner=job)
+        distances.compute_fad_results(objective, model_id=model_id, owner=job)
     with pytest.raises(JobLost):
-        pipeline.compute_medoids(objective, model_id=model_id, owner=job)
+        medoids.compute_medoids(objective, model_id=model_id, owner=job)
     assert not FadResult.objects.exists() and not Medoid.objects.exists()
 
 
 def test_results_are_not_written_once_the_phase_forbids_them(objective):
     from stimuli.models import Challenge
 
-    pipeline.run_evaluation(objective)
+    services.run_distances(objective)
     model_id = FadResult.objects.first().model_id
     values = dict(FadResult.objects.values_list("pk", "value"))
     Challenge.objects.filter(pk=objective.pk).update(phase="published")  # while the job ran
-    with pytest.raises(pipeline.EvaluationError, match="published"):
-        pipeline.compute_fad_results(objective, model_id=model_id)
+    with pytest.raises(config.ObjectiveError, match="published"):
+        distances.compute_fad_results(objective, model_id=model_id)
     Challenge.objects.filter(pk=objective.pk).update(phase="listening")
-    with pytest.raises(pipeline.EvaluationError, match="medoids cannot change"):
-        pipeline.compute_medoids(objective, model_id=model_id)
+    with pytest.raises(config.ObjectiveError, match="medoids cannot change"):
+        medoids.compute_medoids(objective, model_id=model_id)
     assert dict(FadResult.objects.values_list("pk", "value")) == values
     assert not Medoid.objects.exists()
 
 
 def test_medoids_default_to_openl3_env_content(db):
     challenge = create_challenge(name="Env", slug="env")
-    choice = pipeline.model_choice(challenge, "medoids")
+    choice = config.model_choice(challenge, "medoids")
     assert (choice.name, choice.options) == ("openl3", {"content_type": "env"})
 
 
 def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finalists(objective):
     # The finalists of the FAD model, then a league model that would rank "Far" first.
-    pipeline.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
-    job = pipeline.run_evaluation(objective)
+    config.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
+    job = services.run_distances(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     models = set(FadResult.objects.filter(challenge=objective).values_list("model_id", flat=True))
     assert len(models) == 2 and job.params["model_id"] in models
@@ -482,7 +482,7 @@ def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finali
     assert {r["model"] for r in rows} == models and len(rows) == 2 * 4 * 2
     # Bad entries are refused with the expected form.
     with pytest.raises(Exception, match="league_models"):
-        pipeline.set_models(objective, league_models=[{"model": "logmel"}])
+        config.set_models(objective, league_models=[{"model": "logmel"}])
 
 
 def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(objective):
@@ -490,8 +490,8 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
     from scoring.rules import Rules
     from scoring.services import collect_inputs
 
-    pipeline.set_models(objective, fad_bootstrap=50, fad_infinity=True)
-    job = pipeline.run_evaluation(objective)
+    config.set_models(objective, fad_bootstrap=50, fad_infinity=True)
+    job = services.run_distances(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     row = FadResult.objects.get(
         system=system(objective, "Close"), reference="evaluation", category__slug="rain"
@@ -515,7 +515,7 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
     assert all(r["fad_eval_inf"] == row.details.get("fad_inf") for r in inputs.fad
                if (r["system"], r["category"]) == ("Close", "rain"))  # fmt: skip
     assert result["fad_infinity"] is True
-    pipeline.set_models(objective, fad_infinity=False)
+    config.set_models(objective, fad_infinity=False)
     inputs = collect_inputs(objective)
     assert not {"fad_eval_inf", "fad_dev_inf"} & set(inputs.fad[0])
     assert score(inputs, Rules(bootstrap=0))["fad_infinity"] is False
@@ -527,16 +527,16 @@ def test_kad_beside_fad_per_system_category_and_reference_reaches_the_leaderboar
     from scoring.services import collect_inputs
     from stimuli.objective.kad import KadReference, kernel_distance
 
-    job = pipeline.run_evaluation(objective)
+    job = services.run_distances(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     model_id = job.params["model_id"]
     rows = FadResult.objects.filter(challenge=objective)
     assert rows.count() == 16 and all("kad" in r.details for r in rows)
     row = rows.get(system=system(objective, "Close"), reference="evaluation", category__slug="rain")
     # The stored KAD is the definition's on the stored embeddings.
-    clips = pipeline._clips_of(model_id, pipeline._clip_audio(
+    clips = distances._clips_of(model_id, distances._clip_audio(
         objective, role=Clip.Role.SYSTEM, system=row.system)[row.category_id])  # fmt: skip
-    reference = pipeline._clips_of(model_id, pipeline._clip_audio(
+    reference = distances._clips_of(model_id, distances._clip_audio(
         objective, role=Clip.Role.EVALUATION)[row.category_id])  # fmt: skip
     assert row.details["kad"] == pytest.approx(
         kernel_distance(clips, KadReference.of(reference)), rel=1e-9
@@ -557,8 +557,8 @@ def test_kad_needs_the_reference_audio_and_says_so_for_published_statistics(obje
     model = load_embedding_model("logmel")
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
-    pipeline.import_reference_stats(objective, {"rain": path}, model=model.model_id)
-    pipeline.run_evaluation(objective)
+    reference_stats.import_reference_stats(objective, {"rain": path}, model=model.model_id)
+    services.run_distances(objective)
     rain = FadResult.objects.get(
         system=system(objective, "Close"), category__slug="rain", reference="evaluation"
     )
@@ -574,13 +574,13 @@ def test_subsets_of_25_and_50_clips_give_the_leagues_stability_inputs():
     reference = rng.normal(size=(300, 4))
     factor = ReferenceFactor.of(GaussianStats.from_embeddings(reference))
     kad_reference = KadReference.of(reference)
-    found = pipeline._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
+    found = distances._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
     assert set(found) == {"25", "50"}  # 100 clips would be all 60: the value itself
-    again = pipeline._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
+    again = distances._subset_details(clips, factor, kad_reference, seed=7)["subsets"]
     assert found == again  # one seeded draw per system and category
     full = frechet_distance(GaussianStats.from_embeddings(clips), factor)
     assert found["25"]["fad"] != full and found["25"]["kad"] != kernel_distance(
         clips, kad_reference
     )
     # Without a KAD reference (published statistics) only FAD.
-    assert set(pipeline._subset_details(clips, factor, "why", seed=7)["subsets"]["25"]) == {"fad"}
+    assert set(distances._subset_details(clips, factor, "why", seed=7)["subsets"]["25"]) == {"fad"}

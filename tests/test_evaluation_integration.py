@@ -12,7 +12,7 @@ from django.utils import timezone
 from stimuli.demo import write_set
 from stimuli.generators import generation
 from stimuli.models import Embedding, FadResult, Job, Medoid
-from stimuli.objective import pipeline
+from stimuli.objective import config, services
 from stimuli.services import create_challenge
 from tests.conftest import WorkerProcess, wait_for_job
 from tests.evaluation_setup import small_challenge
@@ -29,18 +29,18 @@ def wait_for_pipeline(embed_job_id: int, timeout: float = 180) -> tuple[Job, Job
 
 def test_worker_evaluates_a_challenge_and_selects_medoids(celery_worker, tmp_path):
     challenge = small_challenge(tmp_path, slug="on-worker")
-    embed, fad = wait_for_pipeline(pipeline.start_evaluation(challenge).pk)
+    embed, fad = wait_for_pipeline(services.start_distances(challenge).pk)
     assert fad.kind == Job.Kind.FAD and fad.state == Job.State.SUCCEEDED, fad.error
     assert embed.result["computed"] == Embedding.objects.count() == 128
     assert FadResult.objects.filter(challenge=challenge).count() == 16
     assert fad.result["finalists"] == {"A": ["Close"], "B": ["Middle"]}
     # Started again, the pipeline computes nothing new and changes no result.
     values = dict(FadResult.objects.values_list("pk", "value"))
-    embed, fad = wait_for_pipeline(pipeline.start_evaluation(challenge).pk)
+    embed, fad = wait_for_pipeline(services.start_distances(challenge).pk)
     assert embed.result["computed"] == 0 and fad.state == Job.State.SUCCEEDED
     assert dict(FadResult.objects.values_list("pk", "value")) == values
 
-    embed, medoids = wait_for_pipeline(pipeline.start_medoid_selection(challenge).pk)
+    embed, medoids = wait_for_pipeline(services.start_medoid_selection(challenge).pk)
     assert medoids.kind == Job.Kind.SELECT_MEDOIDS and medoids.state == Job.State.SUCCEEDED
     assert Medoid.objects.filter(challenge=challenge).count() == 20
     assert "stimuli.tasks.embed_clips" in celery_worker.log()
@@ -49,9 +49,9 @@ def test_worker_evaluates_a_challenge_and_selects_medoids(celery_worker, tmp_pat
 
 def test_killed_worker_leaves_the_job_to_another_which_finishes_it_once(celery_worker, tmp_path):
     challenge = small_challenge(tmp_path, slug="killed", system_clips=12)
-    pipeline.set_models(challenge, fad_model="tests.embedding_fixtures.slow")
+    config.set_models(challenge, fad_model="tests.embedding_fixtures.slow")
     total = 4 * 2 * 12 + 2 * 2 * 8
-    embed = pipeline.start_evaluation(challenge)
+    embed = services.start_distances(challenge)
 
     deadline = time.monotonic() + 90
     while Embedding.objects.count() < 8:  # batches of 32 clips at 0.3 s each: a few in
@@ -90,9 +90,9 @@ def test_a_delivery_finding_its_job_held_comes_back_and_takes_it_over_once_stale
     # Celery redelivers a task the moment its worker dies, while the job's heartbeat still
     # looks alive: that delivery must come back later, not be dropped with the job left running.
     challenge = small_challenge(tmp_path, slug="held")
-    pipeline.set_models(challenge, fad_model="logmel")
+    config.set_models(challenge, fad_model="logmel")
     celery_worker.stop()
-    embed = pipeline.start_evaluation(challenge)  # its message waits: no worker is up
+    embed = services.start_distances(challenge)  # its message waits: no worker is up
     Job.objects.filter(pk=embed.pk).update(state=Job.State.RUNNING, attempts=1)
     env = {**celery_worker.env, "FOLEY_JOB_STALE_S": "3"}
     worker = WorkerProcess(env, tmp_path / "held-worker.log")
@@ -144,15 +144,15 @@ def test_generate_with_the_baseline_evaluate_and_select_medoids(celery_worker, t
         assert job.state == Job.State.SUCCEEDED, job.error + job.log
     assert all(s.clips.count() == 16 for s in systems)
 
-    pipeline.set_models(
+    config.set_models(
         challenge, fad_model="logmel", medoid_model="logmel", finalists_per_track=2,
         medoids_per_category=4, kmeans_n_init=2,
     )  # fmt: skip
-    _, fad = wait_for_pipeline(pipeline.start_evaluation(challenge).pk)
+    _, fad = wait_for_pipeline(services.start_distances(challenge).pk)
     assert fad.state == Job.State.SUCCEEDED, fad.error
     assert FadResult.objects.filter(challenge=challenge).count() == 3 * 2 * 2
     assert challenge.systems.filter(is_finalist=True).count() == 2
-    _, medoids = wait_for_pipeline(pipeline.start_medoid_selection(challenge).pk)
+    _, medoids = wait_for_pipeline(services.start_medoid_selection(challenge).pk)
     assert medoids.state == Job.State.SUCCEEDED, medoids.error
     chosen = Medoid.objects.filter(challenge=challenge)
     assert chosen.count() == 2 * 2 * 4

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from stimuli.models import Clip, FadResult, Job, Medoid, ReferenceStats
-from stimuli.objective import pipeline
+from stimuli.objective import config, services
 from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge
 
 
@@ -34,7 +34,7 @@ def test_challenge_page_loads_the_objective_panel(organizer_client, objective):
     assert "No FAD computed yet." in text and "<code>logmel</code>" in text
     # The medoid embedding and k-means settings are shown, and the league's models.
     assert "k-means (seed 0, best of 3 initialisations) on each clip's mean frame" in text
-    pipeline.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
+    config.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
     text = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
     assert "embedding league: <code>logmel</code>" in text
 
@@ -69,13 +69,13 @@ def test_errors_are_shown_and_nothing_starts(organizer_client, objective):
 
 
 def test_failed_job_is_retried_from_the_page(organizer_client, objective):
-    from stimuli.objective import pipeline
+    from stimuli.objective import config
 
-    pipeline.set_models(objective, fad_model="no_such_module")
+    config.set_models(objective, fad_model="no_such_module")
     organizer_client.post(reverse("objective:start", args=[objective.slug, "evaluate"]))
     job = Job.objects.get(kind=Job.Kind.EMBED)
     assert job.state == Job.State.FAILED
-    pipeline.set_models(objective, fad_model="logmel")
+    config.set_models(objective, fad_model="logmel")
     # The job keeps the model it was started with, so a retry fails the same way...
     organizer_client.post(reverse("objective:retry", args=[objective.slug, job.pk]))
     job.refresh_from_db()
@@ -221,8 +221,8 @@ def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path
     assert "128 clips, page 1 of 2." in first and "?page=2" in first  # 4 x 2 x 12 + 2 x 2 x 8
     second = organizer_client.get(url + "?page=2").content.decode()
     assert "page 2 of 2" in second and second.count("<audio") == 28
-    assert pipeline.run_evaluation(objective).state == Job.State.SUCCEEDED
-    assert pipeline.run_medoid_selection(objective).state == Job.State.SUCCEEDED
+    assert services.run_distances(objective).state == Job.State.SUCCEEDED
+    assert services.run_medoid_selection(objective).state == Job.State.SUCCEEDED
     page = organizer_client.get(url + "?medoids=1&system=Close&category=rain").content.decode()
     # 5 medoids per finalist and category, in cluster order, each marked.
     assert "5 clips." in page and page.count("<audio") == 5
@@ -234,7 +234,7 @@ def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path
 def test_a_systems_clips_by_their_own_fad_for_organizers_only(
     organizer_client, rater_user, objective
 ):
-    assert pipeline.run_evaluation(objective).state == Job.State.SUCCEEDED
+    assert services.run_distances(objective).state == Job.State.SUCCEEDED
     system = objective.systems.get(name="Far")
     panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
     url = reverse("objective:clip_fad", args=[objective.slug, system.pk, "rain"])

@@ -53,7 +53,7 @@ def test_the_tree_keeps_its_layers():
             "objective",
         ),
         (
-            "stimuli/objective/pipeline.py",
+            "stimuli/objective/services.py",
             "from stimuli.generators import generation as _x",
             "generators",
         ),
@@ -67,3 +67,81 @@ def test_an_import_against_the_layers_is_refused(tmp_path, module, back_import, 
     assert done.returncode != 0
     assert "BROKEN" in done.stdout.upper()
     assert names in done.stdout
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Every module of the packages and the modules of the packages it imports, at any level of
+    the file (imports inside functions too: a circle hidden in a function is still a circle)."""
+    import ast
+
+    modules = {}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[: len(anchor) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                # `from package import module` names the module; otherwise the name is in base.
+                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_another_in_a_circle():
+    assert circles(import_graph(ROOT)) == []
+
+
+def test_a_circle_inside_a_function_is_found(tmp_path):
+    tree = copy_of_the_tree(tmp_path)
+    models = tree / "stimuli" / "models.py"
+    models.write_text(models.read_text() + "\n\ndef _late():\n    from .jobs import enqueue\n")
+    assert ["stimuli.jobs", "stimuli.models"] in circles(import_graph(tree))

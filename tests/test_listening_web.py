@@ -157,11 +157,11 @@ def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
     ListeningTest.objects.filter(challenge=listening).update(
         completion_url="", completion_code="RUN-7", categories_min=1
     )
-    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    page = organizer_client.get(f"/organize/{listening.slug}/listening/").content.decode()
     assert 'id="crowd-warning"' in page and "No completion URL is set" in page
     preparation.set_open(listening, False)
     response = organizer_client.post(
-        f"/organize/listening/{listening.slug}/open/", {"open": "1"}, follow=True
+        f"/organize/{listening.slug}/listening/open/", {"open": "1"}, follow=True
     )
     assert "No completion URL is set" in response.content.decode()
     test = selectors.listening_test(listening)
@@ -178,7 +178,7 @@ def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
     assert "Enter it on the study" in page
     # Set, the warning goes.
     ListeningTest.objects.filter(challenge=listening).update(completion_url="https://x.org/c")
-    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    page = organizer_client.get(f"/organize/{listening.slug}/listening/").content.decode()
     assert "crowd-warning" not in page
 
 
@@ -321,14 +321,14 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
         enrolment.record_consent(rater)
         enrolment.record_instructions(rater)
         answer_session(rater, sessions.next_session(rater).session)
-    page = organizer_client.get(f"/organize/listening/{listening.slug}/").content.decode()
+    page = organizer_client.get(f"/organize/{listening.slug}/listening/").content.decode()
     assert member.code in page and "Ratings (CSV)" in page
     assert (
-        organizer_client.get(f"/organize/listening/{listening.slug}/progress/").status_code == 200
+        organizer_client.get(f"/organize/{listening.slug}/listening/progress/").status_code == 200
     )
 
     text = organizer_client.get(
-        f"/organize/listening/{listening.slug}/ratings.csv"
+        f"/organize/{listening.slug}/listening/ratings.csv"
     ).content.decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert (
@@ -344,7 +344,7 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     json_rows = api_client.get(f"/api/listening/challenges/{listening.slug}/ratings/").json()
     assert len(json_rows) == 32 and set(json_rows[0]) == set(rows[0])
     div = organizer_client.get(
-        f"/organize/listening/{listening.slug}/diversity.csv"
+        f"/organize/{listening.slug}/listening/diversity.csv"
     ).content.decode()
     assert div.splitlines() == [
         "rater,rater_team,category,system,track,diversity,plays,seeks,heard_fraction,answer_s"
@@ -354,12 +354,12 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
 
     stranger = Client()
     stranger.force_login(rater_user)
-    assert stranger.get(f"/organize/listening/{listening.slug}/ratings.csv").status_code == 403
+    assert stranger.get(f"/organize/{listening.slug}/listening/ratings.csv").status_code == 403
     assert stranger.get(f"/api/listening/challenges/{listening.slug}/ratings/").status_code == 403
 
 
 def test_organizer_settings_invitations_and_accounts(listening, organizer_client):
-    url = f"/organize/listening/{listening.slug}/"
+    url = f"/organize/{listening.slug}/listening/"
     data = {
         "categories_min": 5, "categories_max": 4, "crowd_categories": 1, "target_ratings": 10,
         "anchors_per_session": 12,
@@ -405,7 +405,7 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
 def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
     listening, organizer_client, organizer
 ):
-    response = organizer_client.post(f"/organize/listening/{listening.slug}/diversity/")
+    response = organizer_client.post(f"/organize/{listening.slug}/listening/diversity/")
     assert response.status_code == 302
     rater = Rater.objects.get(user=organizer)
     assert rater.diversity_role

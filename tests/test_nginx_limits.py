@@ -73,8 +73,8 @@ def test_bodies_are_small_but_on_the_upload_paths(proxy):
         for path in (
             "/organize/demo/upload/",
             "/api/challenges/demo/uploads/",
-            "/organize/text-prompts/demo/reference/",
-            "/organize/generators/demo/systems/3/code/",
+            "/organize/demo/text-prompts/reference/",
+            "/organize/demo/generators/systems/3/code/",
             "/api/challenges/demo/generators/",
         ):
             assert http.post(url + path, content=body).status_code == 200, path

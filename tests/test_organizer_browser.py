@@ -44,11 +44,11 @@ def test_organizer_uploads_a_set_and_sees_the_report(
 def test_the_objective_panel_shows_fad_and_kad_on_a_desktop_and_a_phone(
     live_server, chromium_path, organizer, tmp_path
 ):
-    from stimuli.objective import pipeline
+    from stimuli.objective import services
     from tests.evaluation_setup import small_challenge
 
     challenge = small_challenge(tmp_path, slug="browser-objective")
-    job = pipeline.run_evaluation(challenge)
+    job = services.run_distances(challenge)
     assert job.state == "succeeded", job.error
     for width, height, name in ((1366, 900, "desktop"), (390, 844, "phone")):
         with chromium_page(chromium_path, viewport={"width": width, "height": height}) as page:

@@ -226,7 +226,7 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     }
 
     def export() -> dict[str, str]:
-        text = organizer_client.get(f"/organize/listening/{challenge.slug}/ratings.csv")
+        text = organizer_client.get(f"/organize/{challenge.slug}/listening/ratings.csv")
         rows = list(csv.DictReader(io.StringIO(text.content.decode())))
         assert len(rows) == 4 * 16
         by_session: dict[str, set] = {}
@@ -243,7 +243,7 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     )
     assert flags[answered["misrating"].code].startswith("excluded by anchors: 5 of 12")
 
-    page = organizer_client.get(f"/organize/listening/{challenge.slug}/progress/").content.decode()
+    page = organizer_client.get(f"/organize/{challenge.slug}/listening/progress/").content.decode()
     assert "flagged by too_fast: median 1.0 s to answer" in page
     assert "excluded by anchors: 5 of 12 anchors misrated" in page
     assert "flagged by not_listened" in page and "flagged by straight_lining" in page
@@ -268,7 +268,7 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     assert after[category] >= before[category]
     assert set(selectors.excluded_sessions(challenge)) == {s.pk for s in answered.values()}
     assert all(flag.startswith("excluded by") for flag in export().values())
-    page = organizer_client.get(f"/organize/listening/{challenge.slug}/progress/").content.decode()
+    page = organizer_client.get(f"/organize/{challenge.slug}/listening/progress/").content.decode()
     assert "excluded by too_fast" in page and "flagged by" not in page
     result = score(
         collect_inputs(challenge), ScoringSettings.objects.get(challenge=challenge).rules()

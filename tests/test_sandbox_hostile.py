@@ -293,13 +293,13 @@ def test_trust_is_an_organizers_word_and_cleared_with_new_code(challenge, organi
     url = f"/api/challenges/{challenge.slug}/generators/{system.pk}/trust/"
     answer = client.post(url, {"trusted": True}, content_type="application/json")
     assert answer.status_code == 200 and answer.json()["trusted"] is True
-    page = client.get(f"/organize/generators/{challenge.slug}/")
+    page = client.get(f"/organize/{challenge.slug}/generators/")
     assert b'data-trusted="1"' in page.content
     # The page's button withdraws it.
-    client.post(f"/organize/generators/{challenge.slug}/systems/{system.pk}/trust/")
+    client.post(f"/organize/{challenge.slug}/generators/systems/{system.pk}/trust/")
     assert Generator.objects.get(system=system).trusted is False
     client.post(
-        f"/organize/generators/{challenge.slug}/systems/{system.pk}/trust/", {"trusted": "on"}
+        f"/organize/{challenge.slug}/generators/systems/{system.pk}/trust/", {"trusted": "on"}
     )
     assert Generator.objects.get(system=system).trusted is True
     # New code is not trusted because the old code was.

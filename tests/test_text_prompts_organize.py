@@ -35,7 +35,7 @@ def test_an_organizer_sets_up_a_study(organizer_client, tmp_path):
         clip_duration_s=0.5,
         sample_rate=8000,
     )
-    url = f"/organize/text-prompts/{challenge.slug}/"
+    url = f"/organize/{challenge.slug}/text-prompts/"
     assert Client().get(url).status_code == 302  # to the login page: organizers only
     folder, csv_text = reference_folder(challenge, tmp_path / "ref", count=12)
     data = _zip(folder)

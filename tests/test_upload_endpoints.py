@@ -373,58 +373,33 @@ def test_cli_import_refuses_a_published_challenge(challenge, tmp_path):
     assert Clip.objects.count() == 0
 
 
-# --- challenge slugs that would collide with the organizer's stage pages ------------------------
+# --- every organizer page of a challenge is under /organize/<challenge>/ ------------------------
 
 
-def _organize_stage_prefixes() -> set[str]:
-    """The literal first segments under /organize/ that lead to pages of their own."""
-    from django.urls import get_resolver
-    from django.urls.resolvers import URLResolver
-
-    prefixes = set()
-    for entry in get_resolver().url_patterns:
-        route = str(entry.pattern)
-        if (
-            isinstance(entry, URLResolver)
-            and route.startswith("organize/")
-            and route != "organize/"
-        ):
-            prefixes.add(route.removeprefix("organize/").strip("/"))
-    return prefixes
-
-
-def test_every_stage_prefix_under_organize_is_a_reserved_slug():
-    from stimuli.models import RESERVED_SLUGS
-
-    assert _organize_stage_prefixes() == {"generators", "listening", "objective", "text-prompts"}
-    assert _organize_stage_prefixes() <= set(RESERVED_SLUGS)
-
-
-@pytest.mark.parametrize("slug", ["objective", "generators", "listening", "text-prompts"])
-def test_a_reserved_slug_is_refused_with_a_clear_error_and_nothing_stored(
-    slug, api_client, organizer_client
-):
-    from django.core.exceptions import ValidationError
-    from django.db import IntegrityError, transaction
-
-    from stimuli.models import Challenge
+@pytest.mark.parametrize("slug", ["objective", "generators", "listening", "text-prompts", "jobs"])
+def test_a_challenge_named_like_a_stage_has_every_page_of_its_own(slug, organizer_client):
     from stimuli.services import create_challenge
 
-    response = api_client.post("/api/challenges/", {"name": "Stage", "slug": slug})
-    assert response.status_code == 400
-    assert "is reserved" in response.json()["slug"][0]
-    with pytest.raises(ValidationError, match="is reserved"):
-        create_challenge(name="Stage", slug=slug)
-    page = organizer_client.post(
-        "/organize/",
-        {"name": "Stage", "slug": slug, "clip_duration_s": 4, "sample_rate": 22050,
-         "channels": 1, "bit_depth": 16},
-    )  # fmt: skip
-    assert page.status_code == 200 and "is reserved" in page.content.decode()
-    # The database refuses it too, whatever path writes it.
-    with pytest.raises(IntegrityError), transaction.atomic():
-        Challenge.objects.create(name="Stage", slug=slug)
-    assert not Challenge.objects.filter(slug=slug).exists()
+    other = create_challenge(name="Other", slug="other")
+    challenge = create_challenge(name="Stage", slug=slug)
+    assert organizer_client.get(f"/organize/{slug}/").context["challenge"] == challenge
+    for stage in ("objective", "generators", "listening", "text-prompts"):
+        page = organizer_client.get(f"/organize/{slug}/{stage}/")
+        assert page.status_code == 200 and page.context["challenge"] == challenge, stage
+        # ... and another challenge's stage pages are that challenge's.
+        assert organizer_client.get(f"/organize/other/{stage}/").context["challenge"] == other
+
+
+def test_the_earlier_stage_first_addresses_redirect(organizer_client):
+    from stimuli.services import create_challenge
+
+    create_challenge(name="Moved", slug="moved")
+    page = organizer_client.get("/organize/listening/moved/progress/?x=1")
+    assert page.status_code == 301 and page["Location"] == "/organize/moved/listening/progress/?x=1"
+    assert organizer_client.get(page["Location"]).status_code == 200
+    posted = organizer_client.post("/organize/objective/moved/settings/", {})
+    assert posted.status_code == 308
+    assert posted["Location"] == "/organize/moved/objective/settings/"
 
 
 def test_a_challenge_named_like_a_stage_prefix_in_part_keeps_its_pages(organizer_client):

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('stimuli', '0012_private_anchor_sources'),
+        ('stimuli', '0013_challenge_slugs_free'),
     ]
 
     operations = [
