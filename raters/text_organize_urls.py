@@ -11,4 +11,5 @@ urlpatterns = [
     path("reference/", text_organize.reference, name="reference"),
     path("open/", text_organize.set_open, name="open"),
     path("invite/", text_organize.invite, name="invite"),
+    path("clap-scores/", text_organize.clap_scores, name="clap_scores"),
 ]

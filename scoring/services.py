@@ -20,6 +20,7 @@ from .compute import score
 from .inputs import Inputs, ScoringInputError, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
 from .rules import Rules
+from .selectors import text_prompt_clap
 from .text_prompts import score_text_prompts
 
 TEXT_PROMPT_COLUMNS = {
@@ -35,12 +36,16 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
     if text_study.study_of(challenge) is None:
         return result
     rows = text_prompt_rows(challenge)
-    result["text_prompt"] = score_text_prompts(rows)
+    clap = text_prompt_clap(challenge)
+    result["text_prompt"] = score_text_prompts(rows, clap)
     result.setdefault("inputs", {}).update(
         {
             f"text_prompt_{name}": table_hash(rows[name], cols)
             for name, cols in TEXT_PROMPT_COLUMNS.items()
         }
+    )
+    result["inputs"]["text_prompt_clap"] = table_hash(
+        clap["sets"], ("judge", "system", "match", "best")
     )
     return result
 

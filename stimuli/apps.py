@@ -39,3 +39,8 @@ class StimuliConfig(AppConfig):
                 where=f"stimuli.objective.tasks.{task}",
                 retry_guard="stimuli.objective.services.retry_guard",
             )  # fmt: skip
+        # The text-prompt study's CLAP scores: a failed job runs again over the rows still empty.
+        register(
+            "clap_prompt_scores", "CLAP scores", "stimuli.tasks.clap_prompt_scores",
+            where="stimuli.objective.tasks.clap_prompt_scores",
+        )  # fmt: skip

@@ -572,6 +572,34 @@ class Embedding(models.Model):
         return f"{self.model_id} of {self.audio_id}"
 
 
+class PromptScore(models.Model):
+    """The CLAP score of a clip against a text prompt: the cosine of their CLAP embeddings.
+
+    A row is asked for (cosine empty) where the web process knows the pairs, and filled by a
+    GPU worker, which records the model that computed it; one score per clip and prompt.
+    """
+
+    audio = models.ForeignKey(AudioFile, on_delete=models.CASCADE, related_name="+")
+    prompt = models.TextField()
+    prompt_sha256 = models.CharField(max_length=64)
+    model_id = models.CharField(max_length=200, blank=True, default="")
+    cosine = models.FloatField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audio", "prompt_sha256"], name="prompt_score_unique"),
+            models.CheckConstraint(
+                condition=Q(cosine__isnull=True)
+                | (Q(cosine__gte=-1.001) & Q(cosine__lte=1.001) & ~Q(model_id="")),
+                name="prompt_score_cosine",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"CLAP score of {self.audio_id} against {self.prompt_sha256[:8]}"
+
+
 class ReferenceStats(models.Model):
     """Published statistics (mean and covariance) of a reference set, used in place of its audio.
 

@@ -27,3 +27,11 @@ def select_medoids(job_id: int) -> None:
     from . import services
 
     services.run_medoids(job_id)
+
+
+@shared_task(name="stimuli.tasks.clap_prompt_scores")
+def clap_prompt_scores(job_id: int) -> None:
+    """The text-prompt study's CLAP scores (a GPU worker's: it loads the CLAP model)."""
+    from . import prompt_scores
+
+    prompt_scores.run_scores(job_id)

@@ -92,3 +92,7 @@ def test_an_organizer_sets_up_a_study(organizer_client, tmp_path):
     page = organizer_client.get(url).content.decode()
     assert "let it explode" in page and "cannot make that sound" in page
     assert judge.rater.code in page and "Texty" in page
+    # Without a CLAP checkpoint and tokenizer the page says which files would give the score.
+    assert "CLAP score" in page and "630k-audioset-best.pt" in page and "merges.txt" in page
+    response = organizer_client.post(f"{url}clap-scores/", follow=True)
+    assert "The CLAP score needs" in response.content.decode()

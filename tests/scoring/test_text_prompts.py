@@ -79,7 +79,9 @@ def test_bootstrap_resamples_judges_and_is_seeded():
 
 @pytest.mark.django_db
 @pytest.mark.sandbox
-def test_results_are_published_in_the_snapshot_with_downloads(tmp_path, organizer, client):
+def test_results_are_published_in_the_snapshot_with_downloads(
+    tmp_path, organizer, client, settings
+):
     challenge, study, system = build_text_study(tmp_path, slug="text-results")
     judge = text_prompts.invite_judge(study)
     text_prompts.start(judge)
@@ -121,3 +123,9 @@ def test_results_are_published_in_the_snapshot_with_downloads(tmp_path, organize
     assert line["system"] == system.name and float(line["quality"]) == 4.0
     judges = client.get(f"{base}/download/text-prompt-judges.json").json()
     assert [r["judge"] for r in judges["rows"]] == [judge.rater.code]
+    # No CLAP checkpoint here: the study's CLAP table says which file would enable its score.
+    assert snapshot.result["text_prompt"]["clap"]["enabled"] is False
+    assert snapshot.result["text_prompt"]["clap"]["sets"] == 2
+    page = client.get(f"{base}/").content.decode()
+    assert "Text-prompt study: CLAP score" in page and "630k-audioset-best.pt" in page
+    assert str(settings.FOLEY_MODEL_DIR) not in page  # public: no server paths

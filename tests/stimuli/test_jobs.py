@@ -147,6 +147,7 @@ def test_every_task_is_routed_by_its_exact_name():
         "stimuli.tasks.generate_validation",
         "stimuli.tasks.generate_from_text",
         "stimuli.tasks.embed_clips",
+        "stimuli.tasks.clap_prompt_scores",
     }
 
 
