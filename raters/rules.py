@@ -1,4 +1,4 @@
-"""Rater quality: one set of declarative rules judging each category session, read alike by
+"""Rater quality: one set of declarative rules assessing each category session, read alike by
 scoring (which sessions are excluded), assignment (which sessions count toward the target),
 the organizers' monitoring page and the ratings export (the flags on every row).
 
@@ -208,7 +208,7 @@ def assess_session(
     *,
     finished: bool = True,
 ) -> Verdict:
-    """Judge one session's answers. An unfinished session (still being rated) is judged only by
+    """Assess one session's answers. An unfinished session (still being rated) is assessed only by
     what can no longer change: misrated anchors already at `exclude_at`."""
     verdict = Verdict(session, rater, category)
     anchors = rules["anchors"]
@@ -305,7 +305,7 @@ def assess_session(
 def assess(
     rows: Iterable[Mapping], rules: RaterRules, *, unfinished: Iterable[str] = ()
 ) -> dict[tuple[str, str, str], Verdict]:
-    """Every session in the rows, judged, by (rater, category, session); `unfinished` names
+    """Every session in the rows, assessed, by (rater, category, session); `unfinished` names
     sessions still being rated."""
     groups: dict[tuple[str, str, str], list[Mapping]] = {}
     for row in rows:

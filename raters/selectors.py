@@ -89,7 +89,7 @@ def rater_rules(challenge: Challenge) -> RaterRules:
 
 
 def rules_key(rules: RaterRules) -> str:
-    """A short hash of the rater-quality rules: stored verdicts judged by other rules are stale."""
+    """A short hash of the rater-quality rules: stored verdicts assessed by other rules are stale."""
     text = json.dumps(rules.to_dict(), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -124,7 +124,7 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
     }
     if sessions is None:
         name, where, params = "foley_answers_of_challenge", "r.challenge_id = %s", [challenge.pk]
-    elif len(sessions) == 1:  # a save judging its session
+    elif len(sessions) == 1:  # a save assessing its session
         name, where, params = "foley_answers_of_session", "t.session_id = %s", list(sessions)
     else:
         name, where = None, f"t.session_id IN ({', '.join(['%s'] * len(sessions))})"
@@ -154,7 +154,7 @@ def session_verdicts(
     open_codes: list[str] | None = None,
 ) -> dict[int, Verdict]:
     """Per session (by id), the rater-quality rules' verdict; a session still being rated is
-    judged only by what can no longer change. This reads every answer of the challenge (for
+    assessed only by what can no longer change. This reads every answer of the challenge (for
     monitoring and scoring); the raters' pages read the verdicts stored on the sessions."""
     rows = answer_rows(challenge) if rows is None else rows
     if open_codes is None:

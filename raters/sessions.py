@@ -81,8 +81,8 @@ def category_need(challenge: Challenge) -> dict[int, int]:
     session leaves its place to another rater.
 
     Read from what each answer keeps up to date on its session (`last_answer_at`, `excluded`):
-    one row per category and team, never the challenge's ratings. Verdicts judged by rules
-    that have changed since are judged again first.
+    one row per category and team, never the challenge's ratings. Verdicts assessed by rules
+    that have changed since are assessed again first.
     """
     test = selectors.listening_test(challenge)
     teams: dict[int, list[int | None]] = {}
@@ -133,7 +133,7 @@ def assess_sessions(
 ) -> dict[int, tuple[bool, str]]:
     """Judge these sessions by the rater-quality rules from their own answers only; returns
     {session id: (excluded, rules key)}. `closing` names a session being closed by the answer
-    under way (judged as finished)."""
+    under way (assessed as finished)."""
     rules = rules or selectors.rater_rules(challenge)
     key = selectors.rules_key(rules)
     ids = [s.pk for s in sessions]
@@ -162,7 +162,7 @@ def reassess_stale(challenge: Challenge) -> int:
     if not stale.exists():
         return 0
     with transaction.atomic():
-        # Locked as a save locks them, so an answer stored meanwhile is judged with the others,
+        # Locked as a save locks them, so an answer stored meanwhile is assessed with the others,
         # never overwritten by a verdict read before it.
         sessions = list(stale.select_related("rater").select_for_update(of=("self",), no_key=True))
         verdicts = assess_sessions(challenge, sessions, rules=rules)
@@ -468,10 +468,10 @@ def save_rating(
 def _answered(challenge: Challenge, session: CategorySession, moment, *, closing: bool) -> None:
     """Keep the session's summary up to date in the answer's transaction: its latest answer,
     its verdict by the rater-quality rules (from its own answers), and its state."""
-    ((excluded, judged),) = assess_sessions(
+    ((excluded, key),) = assess_sessions(
         challenge, [session], closing=session.pk if closing else 0
     ).values()
-    fields = {"last_answer_at": moment, "excluded": excluded, "assessed_with": judged}
+    fields = {"last_answer_at": moment, "excluded": excluded, "assessed_with": key}
     if closing:
         fields |= {"state": CategorySession.State.CLOSED, "closed_at": timezone.now()}
     CategorySession.objects.filter(pk=session.pk).update(**fields)
@@ -534,7 +534,7 @@ def answer_record(verdict: listening.Listened, turn_began) -> dict:
 
 def close_session(session: CategorySession) -> None:
     """Close a session whose trials are all answered (idempotent). Its stored verdict was of an
-    unfinished session: it is judged again, as finished, before anything reads it."""
+    unfinished session: it is assessed again, as finished, before anything reads it."""
     CategorySession.objects.filter(pk=session.pk, state=CategorySession.State.OPEN).update(
         state=CategorySession.State.CLOSED,
         closed_at=timezone.now(),

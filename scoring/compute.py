@@ -138,7 +138,7 @@ def clean(inputs: Inputs, rules: Rules) -> Cleaned:
         elif role in ANCHOR_ROLES:
             anchors.append((rater, session, category, role, quality, fit))
         elif role == GOLD:
-            continue  # a trapping trial: judged by the rater-quality rules, never scored
+            continue  # a trapping trial: assessed by the rater-quality rules, never scored
         else:
             raise ScoringInputError(f"ratings row {line}: unknown role {role!r}")
 

@@ -1,4 +1,4 @@
-"""The rater-quality rules: one engine (raters.rules) judging every session alike in scoring,
+"""The rater-quality rules: one engine (raters.rules) assessing every session alike in scoring,
 assignment, the monitoring page and the ratings export."""
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def test_each_rule_can_exclude_flag_or_be_off():
     assert [(f.rule, f.action) for f in verdict.flags] == [("too_fast", "exclude")]
     assert "median 1.0 s to answer (limit 2 s)" in verdict.flags[0].reason
     assert not _verdict(_rows(answer_s=2.5), rules).flags
-    # An unfinished session is judged only by what cannot change any more.
+    # An unfinished session is assessed only by what cannot change any more.
     [open_verdict] = assess(rows[:3], rules, unfinished=["R1-1"]).values()
     assert not open_verdict.flags
     for bad in (

@@ -257,8 +257,8 @@ def test_the_sessions_summary_equals_a_scan_after_a_mixed_history(listening, mon
     _assert_summary_equals_scan(listening, monkeypatch)
     assert CategorySession.objects.filter(excluded=True).count() == 1
 
-    # The organizers make the anchors rule stricter: verdicts judged by the old rules are
-    # stale and judged again before anything reads them.
+    # The organizers make the anchors rule stricter: verdicts assessed by the old rules are
+    # stale and assessed again before anything reads them.
     ListeningTest.objects.filter(challenge=listening).update(exclude_at=1)
     _assert_summary_equals_scan(listening, monkeypatch)
     # ... and lenient again.
