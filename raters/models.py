@@ -867,3 +867,7 @@ class PromptAnswer(TextAnswer):
 
     def __str__(self) -> str:
         return f"answer to {self.prompt_set}"
+
+
+# The screening stage's rows live beside these (`raters.screening_models`).
+from .screening_models import Screening, ScreeningAttempt, ScreeningTrial  # noqa: E402, F401

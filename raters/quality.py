@@ -22,6 +22,9 @@ Rules:
   `min_heard_fraction`.
 - gold: a gold (trapping) trial in the ITU-T P.808 sense, answered more than `tolerance` away
   from what it asks for (a value, or a range), more than `max_failed` times.
+- headphones, hearing: the screening stage's checks (`raters.screening`), judged per rater: a
+  failed check's result excludes or flags every session of the rater; "exclude" also screens
+  the rater out before any session (once the attempts allowed are used up).
 """
 
 from __future__ import annotations
@@ -87,7 +90,11 @@ DEFAULTS: dict[str, dict] = {
     },
     "not_listened": {"action": "flag", "min_heard_fraction": 0.9, "max_share": 0.1},
     "gold": {"action": "flag", "tolerance": 1.0, "max_failed": 0},
+    # The screening checks: their thresholds are the test's screening settings.
+    "headphones": {"action": "exclude"},
+    "hearing": {"action": "exclude"},
 }
+SCREENING_RULES = ("headphones", "hearing")
 RULES = tuple(DEFAULTS)
 
 
@@ -316,3 +323,17 @@ def judge(
         key: judge_session(key[2], key[0], key[1], answers, rules, finished=key[2] not in open_)
         for key, answers in sorted(groups.items())
     }
+
+
+def screening_flags(failed: Mapping[str, str], rules: QualityRules, *, crowd: bool) -> list[Flag]:
+    """A rater's failed screening checks (`failed`: step to its result in words) as the flags
+    every session of the rater carries."""
+    flags = []
+    for name in SCREENING_RULES:
+        if name not in failed:
+            continue
+        rule = rules[name]
+        action = rule["crowd_action" if crowd and "crowd_action" in rule else "action"]
+        if action != "off":
+            flags.append(Flag(name, action, f"{name} check failed: {failed[name]}"))
+    return flags

@@ -23,10 +23,11 @@ from .models import (
     ListeningTest,
     Rater,
     Rating,
+    ScreeningAttempt,
     Stimulus,
     Trial,
 )
-from .quality import QualityRules, Verdict, judge
+from .quality import QualityRules, Verdict, judge, screening_flags
 
 RATING_COLUMNS = (
     "rater",
@@ -160,6 +161,7 @@ def session_verdicts(
     """Per session (by id), the rater-quality rules' verdict; a session still being rated is
     judged only by what can no longer change. This reads every answer of the challenge (for
     monitoring and scoring); the raters' pages read the verdicts stored on the sessions."""
+    whole = rows is None
     rows = answer_rows(challenge) if rows is None else rows
     if open_codes is None:
         open_codes = [
@@ -168,8 +170,34 @@ def session_verdicts(
                 rater__challenge=challenge, state=CategorySession.State.OPEN
             ).values_list("pk", "rater__code")
         ]
-    verdicts = judge(rows, rules or quality_rules(challenge), unfinished=open_codes)
+    rules = rules or quality_rules(challenge)
+    verdicts = judge(rows, rules, unfinished=open_codes)
+    # The screening checks judge raters, not answers: read with the whole challenge (monitoring,
+    # scoring, exports). A save judging its own session skips them: a rater a check excludes
+    # was screened out before any session.
+    screened = screening_failures(challenge) if whole else {}
+    for verdict in verdicts.values():
+        failed, crowd = screened.get(verdict.rater, ({}, False))
+        verdict.flags.extend(screening_flags(failed, rules, crowd=crowd))
     return {int(v.session.rsplit("-", 1)[1]): v for v in verdicts.values()}
+
+
+def screening_failures(challenge: Challenge) -> dict[str, tuple[dict[str, str], bool]]:
+    """Per rater code, the screening checks whose last attempt failed (step: result in words),
+    and whether the rater is a crowd worker: what the engine's screening rules read."""
+    found: dict[str, tuple[dict[str, str], bool]] = {}
+    attempts = (
+        ScreeningAttempt.objects.filter(rater__challenge=challenge, finished_at__isnull=False)
+        .order_by("rater_id", "step", "number")
+        .values_list("rater__code", "rater__kind", "step", "state", "summary")
+    )
+    for code, kind, step, state, summary in attempts:
+        failed, _ = found.setdefault(code, ({}, kind == Rater.Kind.CROWD))
+        if state == ScreeningAttempt.State.FAILED:
+            failed[step] = summary
+        else:
+            failed.pop(step, None)
+    return found
 
 
 def rating_rows(challenge: Challenge) -> list[dict]:
