@@ -325,7 +325,7 @@ def _advance(
             attempt,
             right >= screening.headphone_pass,
             right,
-            f"{right} of {len(answers)} right (pass at {screening.headphone_pass})",
+            f"{right} of {len(answers)} right, pass at {screening.headphone_pass}",
         )
         return
     stairs = hearing_check.Staircase.from_dict(attempt.staircase)
@@ -340,7 +340,7 @@ def _advance(
         attempt,
         srt < screening.hearing_pass_db,
         srt,
-        f"speech reception threshold {srt:g} dB SNR (pass below {screening.hearing_pass_db:g})",
+        f"speech reception threshold {srt:g} dB SNR, pass below {screening.hearing_pass_db:g}",
     )
 
 

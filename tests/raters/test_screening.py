@@ -84,7 +84,7 @@ def test_a_crowd_worker_passes_the_headphone_check_and_reaches_the_examples():
     assert len(blinded) == 1
     attempt = rater.screening_attempts.get()
     assert attempt.state == "passed" and attempt.score == 5
-    assert attempt.summary == "5 of 6 right (pass at 5)"
+    assert attempt.summary == "5 of 6 right, pass at 5"
     response = client.get(f"/listen/{slug}/checks/")
     assert response.url == f"/listen/{slug}/"
     assert "Examples of" in client.get(f"/listen/{slug}/").content.decode()
