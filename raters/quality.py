@@ -337,3 +337,44 @@ def screening_flags(failed: Mapping[str, str], rules: QualityRules, *, crowd: bo
         if action != "off":
             flags.append(Flag(name, action, f"{name} check failed: {failed[name]}"))
     return flags
+
+
+def judge_text_judge(
+    judge: str, answers: Sequence[Mapping], rules: QualityRules, *, crowd: bool = False
+) -> Verdict:
+    """A judge of the text-prompt study, by the same rules as a listening session: too_fast and
+    not_listened over the answers to sounds (descriptions and realism marks: `answer_s`,
+    `heard_fraction`), and gold over the realism test's gold clips (rows with `gold` true: a
+    real clip known to be real, failed when marked generated)."""
+    verdict = Verdict(judge, judge, "text-prompt")
+
+    def add(name: str, reason: str) -> None:
+        action = rules[name][
+            "crowd_action" if crowd and "crowd_action" in rules[name] else "action"
+        ]
+        if action != "off":
+            verdict.flags.append(Flag(name, action, reason))
+
+    rule = rules["too_fast"]
+    times = [t for r in answers if (t := _number(r.get("answer_s"))) is not None]
+    if len(times) >= max(1, rule["min_answers"]):
+        median = statistics.median(times)
+        if median < rule["min_median_answer_s"]:
+            add(
+                "too_fast",
+                f"median {median:.1f} s to answer (limit {rule['min_median_answer_s']:g} s)",
+            )
+    rule = rules["not_listened"]
+    heard = [h for r in answers if (h := _number(r.get("heard_fraction"))) is not None]
+    if heard:
+        short = sum(h < rule["min_heard_fraction"] for h in heard)
+        if short / len(heard) > rule["max_share"]:
+            add(
+                "not_listened",
+                f"{short} of {len(heard)} sounds heard below "
+                f"{round(100 * rule['min_heard_fraction'])}%",
+            )
+    failed = sum(1 for r in answers if r.get("gold") and not r.get("says_real"))
+    if failed > rules["gold"]["max_failed"]:
+        add("gold", f"{failed} gold real clip(s) marked generated")
+    return verdict

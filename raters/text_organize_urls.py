@@ -11,4 +11,5 @@ urlpatterns = [
     path("<slug:slug>/reference/", text_organize.reference, name="reference"),
     path("<slug:slug>/open/", text_organize.set_open, name="open"),
     path("<slug:slug>/invite/", text_organize.invite, name="invite"),
+    path("<slug:slug>/gold/", text_organize.gold, name="gold"),
 ]

@@ -385,7 +385,18 @@ def text_prompt_tables(result: dict) -> list[Table]:
             for j in s["per_judge"]
         ],
     )
-    return [systems, judges]
+    judged = Table(
+        "text-prompt-judges-excluded",
+        "Text-prompt study: judges the rater-quality rules excluded or flagged",
+        [
+            Column("judge", "Judge"),
+            Column("system", "System"),
+            Column("excluded", "Excluded"),
+            Column("reasons", "Reasons"),
+        ],
+        list(study.get("judged", [])),
+    )
+    return [systems, judges, judged]
 
 
 def table(result: dict, name: str) -> Table | None:

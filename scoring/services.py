@@ -11,7 +11,8 @@ from django.utils import timezone
 from raters import preparation, selectors
 from raters import text_prompts as text_study
 from raters.quality import QualityRules
-from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
+from raters.selectors import diversity_rows, rating_rows
+from raters.text_quality import judged_rows as judged_text_prompt_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
@@ -33,8 +34,11 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
     with the hashes of its answer tables among the snapshot's inputs."""
     if text_study.study_of(challenge) is None:
         return result
-    rows = text_prompt_rows(challenge)
+    # The judges the rater-quality rules exclude are left out; every judge a rule named is
+    # listed with the reasons (the "text-prompt-judges-excluded" download).
+    rows, judged = judged_text_prompt_rows(challenge)
     result["text_prompt"] = score_text_prompts(rows)
+    result["text_prompt"]["judged"] = judged
     result.setdefault("inputs", {}).update(
         {
             f"text_prompt_{name}": table_hash(rows[name], cols)
