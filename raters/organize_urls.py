@@ -17,4 +17,6 @@ urlpatterns = [
     path("<slug:slug>/ratings.csv", organize.ratings_csv, name="ratings_csv"),
     path("<slug:slug>/diversity.csv", organize.diversity_csv, name="diversity_csv"),
     path("<slug:slug>/crowd.csv", organize.crowd_csv, name="crowd_csv"),
+    path("<slug:slug>/screening/", organize.screening_settings, name="screening"),
+    path("<slug:slug>/screening.csv", organize.screening_csv, name="screening_csv"),
 ]
