@@ -89,6 +89,7 @@ class ScreeningForm(forms.ModelForm):
     """The screening stage's settings; saved with "screening on" only (no row: no screening)."""
 
     enabled = forms.BooleanField(required=False, label="Screen raters before the first category")
+    field_order = ["enabled"]
     screen_out_url = forms.URLField(
         required=False,
         assume_scheme="https",
