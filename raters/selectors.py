@@ -266,13 +266,21 @@ def crowd_decisions(challenge: Challenge) -> list[dict]:
     whose sessions the rater-quality rules exclude (failed attention checks), approve one who
     finished, leave one who has not finished."""
     rows = []
+    screened = screening_failures(challenge)
     for row in rater_progress(challenge):
         rater = row["rater"]
         if rater.kind != Rater.Kind.CROWD:
             continue
         checks = sum(s.verdict.checks for s in row["sessions"])
         action = category = ""
-        if row["failing"]:
+        failed = screened.get(rater.code, ({}, True))[0]
+        if failed and not row["sessions"]:
+            # Screened out (or not yet through the checks): given the screen-out code, not the
+            # completion code; the platform's screen-out settles it.
+            message = "Screening not passed: " + "; ".join(
+                f"{step} check {result}" for step, result in sorted(failed.items())
+            )
+        elif row["failing"]:
             action, category = "REJECT", "FAILED_CHECK"
             n = len(row["sessions"])
             message = (

@@ -127,6 +127,10 @@ def test_a_worker_who_fails_is_screened_out_and_cannot_retry_past_the_limit():
     assert back.get(url).status_code == 302
     assert 'id="screened-out"' in back.get(f"/listen/{slug}/checks/").content.decode()
     assert not enrolment.completion_earned(rater)
+    # The crowd decisions say why there is nothing to approve.
+    [decision] = selectors.crowd_decisions(challenge)
+    assert decision["action"] == ""
+    assert decision["message"] == "Screening not passed: headphones check 0 of 6 right, pass at 5"
 
 
 def test_answers_are_stored_once_and_need_the_sound_heard():
