@@ -132,7 +132,8 @@ def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
             state = attempt.state
             if state == ScreeningAttempt.State.FAILED:
                 action = screening.action_of(rules, step, rater)
-                if action == "exclude" and attempt.number >= attempt.limit:
+                limit = min(attempt.limit, settings.attempts) if settings else attempt.limit
+                if action == "exclude" and attempt.number >= limit:
                     state, screened_out = "out", True
                 flagged_step = flagged_step or action == "flag"
                 reasons.append(f"{screening.STEP_NAMES[step]}: {attempt.summary}")

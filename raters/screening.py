@@ -58,11 +58,13 @@ class Stage:
     screened_out: ScreeningAttempt | None = None
     attempts: list[ScreeningAttempt] = field(default_factory=list)
 
+    limit: int = 0
+
     @property
     def attempts_left(self) -> int:
         if self.failed is None:
             return 0
-        return self.failed.limit - self.failed.number
+        return min(self.failed.limit, self.limit) - self.failed.number
 
 
 def settings_of(test: ListeningTest) -> Screening | None:
@@ -114,9 +116,10 @@ def stage(rater: Rater, screening: Screening | None = None) -> Stage:
         last = max(mine, key=lambda a: a.number)
         if action_of(rules, step, rater) != "exclude":
             continue  # failed, but the engine only flags (or ignores) it: the rater goes on
-        if last.number >= last.limit:
+        # The limit the attempt began under, or a lower one the organizers set since.
+        if last.number >= min(last.limit, screening.attempts):
             return Stage(step, screened_out=last, attempts=attempts)
-        return Stage(step, failed=last, attempts=attempts)
+        return Stage(step, failed=last, attempts=attempts, limit=screening.attempts)
     return Stage(attempts=attempts)
 
 

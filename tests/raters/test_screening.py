@@ -265,3 +265,16 @@ def test_the_level_page_asks_for_a_confirmation():
     _answer_page(client, slug, lambda t: "set")
     assert rater.screening_attempts.get().state == "passed"
     assert client.get(f"/listen/{slug}/checks/").url == f"/listen/{slug}/"
+
+
+def test_fewer_attempts_set_after_a_failure_hold_at_once():
+    challenge = _challenge("screen-fewer")
+    client, rater = _crowd(challenge, "PIDfewer")
+    slug = challenge.slug
+    for _ in range(6):
+        _answer_page(client, slug, _wrong)
+    assert "1 attempt left" in client.get(f"/listen/{slug}/checks/").content.decode()
+    Screening.objects.filter(test__challenge=challenge).update(attempts=1)
+    assert 'id="screened-out"' in client.get(f"/listen/{slug}/checks/").content.decode()
+    client.post(f"/listen/{slug}/checks/retry/")
+    assert rater.screening_attempts.count() == 1
