@@ -1,13 +1,30 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from raters import views as raters_views
 from stimuli import views as stimuli_views
 from stimuli.permissions import ApiDocsPermission
+
+# Every organizer page of a challenge is under /organize/<challenge>/; a stage's pages under
+# /organize/<challenge>/<stage>/, so no challenge name can collide with a stage's.
+STAGES = ("generators", "objective", "listening", "text-prompts")
+
+
+def stage_moved(request: HttpRequest, stage: str, slug: str, rest: str) -> HttpResponse:
+    """An address of the earlier /organize/<stage>/<challenge>/... form, sent to its page now
+    (308 keeps a form's POST a POST)."""
+    target = f"/organize/{slug}/{stage}/{rest}"
+    if request.META.get("QUERY_STRING"):
+        target += f"?{request.META['QUERY_STRING']}"
+    if request.method in ("GET", "HEAD"):
+        return HttpResponsePermanentRedirect(target)
+    response = HttpResponse(status=308)
+    response["Location"] = target
+    return response
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -22,11 +39,15 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("organize/generators/", include("stimuli.generators.urls")),
-    path("organize/objective/", include("stimuli.objective.urls")),
-    path("organize/listening/", include("raters.organize_urls")),
-    path("organize/text-prompts/", include("raters.text_organize_urls")),
+    path("organize/<slug:slug>/generators/", include("stimuli.generators.urls")),
+    path("organize/<slug:slug>/objective/", include("stimuli.objective.urls")),
+    path("organize/<slug:slug>/listening/", include("raters.organize_urls")),
+    path("organize/<slug:slug>/text-prompts/", include("raters.text_organize_urls")),
     path("organize/", include("stimuli.urls")),
+    re_path(
+        rf"^organize/(?P<stage>{'|'.join(STAGES)})/(?P<slug>[-a-zA-Z0-9_]+)/(?P<rest>.*)$",
+        stage_moved,
+    ),
     path("listen/", include("raters.urls")),
     # Under nginx's internal /_sounds/ location: only nginx's post_action reaches it.
     path("_sounds/delivered/", raters_views.delivered, name="sound-delivered"),

@@ -13,16 +13,9 @@ from django.utils import timezone
 
 from stimuli.models import Challenge, Team
 
-from . import (
-    selectors,
-    sessions,
-)
+from . import selectors, sessions
 from .errors import ListeningError
-from .models import (
-    ListeningTest,
-    Rater,
-    Rating,
-)
+from .models import ListeningTest, Rater, Rating
 
 
 def crowd_warning(challenge: Challenge) -> str:

@@ -109,7 +109,7 @@ def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
     steps = [
         s for s in STEP_CODES if s in taken or (settings is not None and s in settings.steps())
     ]
-    rules = selectors.quality_rules(challenge)
+    rules = selectors.rater_rules(challenge)
     out = []
     for entry in progress:
         rater, sessions = entry["rater"], entry["sessions"]

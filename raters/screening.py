@@ -9,7 +9,7 @@ spoken; the answer stays in `ScreeningTrial.answer_key`. An answer counts only f
 server vouches was heard, is stored once, and a retry draws everything afresh.
 
 Whether a failed check screens a rater out is the rater-quality engine's word: the check's rule
-(`headphones`, `hearing` in `raters.quality`) set to "exclude" screens out, once the attempts
+(`headphones`, `hearing` in `raters.rules`) set to "exclude" screens out, once the attempts
 allowed per participant id are used up; "flag" or "off" lets the rater go on, the result kept.
 A screened-out crowd worker gets the run's screen-out code or URL, never the completion code.
 """
@@ -35,7 +35,7 @@ from .models import (
     TextJudge,
     new_seed,
 )
-from .quality import QualityRules
+from .rules import RaterRules
 
 STEP_NAMES = {"level": "Sound level", "headphones": "Headphone check", "hearing": "Hearing check"}
 # The steps the rater-quality engine judges (the level page has nothing to fail).
@@ -87,7 +87,7 @@ def applies(rater: Rater, screening: Screening | None) -> bool:
     return screening.who == Screening.Who.EVERYONE or rater.kind == Rater.Kind.CROWD
 
 
-def action_of(rules: QualityRules, step: str, rater: Rater) -> str:
+def action_of(rules: RaterRules, step: str, rater: Rater) -> str:
     """What the engine does with a failed check: exclude, flag or off."""
     if step not in RULED:
         return "off"
@@ -102,7 +102,7 @@ def stage(rater: Rater, screening: Screening | None = None) -> Stage:
     screening = screening if screening is not None else settings_of(test)
     if not applies(rater, screening):
         return Stage()
-    rules = selectors.quality_rules(rater.challenge)
+    rules = selectors.rater_rules(rater.challenge)
     attempts = list(rater.screening_attempts.order_by("step", "number"))
     for step in screening.steps():
         mine = [a for a in attempts if a.step == step]

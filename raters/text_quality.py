@@ -1,4 +1,4 @@
-"""The text-prompt study's judges judged by the rater-quality engine (`raters.quality`): their
+"""The text-prompt study's judges judged by the rater-quality engine (`raters.rules`): their
 answers to sounds as the rules read them, each judge's verdict, the study's answer rows with
 the excluded judges left out, and the exclusions with their reasons for the results' downloads.
 """
@@ -11,7 +11,7 @@ from stimuli.models import Challenge
 
 from . import selectors
 from .models import DescriptionAnswer, Rater, RealismAnswer, TextJudge, TextPromptStudy
-from .quality import QualityRules, Verdict, judge_text_judge
+from .rules import RaterRules, Verdict, assess_judge
 
 EXCLUSION_COLUMNS = ("judge", "system", "excluded", "reasons")
 
@@ -34,22 +34,22 @@ def answer_rows(challenge: Challenge) -> dict[str, list[dict]]:
     return rows
 
 
-def verdicts(challenge: Challenge, rules: QualityRules | None = None) -> dict[str, Verdict]:
+def verdicts(challenge: Challenge, rules: RaterRules | None = None) -> dict[str, Verdict]:
     """Every judge who answered, judged; by the judge's rater code."""
-    rules = rules or selectors.quality_rules(challenge)
+    rules = rules or selectors.rater_rules(challenge)
     kinds = dict(
         Rater.objects.filter(challenge=challenge, text_judge__isnull=False).values_list(
             "code", "kind"
         )
     )
     return {
-        code: judge_text_judge(code, answers, rules, crowd=kinds.get(code) == Rater.Kind.CROWD)
+        code: assess_judge(code, answers, rules, crowd=kinds.get(code) == Rater.Kind.CROWD)
         for code, answers in answer_rows(challenge).items()
     }
 
 
 def judged_rows(
-    challenge: Challenge, rules: QualityRules | None = None
+    challenge: Challenge, rules: RaterRules | None = None
 ) -> tuple[dict[str, list[dict]], list[dict]]:
     """The study's answer rows (`selectors.text_prompt_rows`) without the excluded judges' rows,
     and one row per judge a rule excluded or flagged: judge, system, excluded, reasons."""

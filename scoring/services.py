@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from raters import preparation, selectors
 from raters import text_prompts as text_study
-from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows
 from raters.text_quality import judged_rows as judged_text_prompt_rows
 from stimuli import selectors as stimuli_selectors
@@ -18,8 +17,11 @@ from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import may_read, may_write
 
-from .compute import Inputs, Rules, ScoringInputError, score, table_hash
+from .compute import score
+from .inputs import Inputs, ScoringInputError, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
+from .rules import Rules
+from .selectors import text_prompt_clap
 from .text_prompts import score_text_prompts
 
 TEXT_PROMPT_COLUMNS = {
@@ -34,16 +36,23 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
     with the hashes of its answer tables among the snapshot's inputs."""
     if text_study.study_of(challenge) is None:
         return result
-    # The judges the rater-quality rules exclude are left out; every judge a rule named is
-    # listed with the reasons (the "text-prompt-judges-excluded" download).
+    # The judges the rater-quality rules exclude are left out, of the CLAP correlation with
+    # their answers too; every judge a rule named is listed with the reasons (the
+    # "text-prompt-judges-excluded" download).
     rows, judged = judged_text_prompt_rows(challenge)
-    result["text_prompt"] = score_text_prompts(rows)
+    excluded = {j["judge"] for j in judged if j["excluded"]}
+    clap = text_prompt_clap(challenge)
+    clap["sets"] = [s for s in clap["sets"] if s["judge"] not in excluded]
+    result["text_prompt"] = score_text_prompts(rows, clap)
     result["text_prompt"]["judged"] = judged
     result.setdefault("inputs", {}).update(
         {
             f"text_prompt_{name}": table_hash(rows[name], cols)
             for name, cols in TEXT_PROMPT_COLUMNS.items()
         }
+    )
+    result["inputs"]["text_prompt_clap"] = table_hash(
+        clap["sets"], ("judge", "system", "match", "best")
     )
     return result
 
@@ -89,13 +98,6 @@ def scoring_settings(challenge: Challenge) -> ScoringSettings:
 
 def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
-
-
-def quality_rules(challenge: Challenge) -> QualityRules:
-    """The challenge's rater-quality rules, as the listening test's assignment, monitoring and
-    export read them (settings.RATER_QUALITY_RULES names this function)."""
-    stored = ScoringSettings.objects.filter(challenge=challenge).first()
-    return (stored.rules() if stored else Rules()).quality_rules()
 
 
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:

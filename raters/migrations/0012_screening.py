@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('raters', '0010_private_anchors_and_gold'),
+        ('raters', '0011_rater_rules_on_the_test'),
         ('stimuli', '0012_private_anchor_sources'),
     ]
 

@@ -11,7 +11,7 @@ import io
 import pytest
 from django.test import Client
 
-from raters import quality, text_prompts, text_quality
+from raters import rules, selectors, text_prompts, text_quality
 from raters.models import TextTrial
 from scoring import services
 from stimuli.models import DescribedClip
@@ -26,10 +26,6 @@ RULES = {
     "too_fast": {"action": "off"},
     "not_listened": {"action": "off"},
 }
-
-
-def excluding_gold(challenge) -> quality.QualityRules:
-    return quality.QualityRules(RULES)
 
 
 def _take_study(judge, *, gold_says: str, start: int) -> None:
@@ -57,14 +53,16 @@ def _take_study(judge, *, gold_says: str, start: int) -> None:
 
 
 def test_a_judge_who_fails_the_gold_clip_leaves_the_results_with_the_reason(
-    tmp_path, organizer, client, settings
+    tmp_path, organizer, client
 ):
-    settings.RATER_QUALITY_RULES = "tests.raters.test_judges_judged.excluding_gold"
     challenge, study, _ = build_text_study(tmp_path, slug="text-judged")
+    test = selectors.listening_test(challenge)
+    test.rater_rules = RULES
+    test.save()
     gold_clip = DescribedClip.objects.filter(challenge=challenge).order_by("pk").last()
     organizer_client = Client()
     organizer_client.force_login(organizer)
-    page = f"/organize/text-prompts/{challenge.slug}/"
+    page = f"/organize/{challenge.slug}/text-prompts/"
     response = organizer_client.post(f"{page}gold/", {"gold_clips": "no/such.wav"})
     assert not study.gold_clips.exists()  # a name that is no clip sets nothing
     organizer_client.post(f"{page}gold/", {"gold_clips": gold_clip.name})
@@ -86,7 +84,7 @@ def test_a_judge_who_fails_the_gold_clip_leaves_the_results_with_the_reason(
         "excluded by gold: 1 gold real clip(s) marked generated"
     )
     # Flagged only (the default for invited judges): listed, but kept in the results.
-    flagging = quality.QualityRules({"too_fast": {"action": "off"}})
+    flagging = rules.RaterRules({"too_fast": {"action": "off"}})
     rows, judged = text_quality.judged_rows(challenge, flagging)
     assert {r["judge"] for r in rows["realism"]} == {careful.rater.code, careless.rater.code}
     assert [(j["judge"], j["excluded"]) for j in judged] == [

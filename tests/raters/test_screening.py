@@ -12,7 +12,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
 
-from raters import enrolment, preparation, quality, screening, selectors
+from raters import enrolment, preparation, rules, screening, selectors
 from raters.models import Rater, Screening, ScreeningAttempt, ScreeningTrial
 from tests.listening_setup import answer_session, build_listening_challenge, get_sound
 
@@ -199,10 +199,12 @@ test_two_tabs_racing_open_one_attempt = pytest.mark.django_db(transaction=True)(
 )
 
 
-def test_a_flagging_rule_lets_the_rater_go_on_and_flags_every_session(settings):
+def test_a_flagging_rule_lets_the_rater_go_on_and_flags_every_session():
     challenge = _challenge("screen-flag")
-    rules = quality.QualityRules({"headphones": {"action": "flag"}})
-    settings.RATER_QUALITY_RULES = "tests.raters.test_screening.flagging_rules"
+    test = selectors.listening_test(challenge)
+    test.rater_rules = {"headphones": {"action": "flag"}}
+    test.save()
+    flagging = test.rules()
     client, rater = _crowd(challenge, "PIDflag")
     slug = challenge.slug
     for _ in range(6):
@@ -210,13 +212,13 @@ def test_a_flagging_rule_lets_the_rater_go_on_and_flags_every_session(settings):
     assert client.get(f"/listen/{slug}/checks/").url == f"/listen/{slug}/"
     session = rater.sessions.get()
     answer_session(rater, session)
-    verdict = selectors.session_verdicts(challenge, rules=rules)[session.pk]
+    verdict = selectors.session_verdicts(challenge, rules=flagging)[session.pk]
     assert [f.rule for f in verdict.flags if f.rule == "headphones"] == ["headphones"]
     assert "headphones check failed: 0 of 6 right" in verdict.summary()
     # The same failure under "exclude" excludes the session; under "off" it is not named.
-    excluding = quality.QualityRules({"headphones": {"action": "exclude"}})
+    excluding = rules.RaterRules({"headphones": {"action": "exclude"}})
     assert selectors.session_verdicts(challenge, rules=excluding)[session.pk].excluded
-    off = quality.QualityRules({"headphones": {"action": "off"}})
+    off = rules.RaterRules({"headphones": {"action": "off"}})
     assert (
         "headphones" not in selectors.session_verdicts(challenge, rules=off)[session.pk].summary()
     )
@@ -226,13 +228,9 @@ def test_a_flagging_rule_lets_the_rater_go_on_and_flags_every_session(settings):
     ]
 
 
-def flagging_rules(challenge) -> quality.QualityRules:
-    return quality.QualityRules({"headphones": {"action": "flag"}})
-
-
 def test_bad_screening_rules_are_refused():
-    with pytest.raises(quality.QualityRuleError):
-        quality.QualityRules({"hearing": {"action": "maybe"}})
+    with pytest.raises(rules.RuleError):
+        rules.RaterRules({"hearing": {"action": "maybe"}})
 
 
 def test_the_hearing_check_follows_the_staircase(settings):
