@@ -3,7 +3,7 @@
 import django.core.validators
 import django.db.models.deletion
 import raters.models
-import raters.screening_models
+import raters.models.screening
 from django.db import migrations, models
 
 
@@ -78,7 +78,7 @@ class Migration(migrations.Migration):
                 ('hearing_triplets', models.PositiveSmallIntegerField(default=24)),
                 ('hearing_pass_db', models.FloatField(default=-7.0, help_text='Pass when the speech reception threshold is below this (dB SNR).')),
                 ('attempts', models.PositiveSmallIntegerField(default=2, help_text='Attempts at each check per rater (per participant id).')),
-                ('screen_out_code', models.CharField(default=raters.screening_models.new_screen_out_code, help_text='Shown to a crowd worker screened out, and added to the screen-out URL as cc.', max_length=32, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9_-]{4,32}$', '4 to 32 letters, digits, - or _.')])),
+                ('screen_out_code', models.CharField(default=raters.models.screening.new_screen_out_code, help_text='Shown to a crowd worker screened out, and added to the screen-out URL as cc.', max_length=32, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9_-]{4,32}$', '4 to 32 letters, digits, - or _.')])),
                 ('screen_out_url', models.URLField(blank=True, help_text="Where a screened-out crowd worker is sent (e.g. Prolific's screen-out link).", validators=[django.core.validators.URLValidator(schemes=['https', 'http'])])),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('test', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='screening', to='raters.listeningtest')),

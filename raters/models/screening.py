@@ -1,5 +1,5 @@
 """The screening stage's rows: each test's screening settings, every attempt at a step and every
-trial of one. Loaded with `raters.models`.
+trial of one.
 
 The limits hold in the database: an attempt's number is unique per rater and step and at most
 the limit copied onto it when it began, and a rater has one attempt open per step, so a retry
@@ -16,7 +16,7 @@ from django.db.models import Q
 
 from stimuli.models import AudioFile
 
-from .models import Heard, ListeningTest, Rater, new_token
+from .listening import Heard, ListeningTest, Rater, new_token
 
 STEPS = ("level", "headphones", "hearing")
 

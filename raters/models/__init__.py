@@ -1,0 +1,41 @@
+"""The raters' models: the DCASE listening test's (`listening`), its screening stage's (`screening`)
+and the text-prompt protocol's (`text_prompts`), one app."""
+
+from .listening import (  # noqa: F401
+    ANCHOR_KINDS,
+    TRIAL_ROLES,
+    Anchor,
+    CategorySession,
+    DeliveredAudio,
+    DiversityItem,
+    DiversityRating,
+    DiversityTrial,
+    FamiliarizationClip,
+    GoldSound,
+    Heard,
+    HeardAtAnswer,
+    ListeningTest,
+    Rater,
+    Rating,
+    Stimulus,
+    Trial,
+    default_misrating,
+    new_completion_code,
+    new_rater_code,
+    new_seed,
+    new_token,
+)
+from .screening import Screening, ScreeningAttempt, ScreeningTrial  # noqa: F401
+from .text_prompts import (  # noqa: F401
+    MATCH_ANSWERS,
+    DescriptionAnswer,
+    DescriptionMark,
+    PromptAnswer,
+    PromptClip,
+    PromptSet,
+    RealismAnswer,
+    TextAnswer,
+    TextJudge,
+    TextPromptStudy,
+    TextTrial,
+)
