@@ -10,6 +10,8 @@ from .models import (
     PromptSet,
     Rater,
     Rating,
+    Screening,
+    ScreeningAttempt,
     Stimulus,
     TextJudge,
     TextPromptStudy,
@@ -19,6 +21,25 @@ from .models import (
 @admin.register(ListeningTest)
 class ListeningTestAdmin(admin.ModelAdmin):
     list_display = ["challenge", "is_open", "categories_min", "categories_max", "target_ratings"]
+
+
+@admin.register(Screening)
+class ScreeningAdmin(admin.ModelAdmin):
+    list_display = ["test", "who", "level_check", "headphone_check", "hearing_check", "attempts"]
+
+
+@admin.register(ScreeningAttempt)
+class ScreeningAttemptAdmin(admin.ModelAdmin):
+    """Read only: attempts are the rater's, and their limit is the database's."""
+
+    list_display = ["rater", "step", "number", "limit", "state", "summary", "finished_at"]
+    list_filter = ["step", "state"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Stimulus)

@@ -45,6 +45,7 @@ from .models import (
     ListeningTest,
     PromptClip,
     Rater,
+    ScreeningTrial,
     TextTrial,
     Trial,
 )
@@ -126,7 +127,14 @@ def recorded(row: Heard, start: int, end: int, size: int) -> bool:
 # --- Events from the page ------------------------------------------------------------------------
 
 # The kinds of sound a rater hears, by `Rater.playing_kind`.
-KINDS: tuple[type[Heard], ...] = (Trial, FamiliarizationClip, DiversityTrial, TextTrial, PromptClip)
+KINDS: tuple[type[Heard], ...] = (
+    Trial,
+    FamiliarizationClip,
+    DiversityTrial,
+    TextTrial,
+    PromptClip,
+    ScreeningTrial,
+)
 KIND_OF = {model: n for n, model in enumerate(KINDS)}
 # What an event changes on a sound's row, and on the rater.
 EVENT_FIELDS = ("plays", "seeks", "heard", "first_played_at")
@@ -392,6 +400,8 @@ def _other_sounds(rater: Rater) -> tuple[tuple[type, Q], ...]:
         # The text-prompt protocol's sounds: a generated clip once it is made.
         (TextTrial, Q(judge__rater=rater, audio__isnull=False)),
         (PromptClip, Q(prompt_set__judge__rater=rater)),
+        # The screening's sounds, made for this rater at the test's loudness already.
+        (ScreeningTrial, Q(attempt__rater=rater)),
     )
 
 
@@ -410,6 +420,11 @@ def _sound(
             row = rows.select_related("item__audio").first()
             if row is not None:
                 return model, row, row.item.audio
+            continue
+        if model is ScreeningTrial:  # stereo on purpose: served as it was made
+            row = rows.select_related("audio").first()
+            if row is not None:
+                return model, row, row.audio
             continue
         row = rows.select_related("audio").first()
         if row is not None:

@@ -16,9 +16,9 @@ from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
 from stimuli.permissions import challenge_organizer_or_403, challenge_organizer_required
 
-from . import enrolment, gold, preparation, selectors
+from . import enrolment, gold, monitoring, preparation, screening, selectors
 from .errors import ListeningError
-from .models import GoldSound, ListeningTest, Rater
+from .models import GoldSound, ListeningTest, Rater, Screening
 from .workload import workload
 
 
@@ -85,6 +85,52 @@ class SettingsForm(forms.ModelForm):
         return data
 
 
+class ScreeningForm(forms.ModelForm):
+    """The screening stage's settings; saved with "screening on" only (no row: no screening)."""
+
+    enabled = forms.BooleanField(required=False, label="Screen raters before the first category")
+    field_order = ["enabled"]
+    screen_out_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        validators=[URLValidator(schemes=["https", "http"])],
+        label="Screen-out URL",
+        help_text="Where a screened-out crowd worker is sent (Prolific: the study's screen-out "
+        "completion link); the screen-out code is added as cc unless it carries one.",
+    )
+
+    class Meta:
+        model = Screening
+        fields = [
+            "who",
+            "level_check",
+            "headphone_check",
+            "headphone_trials",
+            "headphone_pass",
+            "hearing_check",
+            "hearing_triplets",
+            "hearing_pass_db",
+            "attempts",
+            "screen_out_code",
+            "screen_out_url",
+        ]
+        labels = {
+            "who": "Who is screened",
+            "headphone_pass": "Headphone trials right to pass",
+            "hearing_pass_db": "Hearing check passes below (dB SNR)",
+            "attempts": "Attempts per check (per participant id)",
+        }
+
+    def clean(self):
+        data = super().clean()
+        trials, needed = data.get("headphone_trials"), data.get("headphone_pass")
+        if trials is not None and needed is not None and needed > trials:
+            self.add_error("headphone_pass", "At most the number of trials.")
+        if data.get("hearing_check") and (missing := gold.speaker_missing()):
+            self.add_error("hearing_check", missing)
+        return data
+
+
 class GoldForm(forms.Form):
     """A gold sound and the answers it asks for. Nothing is required here: the service checks
     it all and names every problem at once (`gold.add_gold_sound`)."""
@@ -133,6 +179,11 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "form": SettingsForm(instance=test),
         "invite_form": InviteForm(challenge=challenge),
         "gold_form": GoldForm(),
+        "screening_form": ScreeningForm(
+            instance=screening.settings_of(test) or Screening(test=test),
+            initial={"enabled": screening.settings_of(test) is not None},
+        ),
+        "screening_enabled": screening.settings_of(test) is not None,
         "gold_sounds": GoldSound.objects.filter(challenge=challenge),
         "account_form": AccountForm(challenge=challenge),
         "crowd_url": crowd_url + "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
@@ -152,11 +203,13 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
     }
 
 
-def _progress_context(challenge: Challenge) -> dict:
+def _progress_context(challenge: Challenge, query=None) -> dict:
     return {
         "categories": selectors.category_progress(challenge),
         "stimuli": selectors.stimulus_progress(challenge),
-        "raters": selectors.rater_progress(challenge),
+        # One row per rater, compact verdicts, filtered and sorted by the page's filter form.
+        "monitor": monitoring.table(challenge, query),
+        "legend": monitoring.legend(),
     }
 
 
@@ -185,7 +238,7 @@ def progress(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "challenge": challenge,
             "test": selectors.listening_test(challenge),
-            **_progress_context(challenge),
+            **_progress_context(challenge, request.GET),
         },
     )
 
@@ -321,3 +374,33 @@ def diversity_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     text = to_csv(selectors.diversity_rows(challenge), selectors.DIVERSITY_COLUMNS)
     return csv_response(text, f"{slug}-diversity.csv")
+
+
+@challenge_organizer_required
+@require_POST
+def screening_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """Switch the screening stage on (with its settings) or off (its row goes; the attempts
+    already made stay)."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    test = selectors.listening_test(challenge)
+    current = screening.settings_of(test)
+    form = ScreeningForm(request.POST, instance=current or Screening(test=test))
+    if not form.is_valid():
+        context = _context(request, challenge, screening_form=form)
+        return render(request, "raters/organize.html", context, status=400)
+    if not form.cleaned_data["enabled"]:
+        if current is not None:
+            current.delete()
+        messages.success(request, "Screening is off.")
+    else:
+        form.save()
+        messages.success(request, "Screening settings saved.")
+    return redirect("listening:monitor", slug=slug)
+
+
+@challenge_organizer_or_403
+def screening_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every attempt at every screening check, one row each."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    text = to_csv(screening.export_rows(challenge), screening.EXPORT_COLUMNS)
+    return csv_response(text, f"{slug}-screening.csv")

@@ -22,6 +22,9 @@ Rules:
   `min_heard_fraction`.
 - gold: a gold (trapping) trial in the ITU-T P.808 sense, answered more than `tolerance` away
   from what it asks for (a value, or a range), more than `max_failed` times.
+- headphones, hearing: the screening stage's checks (`raters.screening`), judged per rater: a
+  failed check's result excludes or flags every session of the rater; "exclude" also screens
+  the rater out before any session (once the attempts allowed are used up).
 """
 
 from __future__ import annotations
@@ -87,7 +90,11 @@ DEFAULTS: dict[str, dict] = {
     },
     "not_listened": {"action": "flag", "min_heard_fraction": 0.9, "max_share": 0.1},
     "gold": {"action": "flag", "tolerance": 1.0, "max_failed": 0},
+    # The screening checks: their thresholds are the test's screening settings.
+    "headphones": {"action": "exclude"},
+    "hearing": {"action": "exclude"},
 }
+SCREENING_RULES = ("headphones", "hearing")
 RULES = tuple(DEFAULTS)
 
 
@@ -316,3 +323,58 @@ def assess(
         key: assess_session(key[2], key[0], key[1], answers, rules, finished=key[2] not in open_)
         for key, answers in sorted(groups.items())
     }
+
+
+def screening_flags(failed: Mapping[str, str], rules: RaterRules, *, crowd: bool) -> list[Flag]:
+    """A rater's failed screening checks (`failed`: step to its result in words) as the flags
+    every session of the rater carries."""
+    flags = []
+    for name in SCREENING_RULES:
+        if name not in failed:
+            continue
+        rule = rules[name]
+        action = rule["crowd_action" if crowd and "crowd_action" in rule else "action"]
+        if action != "off":
+            flags.append(Flag(name, action, f"{name} check failed: {failed[name]}"))
+    return flags
+
+
+def assess_judge(
+    judge: str, answers: Sequence[Mapping], rules: RaterRules, *, crowd: bool = False
+) -> Verdict:
+    """A judge of the text-prompt study, by the same rules as a listening session: too_fast and
+    not_listened over the answers to sounds (descriptions and realism marks: `answer_s`,
+    `heard_fraction`), and gold over the realism test's gold clips (rows with `gold` true: a
+    real clip known to be real, failed when marked generated)."""
+    verdict = Verdict(judge, judge, "text-prompt")
+
+    def add(name: str, reason: str) -> None:
+        action = rules[name][
+            "crowd_action" if crowd and "crowd_action" in rules[name] else "action"
+        ]
+        if action != "off":
+            verdict.flags.append(Flag(name, action, reason))
+
+    rule = rules["too_fast"]
+    times = [t for r in answers if (t := _number(r.get("answer_s"))) is not None]
+    if len(times) >= max(1, rule["min_answers"]):
+        median = statistics.median(times)
+        if median < rule["min_median_answer_s"]:
+            add(
+                "too_fast",
+                f"median {median:.1f} s to answer (limit {rule['min_median_answer_s']:g} s)",
+            )
+    rule = rules["not_listened"]
+    heard = [h for r in answers if (h := _number(r.get("heard_fraction"))) is not None]
+    if heard:
+        short = sum(h < rule["min_heard_fraction"] for h in heard)
+        if short / len(heard) > rule["max_share"]:
+            add(
+                "not_listened",
+                f"{short} of {len(heard)} sounds heard below "
+                f"{round(100 * rule['min_heard_fraction'])}%",
+            )
+    failed = sum(1 for r in answers if r.get("gold") and not r.get("says_real"))
+    if failed > rules["gold"]["max_failed"]:
+        add("gold", f"{failed} gold real clip(s) marked generated")
+    return verdict

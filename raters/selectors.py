@@ -21,10 +21,11 @@ from .models import (
     ListeningTest,
     Rater,
     Rating,
+    ScreeningAttempt,
     Stimulus,
     Trial,
 )
-from .rules import RaterRules, Verdict, assess
+from .rules import RaterRules, Verdict, assess, screening_flags
 
 RATING_COLUMNS = (
     "rater",
@@ -156,6 +157,7 @@ def session_verdicts(
     """Per session (by id), the rater-quality rules' verdict; a session still being rated is
     assessed only by what can no longer change. This reads every answer of the challenge (for
     monitoring and scoring); the raters' pages read the verdicts stored on the sessions."""
+    whole = rows is None
     rows = answer_rows(challenge) if rows is None else rows
     if open_codes is None:
         open_codes = [
@@ -164,8 +166,34 @@ def session_verdicts(
                 rater__challenge=challenge, state=CategorySession.State.OPEN
             ).values_list("pk", "rater__code")
         ]
-    verdicts = assess(rows, rules or rater_rules(challenge), unfinished=open_codes)
+    rules = rules or rater_rules(challenge)
+    verdicts = assess(rows, rules, unfinished=open_codes)
+    # The screening checks judge raters, not answers: read with the whole challenge (monitoring,
+    # scoring, exports). A save assessing its own session skips them: a rater a check excludes
+    # was screened out before any session.
+    screened = screening_failures(challenge) if whole else {}
+    for verdict in verdicts.values():
+        failed, crowd = screened.get(verdict.rater, ({}, False))
+        verdict.flags.extend(screening_flags(failed, rules, crowd=crowd))
     return {int(v.session.rsplit("-", 1)[1]): v for v in verdicts.values()}
+
+
+def screening_failures(challenge: Challenge) -> dict[str, tuple[dict[str, str], bool]]:
+    """Per rater code, the screening checks whose last attempt failed (step: result in words),
+    and whether the rater is a crowd worker: what the engine's screening rules read."""
+    found: dict[str, tuple[dict[str, str], bool]] = {}
+    attempts = (
+        ScreeningAttempt.objects.filter(rater__challenge=challenge, finished_at__isnull=False)
+        .order_by("rater_id", "step", "number")
+        .values_list("rater__code", "rater__kind", "step", "state", "summary")
+    )
+    for code, kind, step, state, summary in attempts:
+        failed, _ = found.setdefault(code, ({}, kind == Rater.Kind.CROWD))
+        if state == ScreeningAttempt.State.FAILED:
+            failed[step] = summary
+        else:
+            failed.pop(step, None)
+    return found
 
 
 def rating_rows(challenge: Challenge) -> list[dict]:
@@ -234,13 +262,21 @@ def crowd_decisions(challenge: Challenge) -> list[dict]:
     whose sessions the rater-quality rules exclude (failed attention checks), approve one who
     finished, leave one who has not finished."""
     rows = []
+    screened = screening_failures(challenge)
     for row in rater_progress(challenge):
         rater = row["rater"]
         if rater.kind != Rater.Kind.CROWD:
             continue
         checks = sum(s.verdict.anchors for s in row["sessions"])
         action = category = ""
-        if row["failing"]:
+        failed = screened.get(rater.code, ({}, True))[0]
+        if failed and not row["sessions"]:
+            # Screened out (or not yet through the checks): given the screen-out code, not the
+            # completion code; the platform's screen-out settles it.
+            message = "Screening not passed: " + "; ".join(
+                f"{step} check {result}" for step, result in sorted(failed.items())
+            )
+        elif row["failing"]:
             action, category = "REJECT", "FAILED_CHECK"
             n = len(row["sessions"])
             message = (

@@ -19,6 +19,7 @@ from . import (
     delivery,
     gold,
     listening,
+    screening,
     selectors,
     statements,
 )
@@ -178,6 +179,8 @@ def next_session(rater: Rater) -> NextStep:
     stimulus reaches the target with as little listening as possible."""
     if rater.diversity_role:
         raise ListeningError("Diversity raters rate no quality or fit.", 403)
+    # No category before the screening is cleared (a rater screened out gets none).
+    screening.require_cleared(rater)
     test = selectors.listening_test(rater.challenge)
     open_session = rater.sessions.filter(state=CategorySession.State.OPEN).order_by("order").first()
     if open_session:

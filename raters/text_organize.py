@@ -20,7 +20,7 @@ from stimuli.models import Challenge, DescribedClip, System
 from stimuli.objective.prompt_scores import clap_setup, request_scores, stored_scores
 from stimuli.permissions import challenge_organizer_required
 
-from . import text_prompts
+from . import text_prompts, text_quality
 from .errors import ListeningError
 from .models import PromptClip, TextJudge, TextPromptStudy
 
@@ -47,13 +47,24 @@ class ReferenceForm(forms.Form):
     descriptions = forms.FileField(help_text="A CSV of file,text (file as category/name.wav).")
 
 
+class GoldForm(forms.Form):
+    gold_clips = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Described clips (their file names, one a line) anyone listening can tell are "
+        "real: each judge's realism test holds one as a gold item. Before judges begin.",
+    )
+
+
 def _context(challenge: Challenge, **extra) -> dict:
     study = text_prompts.study_of(challenge)
     judges = []
     if study is not None:
+        verdicts = text_quality.verdicts(challenge)
         for judge in TextJudge.objects.filter(study=study).select_related("rater", "system"):
             judge.link = reverse("raters:join", args=[challenge.slug, judge.rater.access_key])
             judge.answers = text_prompts.answer_counts(judge)
+            judge.verdict = verdicts.get(judge.rater.code)
             judges.append(judge)
     return {
         "challenge": challenge,
@@ -64,6 +75,13 @@ def _context(challenge: Challenge, **extra) -> dict:
         "clap": _clap_state(study),
         "study_form": StudyForm(challenge=challenge),
         "reference_form": ReferenceForm(),
+        "gold_form": GoldForm(
+            initial={
+                "gold_clips": "\n".join(study.gold_clips.values_list("name", flat=True))
+                if study
+                else ""
+            }
+        ),
         **extra,
     }
 
@@ -179,4 +197,21 @@ def clap_scores(request: HttpRequest, slug: str) -> HttpResponse:
         job = request_scores(challenge, _clap_pairs(study))
         queued = len(job.params["score_ids"]) if job else 0
         messages.success(request, f"{queued} clip{pluralize(queued)} queued for a CLAP score.")
+    return redirect("text_prompts:page", slug=slug)
+
+
+@challenge_organizer_required
+@require_POST
+def gold(request: HttpRequest, slug: str) -> HttpResponse:
+    """The realism test's gold clips, named by file; every name must be a described clip."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = GoldForm(request.POST)
+    try:
+        study = _study(challenge)
+        names = [n.strip() for n in form.data.get("gold_clips", "").splitlines() if n.strip()]
+        text_prompts.set_gold_clips(study, names)
+    except ListeningError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{len(names)} gold clip(s) set.")
     return redirect("text_prompts:page", slug=slug)

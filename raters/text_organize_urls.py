@@ -12,4 +12,5 @@ urlpatterns = [
     path("open/", text_organize.set_open, name="open"),
     path("invite/", text_organize.invite, name="invite"),
     path("clap-scores/", text_organize.clap_scores, name="clap_scores"),
+    path("gold/", text_organize.gold, name="gold"),
 ]

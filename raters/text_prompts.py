@@ -106,6 +106,20 @@ def add_system(study: TextPromptStudy, system: System) -> None:
     study.systems.add(system)
 
 
+def set_gold_clips(study: TextPromptStudy, names: list[str]) -> None:
+    """The realism test's gold clips, by their file names: all named clips or none; fixed once
+    a judge has begun (the judges' draws hold them)."""
+    with transaction.atomic():
+        TextPromptStudy.objects.select_for_update(no_key=True).get(pk=study.pk)
+        if TextJudge.objects.filter(study=study, started_at__isnull=False).exists():
+            raise ListeningError("Judges have begun: the gold clips can no longer change.", 409)
+        clips = list(DescribedClip.objects.filter(challenge=study.challenge, name__in=names))
+        missing = sorted(set(names) - {c.name for c in clips})
+        if missing:
+            raise ListeningError(f"No described clip named: {', '.join(missing)}.")
+        study.gold_clips.set(clips)
+
+
 def reference_needed(study: TextPromptStudy) -> int:
     """Described clips a judge draws: the real interpretability clips and about half the
     realism clips."""
@@ -182,6 +196,9 @@ def start(judge: TextJudge) -> None:
         if locked.started_at is not None:
             return
         pool = list(DescribedClip.objects.filter(challenge=study.challenge).order_by("pk"))
+        # The gold clips are heard only as the realism test's gold item (`_with_gold`).
+        gold = list(study.gold_clips.order_by("pk"))
+        pool = [clip for clip in pool if clip not in gold]
         rng = random.Random(_seed(judge, "draw"))
         k, r = study.interpretability_clips, study.realism_clips
         real_n = r // 2
@@ -193,6 +210,7 @@ def start(judge: TextJudge) -> None:
             texts.append(rng.choice(pool).text)
         kinds = [True] * real_n + [False] * (r - real_n)
         rng.shuffle(kinds)
+        drawn = _with_gold(judge, gold, drawn, k)
         rows = [_real(judge, INTERPRETABILITY, n, clip) for n, clip in enumerate(drawn[:k])]
         for n, text in enumerate(texts[:k]):
             rows.append(_generated(judge, INTERPRETABILITY, k + n, text))
@@ -206,6 +224,17 @@ def start(judge: TextJudge) -> None:
         TextJudge.objects.filter(pk=judge.pk).update(started_at=timezone.now())
     judge.refresh_from_db()
     text_generation.dispatch([judge.system_id])
+
+
+def _with_gold(
+    judge: TextJudge, gold: list[DescribedClip], drawn: list[DescribedClip], k: int
+) -> list[DescribedClip]:
+    """The drawn clips with one of the study's gold clips as the realism test's first real clip
+    (drawn apart, so a study without gold clips draws as before)."""
+    if not gold or len(drawn) <= k:
+        return drawn
+    pick = random.Random(_seed(judge, "gold")).choice(gold)
+    return [*drawn[:k], pick, *drawn[k + 1 :]]
 
 
 def _real(judge: TextJudge, test: str, position: int, clip: DescribedClip) -> TextTrial:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import text_views, views
+from . import screening_views, text_views, views
 
 app_name = "raters"
 urlpatterns = [
@@ -11,6 +11,9 @@ urlpatterns = [
     path("<slug:slug>/crowd/<str:key>/", views.crowd, name="crowd"),
     path("<slug:slug>/consent/", views.consent, name="consent"),
     path("<slug:slug>/instructions/", views.instructions, name="instructions"),
+    path("<slug:slug>/checks/", screening_views.page, name="screening"),
+    path("<slug:slug>/checks/answer/", screening_views.answer, name="screening_answer"),
+    path("<slug:slug>/checks/retry/", screening_views.retry, name="screening_retry"),
     path("<slug:slug>/start/", views.start_trials, name="start"),
     path("<slug:slug>/rate/", views.rate, name="rate"),
     path("<slug:slug>/next/", views.next_category, name="next"),

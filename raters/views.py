@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from stimuli.models import Challenge
 from stimuli.permissions import may_read
 
-from . import delivery, diversity, enrolment, listening, selectors, sessions, statements
+from . import delivery, diversity, enrolment, listening, screening, selectors, sessions, statements
 from .errors import ListeningError
 from .models import CategorySession, Rater, TextJudge
 from .workload import workload
@@ -198,6 +198,10 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         return _closed(request, challenge)
     # The rater's few sessions in one query: the open one, and how many are closed.
     own = list(rater.sessions.select_related("category").order_by("order"))
+    # Headphones, level and hearing are checked before the first category (which the checks
+    # assign): a rater with a session has cleared them.
+    if not own and screening.pending(rater):
+        return redirect("raters:screening", slug=challenge.slug)
     session = next((s for s in own if s.state == CategorySession.State.OPEN), None)
     closed = sum(s.state == CategorySession.State.CLOSED for s in own)
     if session is None:
@@ -335,6 +339,8 @@ def instructions(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
     if request.method == "POST":
         enrolment.record_instructions(rater)
         if not rater.diversity_role and not rater.sessions.exists():
+            if screening.pending(rater):  # the checks first; they assign the first category
+                return redirect("raters:screening", slug=challenge.slug)
             sessions.next_session(rater)
         return redirect("raters:home", slug=challenge.slug)
     test = selectors.listening_test(challenge)

@@ -386,7 +386,18 @@ def text_prompt_tables(result: dict) -> list[Table]:
             for j in s["per_judge"]
         ],
     )
-    return [systems, judges, *clap_tables(study)]
+    judged = Table(
+        "text-prompt-judges-excluded",
+        "Text-prompt study: judges the rater-quality rules excluded or flagged",
+        [
+            Column("judge", "Judge"),
+            Column("system", "System"),
+            Column("excluded", "Excluded"),
+            Column("reasons", "Reasons"),
+        ],
+        list(study.get("judged", [])),
+    )
+    return [systems, judges, judged, *clap_tables(study)]
 
 
 def clap_tables(study: dict) -> list[Table]:

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from raters import preparation, selectors
 from raters import text_prompts as text_study
-from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
+from raters.selectors import diversity_rows, rating_rows
+from raters.text_quality import judged_rows as judged_text_prompt_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
@@ -35,9 +36,15 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
     with the hashes of its answer tables among the snapshot's inputs."""
     if text_study.study_of(challenge) is None:
         return result
-    rows = text_prompt_rows(challenge)
+    # The judges the rater-quality rules exclude are left out, of the CLAP correlation with
+    # their answers too; every judge a rule named is listed with the reasons (the
+    # "text-prompt-judges-excluded" download).
+    rows, judged = judged_text_prompt_rows(challenge)
+    excluded = {j["judge"] for j in judged if j["excluded"]}
     clap = text_prompt_clap(challenge)
+    clap["sets"] = [s for s in clap["sets"] if s["judge"] not in excluded]
     result["text_prompt"] = score_text_prompts(rows, clap)
+    result["text_prompt"]["judged"] = judged
     result.setdefault("inputs", {}).update(
         {
             f"text_prompt_{name}": table_hash(rows[name], cols)

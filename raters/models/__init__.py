@@ -1,5 +1,5 @@
-"""The raters' models: the DCASE listening test's (`listening`) and the text-prompt protocol's
-(`text_prompts`), one app."""
+"""The raters' models: the DCASE listening test's (`listening`), its screening stage's (`screening`)
+and the text-prompt protocol's (`text_prompts`), one app."""
 
 from .listening import (  # noqa: F401
     ANCHOR_KINDS,
@@ -25,6 +25,7 @@ from .listening import (  # noqa: F401
     new_seed,
     new_token,
 )
+from .screening import Screening, ScreeningAttempt, ScreeningTrial  # noqa: F401
 from .text_prompts import (  # noqa: F401
     MATCH_ANSWERS,
     DescriptionAnswer,

@@ -40,6 +40,13 @@ class TextPromptStudy(models.Model):
     )
     prompts = models.PositiveSmallIntegerField(default=10, help_text="Prompts each judge types.")
     clips_per_prompt = models.PositiveSmallIntegerField(default=5)
+    gold_clips = models.ManyToManyField(
+        DescribedClip,
+        blank=True,
+        related_name="+",
+        help_text="Real clips anyone listening can tell are real: each judge's realism test "
+        "holds one, and a judge who marks it generated fails the gold rule.",
+    )
     is_open = models.BooleanField(default=False)
     seed = models.BigIntegerField(default=new_seed)
     created_at = models.DateTimeField(auto_now_add=True)

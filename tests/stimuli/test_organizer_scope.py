@@ -27,6 +27,7 @@ PUBLIC = {
     "raters:player", "raters:diversity", "raters:rate_diversity", "raters:text_home",
     "raters:text_progress", "raters:text_begin", "raters:text_describe", "raters:text_mark",
     "raters:text_realism", "raters:text_prompt", "raters:text_answer", "raters:text_marks_done",
+    "raters:screening", "raters:screening_answer", "raters:screening_retry",
     "scoring:index", "scoring:challenge", "scoring:snapshot", "scoring:track", "scoring:plot",
     "scoring:download",
     "results-api-challenges", "results-api-snapshots", "results-api-latest",

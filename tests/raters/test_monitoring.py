@@ -1,0 +1,110 @@
+"""The organizers' monitoring table at 300 simulated raters: one row per rater with a short
+verdict per rule and per screening step, the pass rates above, filtered and sorted on the
+server, the reasons behind a disclosure, and the screening settings and export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+
+from raters import monitoring
+from raters.models import Screening
+from tests.listening_setup import build_listening_challenge
+from tests.raters.monitor_setup import add_raters
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def crowd_run():
+    challenge = build_listening_challenge(slug="monitor", categories=2)
+    counts = add_raters(challenge, 300)
+    return challenge, counts
+
+
+def test_every_rater_has_one_row_with_a_verdict_per_rule_and_step(crowd_run):
+    challenge, counts = crowd_run
+    table = monitoring.table(challenge)
+    assert table.total == 300 and len(table.rows) == 300
+    assert table.steps == ["level", "headphones"]
+    assert table.counts["screened_out"] == counts["screened_out"]
+    assert table.counts["screening"] == counts["screening"]
+    by_status = {s: n for s, n in table.counts.items() if n}
+    # Crowd workers are excluded by too fast and straight-lining, invited ones only flagged.
+    assert by_status["excluded"] > 0 and by_status["flagged"] > 0 and by_status["ok"] > 100
+    rates = {r["step"]: r for r in table.step_rates}
+    assert rates["headphones"]["judged"] == 300 - counts["screening"]
+    assert (
+        rates["headphones"]["passed"]
+        == 300 - counts["screening"] - counts["screened_out"] - counts["headphones_failed_once"]
+    )
+    rules = {r["rule"]: r for r in table.rule_rates}
+    assert rules["too_fast"]["judged"] == 300 - counts["screened_out"] - counts["screening"]
+    assert rules["too_fast"]["passed"] == rules["too_fast"]["judged"] - counts["too_fast"]
+    fast = next(r for r in table.rows if r.rules["too_fast"] in ("exclude", "flag"))
+    assert any("too_fast: median 1.0 s" in reason for reason in fast.reasons)
+
+
+def test_the_table_filters_and_sorts(crowd_run):
+    challenge, counts = crowd_run
+    out = monitoring.table(challenge, {"status": "screened_out"})
+    assert len(out.rows) == counts["screened_out"] and out.total == 300
+    assert all(r.steps["headphones"] == "out" for r in out.rows)
+    invited = monitoring.table(challenge, {"kind": "invited", "status": "excluded"})
+    assert invited.rows == [] or all(r.rater.kind == "invited" for r in invited.rows)
+    worst = monitoring.table(challenge, {"sort": "too_fast"}).rows
+    assert worst[0].rules["too_fast"] == "exclude"
+    last = monitoring.table(challenge, {"sort": "answered", "order": "desc"}).rows
+    assert last[0].answered >= last[-1].answered
+    ignored = monitoring.table(challenge, {"status": "nonsense", "sort": "nonsense"})
+    assert len(ignored.rows) == 300 and ignored.sort == "enrolment"
+
+
+def test_the_progress_partial_shows_codes_rates_and_reasons(crowd_run, organizer_client):
+    challenge, counts = crowd_run
+    url = f"/organize/{challenge.slug}/listening/progress/"
+    html = organizer_client.get(url).content.decode()
+    assert html.count('<tr class="status-') == 300
+    assert 'id="pass-rates"' in html and '<span class="code">HP</span>' in html
+    assert "<summary>1 reason</summary>" in html
+    filtered = organizer_client.get(url, {"status": "screened_out"}).content.decode()
+    assert filtered.count('<tr class="status-') == counts["screened_out"]
+    assert re.search(r"Showing \d+\.", filtered)
+    page = organizer_client.get(f"/organize/{challenge.slug}/listening/").content.decode()
+    assert 'hx-include="#rater-filter"' in page and 'id="rater-filter"' in page
+
+
+def test_screening_is_switched_on_and_off_and_its_attempts_exported(organizer_client):
+    challenge = build_listening_challenge(slug="monitor-settings", categories=1)
+    base = f"/organize/{challenge.slug}/listening/"
+    form = {
+        "enabled": "on",
+        "who": "crowd",
+        "level_check": "on",
+        "headphone_check": "on",
+        "headphone_trials": "6",
+        "headphone_pass": "7",
+        "hearing_triplets": "24",
+        "hearing_pass_db": "-7",
+        "attempts": "2",
+        "screen_out_code": "SCREEN1",
+        "screen_out_url": "",
+    }
+    response = organizer_client.post(f"{base}screening/", form)
+    assert response.status_code == 400 and "At most the number of trials." in (
+        response.content.decode()
+    )
+    assert not Screening.objects.exists()
+    organizer_client.post(f"{base}screening/", {**form, "headphone_pass": "5"})
+    saved = Screening.objects.get()
+    assert saved.steps() == ["level", "headphones"] and saved.screen_out_code == "SCREEN1"
+    add_raters(challenge, 20)
+    response = organizer_client.get(f"{base}screening.csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert {r["step"] for r in rows} == {"level", "headphones"}
+    assert any(r["state"] == "failed" and r["summary"] == "2 of 6 right, pass at 5" for r in rows)
+    organizer_client.post(f"{base}screening/", {**form, "enabled": "", "headphone_pass": "5"})
+    assert not Screening.objects.exists()
