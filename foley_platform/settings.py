@@ -316,6 +316,7 @@ CELERY_TASK_ROUTES = {
     "stimuli.tasks.generate_clips": {"queue": "gpu"},
     "stimuli.tasks.generate_validation": {"queue": "gpu"},
     "stimuli.tasks.generate_from_text": {"queue": "gpu"},
+    "stimuli.tasks.check_submission": {"queue": "gpu"},
     "stimuli.tasks.embed_clips": {"queue": "gpu"},
     "stimuli.tasks.compute_fad": {"queue": "cpu"},
     "stimuli.tasks.select_medoids": {"queue": "cpu"},
