@@ -388,6 +388,8 @@ def _organize_stage_prefixes() -> set[str]:
             isinstance(entry, URLResolver)
             and route.startswith("organize/")
             and route != "organize/"
+            # /organize/<challenge>/<stage>/: the challenge first, no literal to collide with.
+            and not route.startswith("organize/<")
         ):
             prefixes.add(route.removeprefix("organize/").strip("/"))
     return prefixes

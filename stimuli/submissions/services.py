@@ -351,3 +351,27 @@ def choose_version(submission: Submission, user) -> Submission:
         current.chosen = True
         current.save(update_fields=["chosen"])
     return current
+
+
+def rerun(submission: Submission, user) -> Job:
+    """An organizer checks a version again (say, after a worker was fixed)."""
+    with transaction.atomic():
+        current = Submission.objects.select_for_update(no_key=True).get(pk=submission.pk)
+        if current.state in (Submission.State.QUEUED, Submission.State.CHECKING):
+            raise Conflict("This version's check is still under way.")
+        current.clips.all().delete()
+        Submission.objects.filter(pk=current.pk).update(report={}, feedback={})
+        return start_check(current, user)
+
+
+def disqualify(submission: Submission, *, reason: str, by) -> Submission:
+    """Take a version out of the challenge, with a reason the team sees."""
+    if not reason.strip():
+        raise Refused("reason: say why; the team sees the reason")
+    with transaction.atomic():
+        lock_challenge(submission.challenge_id)
+        Submission.objects.filter(pk=submission.pk).update(
+            disqualified_reason=reason.strip(), disqualified_at=timezone.now(), chosen=False
+        )
+    submission.refresh_from_db()
+    return submission

@@ -1,0 +1,76 @@
+"""The teams' pages and the organizer's: sign-up from the link, the timeline in the challenge's
+time zone, submitting from the page, and the organizer's teams, diff and CSV."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import mail
+from django.test import Client
+from django.urls import reverse
+
+from stimuli.models import Team
+from stimuli.submissions import teams
+from stimuli.submissions.models import Submission
+
+from .conftest import PASSWORD, baseline_archive, upload
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.django_db(transaction=True)]
+
+
+def test_timeline_is_public_in_the_challenges_time_zone(open_challenge, client):
+    html = client.get(reverse("teams:timeline", args=["teams"])).content.decode()
+    assert "Europe/Paris" in html and 'data-phase="development"' in html
+    assert 'aria-current="step" class="current" data-phase="development"' in html
+
+
+def test_sign_up_from_the_link_then_submit_from_the_page(open_challenge):
+    invitation = teams.create_team_with_invitation(open_challenge, name="Barkers")
+    client = Client()
+    url = reverse("teams:join", args=["teams", invitation.token])
+    assert "Sign up and join Barkers" in client.get(url).content.decode()
+    response = client.post(
+        url, {"username": "ann", "email": "ann@example.org", "password": PASSWORD}
+    )
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "teams:team", args=["teams"]
+    )
+    page = client.get(response["Location"]).content.decode()
+    assert "Team Barkers" in page and invitation.token in page
+    response = client.post(
+        reverse("teams:submit", args=["teams"]),
+        {"system": "Barker", "track": "A", "licence": "MIT", "archive": upload(baseline_archive())},
+    )
+    submission = Submission.objects.get()
+    assert response["Location"] == reverse("teams:submission", args=["teams", submission.pk])
+    html = client.get(response["Location"]).content.decode()
+    assert "Valid generator" in html and 'id="examples"' in html
+
+
+def test_password_reset_goes_through_the_email_backend(open_challenge, make_member, client):
+    make_member("Barkers", "ann")
+    response = client.post(reverse("password_reset"), {"email": "ann@example.org"})
+    assert response.status_code == 302
+    assert len(mail.outbox) == 1 and "ann" in mail.outbox[0].body
+
+
+def test_organizer_sees_teams_versions_diff_and_csv(open_challenge, make_member, organizer_client):
+    from stimuli.submissions.services import submit
+
+    from .conftest import meta
+
+    ann = make_member("Barkers", "ann")
+    team = Team.objects.get(name="Barkers")
+    submit(team, ann, meta(), upload(baseline_archive()))
+    second = submit(team, ann, meta(), upload(baseline_archive(code_suffix="\nFIXED = True\n")))
+    page = organizer_client.get(reverse("submissions_organize:index", args=["teams"]))
+    assert page.status_code == 200 and "Barkers" in page.content.decode()
+    diff = organizer_client.get(reverse("submissions_organize:diff", args=["teams", second.pk]))
+    text = diff.content.decode()
+    assert "+FIXED = True" in text and "byte-identical" in text
+    csv = organizer_client.get(reverse("submissions_organize:export", args=["teams"]))
+    assert csv.content.decode().count("Barker,A,") == 2
+    response = organizer_client.post(
+        reverse("submissions_organize:disqualify", args=["teams", second.pk]), {"reason": "Copied"}
+    )
+    assert response.status_code == 302
+    assert Submission.objects.get(pk=second.pk).disqualified_reason == "Copied"
