@@ -176,6 +176,7 @@ def _submission_context(request: HttpRequest, pk: int) -> dict:
         "fad_model": fad.get("model", ""),
         "fad_error": fad.get("error", ""),
         "counting": selectors.counting_version(submission.system),
+        "schedule": selectors.schedule(request.challenge),
     }
 
 

@@ -51,6 +51,18 @@ def test_password_reset_goes_through_the_email_backend(open_challenge, make_memb
     response = client.post(reverse("password_reset"), {"email": "ann@example.org"})
     assert response.status_code == 302
     assert len(mail.outbox) == 1 and "ann" in mail.outbox[0].body
+    link = next(line for line in mail.outbox[0].body.splitlines() if "/accounts/reset/" in line)
+    path = link[link.index("/accounts/reset/") :].strip()
+    form = client.get(path, follow=True)
+    assert "Choose a new password" in form.content.decode()
+    done = client.post(
+        form.redirect_chain[-1][0],
+        {"new_password1": "another-long-password-9", "new_password2": "another-long-password-9"},
+    )
+    assert done.status_code == 302
+    from django.contrib.auth import get_user_model
+
+    assert get_user_model().objects.get(username="ann").check_password("another-long-password-9")
 
 
 def test_organizer_sees_teams_versions_diff_and_csv(open_challenge, make_member, organizer_client):
