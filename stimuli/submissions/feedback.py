@@ -160,6 +160,10 @@ def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
             report=report,
             feedback=feedback,
         )
+        if report["ok"]:
+            from .services import sync_generator
+
+            sync_generator(submission.system)
     progress(steps, steps, report["summary"])
     result = {"ok": report["ok"], "summary": report["summary"]}
     if not report["ok"]:

@@ -350,6 +350,7 @@ def choose_version(submission: Submission, user) -> Submission:
         Submission.objects.filter(system_id=current.system_id, chosen=True).update(chosen=False)
         current.chosen = True
         current.save(update_fields=["chosen"])
+        sync_generator(current.system)
     return current
 
 
@@ -373,5 +374,39 @@ def disqualify(submission: Submission, *, reason: str, by) -> Submission:
         Submission.objects.filter(pk=submission.pk).update(
             disqualified_reason=reason.strip(), disqualified_at=timezone.now(), chosen=False
         )
+        sync_generator(submission.system)
     submission.refresh_from_db()
     return submission
+
+
+def sync_generator(system: System) -> None:
+    """Make the system's generator code its counting version, so the organizers' generation at
+    evaluation runs what counts (or leave it when no version counts). The generator gets its own
+    copy of the archive (generators/<sha256>), which the generators' stage may delete when code
+    is replaced: a version's own file stays."""
+    from ..models import Generator
+
+    counting = selectors.counting_version(system)
+    if counting is None:
+        return
+    suffix = ".whl" if counting.archive.endswith(".whl") else ".zip"
+    copy = f"generators/{counting.archive_sha256}{suffix}"
+    if not default_storage.exists(copy):
+        with default_storage.open(counting.archive, "rb") as handle:
+            default_storage.save(copy, File(handle))
+    Generator.objects.update_or_create(
+        system=system,
+        defaults={
+            "module": counting.module,
+            "archive": copy,
+            "archive_name": counting.archive_name,
+            "archive_sha256": counting.archive_sha256,
+            "config": counting.config,
+            "trusted": False,
+            "state": Generator.State.VALID,
+            "report": counting.report,
+            "validated_at": timezone.now(),
+        },
+    )
+    if system.kind != System.Kind.GENERATOR:
+        System.objects.filter(pk=system.pk).update(kind=System.Kind.GENERATOR)

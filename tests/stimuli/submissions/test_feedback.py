@@ -47,6 +47,23 @@ def test_baseline_gets_report_examples_projection_and_fad_dev(development_set, m
     assert all(v["system"] >= 0 and v["baseline"] >= 0 for v in fad.values())
 
 
+def test_the_counting_version_is_the_code_generation_runs(open_challenge, make_member):
+    """The latest valid version counts unless the team chooses another; the system's generator
+    (what the organizers' generation runs at evaluation) follows, never trusted."""
+    from stimuli.models import Generator
+    from stimuli.submissions.services import choose_version
+
+    user, team = _team(make_member)
+    first = submit(team, user, meta(), upload(baseline_archive()))
+    second = submit(team, user, meta(), upload(baseline_archive(code_suffix="\n# v2\n")))
+    generator = Generator.objects.get(system=second.system)
+    assert generator.archive_sha256 == second.archive_sha256
+    assert generator.state == Generator.State.VALID and not generator.trusted
+    choose_version(first, user)
+    generator.refresh_from_db()
+    assert generator.archive_sha256 == first.archive_sha256
+
+
 def test_over_the_compute_budget_is_refused_with_the_reason(development_set, make_member):
     schedule.set_schedule(development_set, compute_budget_s=0.001)
     user, team = _team(make_member)
