@@ -740,5 +740,6 @@ from .submissions.models import (  # noqa: E402, F401
     SubmissionClip,
     TeamInvitation,
     TeamMembership,
+    TeamNotice,
     TeamRegistration,
 )

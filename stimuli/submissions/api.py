@@ -42,7 +42,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         found = self.get_queryset().filter(pk=self.kwargs["pk"]).first()
         if found is None:
             raise Http404("No such submission.")
-        return found
+        return services.settle(found)
 
     @extend_schema(request=SubmitSerializer, responses={201: SubmissionSerializer})
     def create(self, request, *args, **kwargs) -> Response:

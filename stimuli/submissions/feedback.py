@@ -37,6 +37,7 @@ from ..generators.sandbox import Limits, cuda_visible
 from ..generators.validate import validate_source
 from ..jobs import JobProgress, ensure_still_mine, run_job
 from ..models import Category, Clip, Generator, Job
+from . import notifications
 from .models import Submission, SubmissionClip
 
 # Problems that are the platform's, not the team's: the submission costs no quota.
@@ -97,19 +98,9 @@ def _platform_failed(submission: Submission, job: Job, why: str) -> dict:
             counts_in_quota=False,
             report={"ok": False, "summary": f"The platform could not check this version: {why}"},
         )
+        transaction.on_commit(lambda: notifications.check_finished(submission))
     JobProgress(job).log(f"platform failure: {why}")
     return {"platform_error": why, "_failed": True, "_error": f"[platform] {why}"[:2000]}
-
-
-def mark_lost(submission: Submission) -> None:
-    """A submission whose check lost its worker for good: the platform's failure."""
-    _set(
-        submission,
-        state=Submission.State.PLATFORM_ERROR,
-        counts_in_quota=False,
-        report={"ok": False, "summary": "The platform could not check this version: the worker "
-                "was lost. It does not count against your quota; submit it again."},
-    )  # fmt: skip
 
 
 def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
@@ -142,8 +133,21 @@ def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
     progress(1, steps, report["summary"])
     feedback: dict = {}
     if report["ok"]:
-        feedback = _examples(submission, generator, categories, schedule, job, progress)
-        if feedback.get("over_budget"):
+        try:
+            feedback = _examples(submission, generator, categories, schedule, job, progress)
+        except SandboxError as exc:
+            # The code passed validation and then failed on the longer run: the team's failure.
+            if exc.code in PLATFORM_CODES:
+                raise PlatformFailure(exc.message) from None
+            feedback = {"error": f"[{exc.code}] {exc.message}"}
+        if feedback.get("error"):
+            report["ok"] = False
+            report.setdefault("problems", []).append(
+                {"code": "examples", "message": f"making the example clips: {feedback['error']}",
+                 "detail": ""}
+            )  # fmt: skip
+            report["summary"] = f"Invalid generator: making the example clips: {feedback['error']}"
+        elif feedback.get("over_budget"):
             report["ok"] = False
             report.setdefault("problems", []).append(
                 {"code": "over_budget", "message": feedback["over_budget"], "detail": ""}
@@ -164,6 +168,7 @@ def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
             from .services import sync_generator
 
             sync_generator(submission.system)
+        transaction.on_commit(lambda: notifications.check_finished(submission))
     progress(steps, steps, report["summary"])
     result = {"ok": report["ok"], "summary": report["summary"]}
     if not report["ok"]:
@@ -314,16 +319,3 @@ def _baseline_examples(submission, categories, job) -> dict[str, list]:
                     audios.append(storage.stored_audio(check_)[0])
             out[category.slug] = audios
     return out
-
-
-def finish_lost_checks(now=None) -> int:
-    """Submissions whose check's job failed because its worker was lost: the platform's."""
-    lost = Submission.objects.filter(
-        state__in=[Submission.State.QUEUED, Submission.State.CHECKING],
-        job__state=Job.State.FAILED,
-    )
-    count = 0
-    for submission in lost:
-        mark_lost(submission)
-        count += 1
-    return count

@@ -93,6 +93,22 @@ class TeamRegistration(models.Model):
         return f"registration of {self.team} ({self.state})"
 
 
+class TeamNotice(models.Model):
+    """An e-mail sent to a team once (a deadline reminder): what keeps it from being sent twice."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="notices")
+    key = models.CharField(max_length=120, help_text="What it was about, like deadline:<iso>.")
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "key"], name="team_notice_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} to {self.team}"
+
+
 class ChallengeSchedule(models.Model):
     """The submission weeks of a challenge: its dates (stored in UTC, shown in `time_zone`)
     and the limits on what teams submit. The server's clock decides every deadline."""

@@ -23,10 +23,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..errors import Conflict, Refused
-from ..jobs import enqueue
+from ..jobs import enqueue, fail_if_stale
 from ..models import Job, System, Team, Track
 from ..services import create_system
-from . import selectors
+from . import notifications, selectors
 from .models import ChallengeSchedule, Submission
 from .schedule import lock_challenge
 
@@ -376,6 +376,7 @@ def disqualify(submission: Submission, *, reason: str, by) -> Submission:
         )
         sync_generator(submission.system)
     submission.refresh_from_db()
+    notifications.disqualified(submission)
     return submission
 
 
@@ -410,3 +411,29 @@ def sync_generator(system: System) -> None:
     )
     if system.kind != System.Kind.GENERATOR:
         System.objects.filter(pk=system.pk).update(kind=System.Kind.GENERATOR)
+
+
+LOST = (
+    "The platform could not check this version: {why}. It does not count against your quota; "
+    "submit it again."
+)
+
+
+def settle(submission: Submission) -> Submission:
+    """A version whose check can no longer finish (its worker lost for good, or the check
+    itself broke) is the platform's failure: marked so, and free of the quota."""
+    if submission.is_finished or submission.job_id is None:
+        return submission
+    job = fail_if_stale(submission.job)
+    if job.state != Job.State.FAILED:
+        return submission
+    why = job.error or "the worker was lost"
+    Submission.objects.filter(
+        pk=submission.pk, state__in=[Submission.State.QUEUED, Submission.State.CHECKING]
+    ).update(
+        state=Submission.State.PLATFORM_ERROR,
+        counts_in_quota=False,
+        report={"ok": False, "summary": LOST.format(why=why)},
+    )
+    submission.refresh_from_db()
+    return submission

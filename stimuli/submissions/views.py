@@ -162,6 +162,7 @@ def _submission_context(request: HttpRequest, pk: int) -> dict:
     submission = selectors.team_submission(request.team, pk)
     if submission is None:  # another team's does not exist for this one
         raise Http404("No such submission.")
+    submission = services.settle(submission)
     clips: dict = {}
     for clip in SubmissionClip.objects.filter(submission=submission).select_related("category"):
         clips.setdefault(clip.category, []).append(clip)

@@ -45,6 +45,11 @@ def test_baseline_gets_report_examples_projection_and_fad_dev(development_set, m
     fad = feedback["fad_dev"]["categories"]
     assert set(fad) == {"dog_bark", "rain"}
     assert all(v["system"] >= 0 and v["baseline"] >= 0 for v in fad.values())
+    # The members hear of it by e-mail.
+    from django.core import mail
+
+    assert [m.subject for m in mail.outbox] == ["[Teams] Barker v1: valid"]
+    assert mail.outbox[0].bcc == ["ann@example.org"]
 
 
 def test_the_counting_version_is_the_code_generation_runs(open_challenge, make_member):

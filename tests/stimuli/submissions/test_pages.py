@@ -86,3 +86,21 @@ def test_organizer_sees_teams_versions_diff_and_csv(open_challenge, make_member,
     )
     assert response.status_code == 302
     assert Submission.objects.get(pk=second.pk).disqualified_reason == "Copied"
+    assert "disqualified" in mail.outbox[-1].subject and "Copied" in mail.outbox[-1].body
+
+
+def test_deadline_reminder_goes_once_a_day_ahead(open_challenge, make_member):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from stimuli.submissions import schedule
+    from stimuli.submissions.notifications import remind_deadlines
+
+    make_member("Barkers", "ann")
+    assert remind_deadlines() == 0  # a week ahead
+    schedule.set_schedule(
+        open_challenge, submission_deadline=timezone.now() + dt.timedelta(hours=20)
+    )
+    assert remind_deadlines() == 1 and remind_deadlines() == 0
+    assert "less than a day" in mail.outbox[-1].subject and "CET" in mail.outbox[-1].body

@@ -181,3 +181,26 @@ def test_extension_gives_one_team_more_time(open_challenge, make_member, organiz
         by=organizer,
     )
     assert submit(team, user, meta(), upload(baseline_archive())).version == 1
+
+
+def test_a_check_whose_worker_was_lost_frees_the_quota(
+    open_challenge, make_member, queued_only, client, settings
+):
+    """No worker ever takes the check (its worker died with it): once its heartbeat is stale,
+    the version is the platform's failure and the day's quota is free again."""
+    from django.urls import reverse
+
+    from stimuli.models import Job
+
+    schedule.set_schedule(open_challenge, submissions_per_day=1)
+    user, team = _team(make_member)
+    lost = submit(team, user, meta(), upload(baseline_archive()))
+    Job.objects.filter(pk=lost.job_id).update(
+        state=Job.State.RUNNING, updated_at=timezone.now() - dt.timedelta(hours=1)
+    )
+    client.force_login(user)
+    html = client.get(reverse("teams:submission", args=["teams", lost.pk])).content.decode()
+    assert "the worker was lost" in html and "does not count against your" in html
+    lost.refresh_from_db()
+    assert lost.state == Submission.State.PLATFORM_ERROR and not lost.counts_in_quota
+    assert submit(team, user, meta(), upload(baseline_archive())).version == 2
