@@ -122,6 +122,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "stimuli.permissions.roles",
+                "stimuli.submissions.context.team_links",
             ],
         },
     },

@@ -127,9 +127,21 @@ def _check_metadata(
     return track, problems
 
 
-def _store(upload: File, prefix: str) -> tuple[str, str, str, Path, tempfile.TemporaryDirectory]:
-    """Copy an upload to a local file and to storage under its sha256; the local copy stays
-    for the caller's checks until the returned folder is cleaned up."""
+@dataclass
+class Received:
+    """An upload copied to a local file, hashed, and the storage name it will have."""
+
+    local: Path
+    name: str
+    sha: str
+    stored: str
+    tmp: tempfile.TemporaryDirectory
+
+
+def _receive(upload: File, prefix: str) -> Received:
+    """Copy an upload to a local file for the checks. Nothing reaches storage before the
+    submission is accepted (under the challenge lock, `_put`), so a refused request never
+    removes a file a request racing it is about to use."""
     tmp = tempfile.TemporaryDirectory(prefix="foley-submission-")
     local = Path(tmp.name) / "upload"
     digest = hashlib.sha256()
@@ -140,18 +152,20 @@ def _store(upload: File, prefix: str) -> tuple[str, str, str, Path, tempfile.Tem
     name = Path(getattr(upload, "name", "") or "archive.zip").name
     sha = digest.hexdigest()
     suffix = ".whl" if name.lower().endswith(".whl") else ".zip"
-    stored = f"{prefix}/{sha}{suffix}"
-    if not default_storage.exists(stored):
-        with open(local, "rb") as handle:
-            default_storage.save(stored, File(handle))
-    return stored, name, sha, local, tmp
+    return Received(local, name, sha, f"{prefix}/{sha}{suffix}", tmp)
 
 
-def _delete_unused(name: str) -> None:
-    from django.db.models import Q
-
-    if name and not Submission.objects.filter(Q(archive=name) | Q(audio_archive=name)).exists():
-        default_storage.delete(name)
+def _put(received: Received | None, written: list[str]) -> str:
+    """Store an accepted upload under its sha256 (once: the same content is one file)."""
+    if received is None:
+        return ""
+    if not default_storage.exists(received.stored):
+        with open(received.local, "rb") as handle:
+            saved = default_storage.save(received.stored, File(handle))
+        written.append(saved)
+        if saved != received.stored:  # stored meanwhile by another challenge's submission
+            default_storage.delete(saved)
+    return received.stored
 
 
 def submit(
@@ -171,29 +185,22 @@ def submit(
     track, problems = _check_metadata(team, meta, schedule, archive, audio)
     if problems:
         raise Refused(problems)
-    stored, name, sha, local, tmp = _store(archive, "submissions")
-    audio_stored = ""
+    received = _receive(archive, "submissions")
+    audio_received = _receive(audio, "submissions/audio") if audio is not None else None
     try:
         try:
-            module = check_archive(local)
+            module = check_archive(received.local)
         except GenerationError as exc:
             raise Refused(f"archive: {exc}") from None
-        manifest = archive_manifest(local)
-        if audio is not None:
-            audio_stored, *_rest, audio_tmp = _store(audio, "submissions/audio")
-            audio_tmp.cleanup()
-        submission = _record(
+        manifest = archive_manifest(received.local)
+        return _record(
             team, user, meta, track, schedule,
-            archive=stored, archive_name=name, sha=sha, size=local.stat().st_size,
-            audio=audio_stored, module=module, manifest=manifest,
+            received=received, audio=audio_received, module=module, manifest=manifest,
         )  # fmt: skip
-    except BaseException:
-        _delete_unused(stored)
-        _delete_unused(audio_stored)
-        raise
     finally:
-        tmp.cleanup()
-    return submission
+        received.tmp.cleanup()
+        if audio_received is not None:
+            audio_received.tmp.cleanup()
 
 
 def _record(team, user, meta, track, schedule, **files) -> Submission:
@@ -239,30 +246,46 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
             system = create_system(
                 team=team, track=track, name=meta.system, kind=System.Kind.GENERATOR
             )
-        submission = Submission.objects.create(
-            challenge=challenge,
-            team=team,
-            track=track,
-            system=system,
-            version=selectors.next_version(system.pk),
-            submitted_by=user if user is not None and user.is_authenticated else None,
-            day=day,
-            in_review=in_review,
-            archive=files["archive"],
-            archive_name=files["archive_name"],
-            archive_sha256=files["sha"],
-            archive_bytes=files["size"],
-            audio_archive=files["audio"],
-            module=files["module"],
-            config=meta.config,
-            manifest=files["manifest"],
-            external_data=meta.external_data,
-            external_data_sources=meta.external_data_sources,
-            report_url=meta.report_url,
-            description=meta.description,
-            licence=meta.licence,
-        )
-        start_check(submission, user)
+        received = files["received"]
+        written: list[str] = []
+        try:
+            submission = _create(challenge, team, track, system, user, day, in_review, meta,
+                                 received, files, written)  # fmt: skip
+        except BaseException:
+            for name in written:  # the row is not there: nothing names what this call stored
+                default_storage.delete(name)
+            raise
+    return submission
+
+
+def _create(challenge, team, track, system, user, day, in_review, meta, received, files, written):
+    """Store the accepted files and the version's row, and queue its check (under the lock)."""
+    archive_name = _put(received, written)
+    audio_name = _put(files["audio"], written)
+    submission = Submission.objects.create(
+        challenge=challenge,
+        team=team,
+        track=track,
+        system=system,
+        version=selectors.next_version(system.pk),
+        submitted_by=user if user is not None and user.is_authenticated else None,
+        day=day,
+        in_review=in_review,
+        archive=archive_name,
+        archive_name=received.name,
+        archive_sha256=received.sha,
+        archive_bytes=received.local.stat().st_size,
+        audio_archive=audio_name,
+        module=files["module"],
+        config=meta.config,
+        manifest=files["manifest"],
+        external_data=meta.external_data,
+        external_data_sources=meta.external_data_sources,
+        report_url=meta.report_url,
+        description=meta.description,
+        licence=meta.licence,
+    )
+    start_check(submission, user)
     return submission
 
 

@@ -51,7 +51,9 @@ def _team(make_member, name="Barkers", username="ann"):
     return user, Team.objects.get(name=name)
 
 
-def test_daily_quota_holds_under_ten_parallel_posts(open_challenge, make_member, queued_only):
+def test_daily_quota_holds_under_ten_parallel_posts(
+    open_challenge, make_member, queued_only, media_root
+):
     schedule.set_schedule(open_challenge, submissions_per_day=3)
     user, team = _team(make_member)
     data = baseline_archive()
@@ -62,6 +64,10 @@ def test_daily_quota_holds_under_ten_parallel_posts(open_challenge, make_member,
     assert sorted(s.version for s in accepted) == [1, 2, 3]
     assert "the limit is 3 a day" in refused[0].message
     assert Submission.objects.filter(team=team).count() == 3
+    # One file for the one content; the refused requests stored nothing.
+    assert [p.name for p in (media_root / "submissions").iterdir()] == [
+        accepted[0].archive.split("/")[1]
+    ]
 
 
 def test_systems_per_track_hold_under_parallel_posts(open_challenge, make_member, queued_only):
@@ -76,7 +82,9 @@ def test_systems_per_track_hold_under_parallel_posts(open_challenge, make_member
     )
 
 
-def test_submission_after_the_deadline_is_refused_with_the_reason(open_challenge, make_member):
+def test_submission_after_the_deadline_is_refused_with_the_reason(
+    open_challenge, make_member, media_root
+):
     user, team = _team(make_member)
     past = timezone.now() - dt.timedelta(days=10)
     schedule.set_schedule(open_challenge, submission_deadline=past, evaluation_opens=None)
@@ -88,6 +96,7 @@ def test_submission_after_the_deadline_is_refused_with_the_reason(open_challenge
         and "review window closed" in refused.value.message
     )
     assert not Submission.objects.exists()
+    assert not (media_root / "submissions").exists()
 
 
 def test_ten_requests_racing_the_deadline(open_challenge, make_member, queued_only):
