@@ -14,6 +14,7 @@ from stimuli.services import create_challenge
 from stimuli.submissions import schedule, teams
 from stimuli.submissions.baseline_archive import baseline_archive
 from stimuli.submissions.services import Metadata
+from tests.test_sandbox_hostile import bystander, udp_listener  # noqa: F401  (fixtures)
 
 PASSWORD = "a-long-team-password-17"
 

@@ -20,6 +20,14 @@ from stimuli.models import Team
 from stimuli.submissions import schedule
 from stimuli.submissions.models import Submission
 from stimuli.submissions.services import QuotaExceeded, submit
+from tests.test_sandbox_hostile import (
+    ATTACK_NAMES,
+    LIMITS,
+    _after,
+    _case,
+    _expected,
+    _needs_host_service,
+)
 
 from .conftest import baseline_archive, meta, upload
 
@@ -155,3 +163,24 @@ def test_hostile_generators_are_refused_through_the_team_path(
     assert submission.state == Submission.State.INVALID, submission.report
     codes = {p["code"] for p in submission.report["problems"]}
     assert any(c.startswith(code) for c in codes), codes
+
+
+# Every attack of the organizer path's hostile-generator test, submitted by a team: the archive
+# holds tests/generator_fixtures/attacker.py, the attack is its declared settings.
+
+
+@pytest.mark.parametrize("name", ATTACK_NAMES)
+def test_every_hostile_attack_is_refused_through_the_team_path(
+    name, open_challenge, make_member, settings, media_root, tmp_path, udp_listener, bystander
+):
+    _needs_host_service(name)
+    _name, config, code, words, check = _case(name, media_root, tmp_path, udp_listener, bystander)
+    settings.FOLEY_SANDBOX_LIMITS = {**settings.FOLEY_SANDBOX_LIMITS, **LIMITS}
+    user, team = _team(make_member)
+    submission = submit(team, user, meta(config=config), upload(_fixture_archive("attacker")))
+    submission.refresh_from_db()
+    assert submission.state == Submission.State.INVALID, f"{name}: the attack worked"
+    first = submission.report["problems"][0]
+    _expected(code, words, first["code"], first["message"])
+    assert submission.counts_in_quota and not submission.clips.exists()
+    _after(name, check, udp_listener, bystander)
