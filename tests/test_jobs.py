@@ -107,6 +107,7 @@ TASK_MODULES = (
     "stimuli.uploads.tasks",
     "stimuli.objective.tasks",
     "stimuli.generators.tasks",
+    "stimuli.submissions.tasks",
     "raters.tasks",
     "scoring.tasks",
 )
@@ -146,6 +147,7 @@ def test_every_task_is_routed_by_its_exact_name():
         "stimuli.tasks.generate_validation",
         "stimuli.tasks.generate_from_text",
         "stimuli.tasks.embed_clips",
+        "stimuli.tasks.check_submission",
     }
 
 

@@ -48,6 +48,7 @@ VALUES = {
     "pk": 1, "job_id": 1, "system_id": 1, "number": 1, "step": "embeddings",
     "category": "rain", "code": "A", "kind": "x", "fmt": "csv", "name": "x",
     "sha256": "0" * 64, "token": "x", "key": "x", "format": "json", "team_id": 1,
+    "uidb64": "MQ",
 }  # fmt: skip
 WRITES = ("post", "put", "patch", "delete")
 
