@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+from zoneinfo import ZoneInfo
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -39,9 +40,24 @@ def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200,
                 else "",
             }
         )
+    zone = ZoneInfo(schedule_.time_zone)
     context = {
         "challenge": challenge,
         "schedule": schedule_,
+        "dates": [
+            (
+                name,
+                name.replace("_", " ").capitalize(),
+                getattr(schedule_, name).astimezone(zone).strftime("%Y-%m-%dT%H:%M")
+                if getattr(schedule_, name)
+                else "",
+            )
+            for name in DATE_FIELDS
+        ],
+        "numbers": [
+            (name, name.replace("_", " ").capitalize(), getattr(schedule_, name))
+            for name in NUMBER_FIELDS
+        ],
         "phase": selectors.phase_at(schedule_),
         "teams": team_rows,
         "submissions": Submission.objects.filter(challenge=challenge).select_related(
@@ -200,3 +216,43 @@ def export(request: HttpRequest, slug: str) -> HttpResponse:
             ]
         )  # fmt: skip
     return response
+
+
+DATE_FIELDS = (
+    "registration_opens", "development_opens", "submission_deadline", "evaluation_opens",
+    "listening_opens", "results_published",
+)  # fmt: skip
+NUMBER_FIELDS = {
+    "review_days": int, "systems_per_track": int, "submissions_per_day": int,
+    "archive_max_bytes": int, "compute_budget_s": float, "evaluation_clips_per_category": int,
+    "examples_per_category": int,
+}  # fmt: skip
+FLAGS = ("self_registration", "audio_allowed")
+
+
+@challenge_organizer_required
+@require_POST
+def set_schedule(request: HttpRequest, slug: str) -> HttpResponse:
+    """The dates (typed in the challenge's time zone; empty: not set) and the limits."""
+
+    def action(challenge: Challenge) -> None:
+        fields: dict = {"time_zone": request.POST.get("time_zone", "UTC").strip()}
+        problems = []
+        for name in DATE_FIELDS:
+            text = request.POST.get(name, "").strip()
+            value = parse_datetime(text) if text else None
+            if text and value is None:
+                problems.append(f"{name}: give a date and time, like 2026-06-01T12:00")
+            fields[name] = value
+        for name, kind in NUMBER_FIELDS.items():
+            try:
+                fields[name] = kind(request.POST.get(name, ""))
+            except ValueError:
+                problems.append(f"{name}: give a number")
+        for name in FLAGS:
+            fields[name] = request.POST.get(name) == "on"
+        if problems:
+            raise Refused(problems)
+        schedule.set_schedule(challenge, **fields)
+
+    return _act(request, slug, action)

@@ -8,6 +8,7 @@ app_name = "submissions_organize"
 urlpatterns = [
     path("", organize.index, name="index"),
     path("export.csv", organize.export, name="export"),
+    path("schedule/", organize.set_schedule, name="schedule"),
     path("teams/", organize.add_team, name="add_team"),
     path("teams/<int:team_id>/invite/", organize.invite, name="invite"),
     path("teams/<int:team_id>/decide/", organize.decide, name="decide"),

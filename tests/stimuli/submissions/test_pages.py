@@ -104,3 +104,25 @@ def test_deadline_reminder_goes_once_a_day_ahead(open_challenge, make_member):
     )
     assert remind_deadlines() == 1 and remind_deadlines() == 0
     assert "less than a day" in mail.outbox[-1].subject and "CET" in mail.outbox[-1].body
+
+
+def test_organizer_sets_dates_in_the_challenges_time_zone(open_challenge, organizer_client):
+    from stimuli.submissions.selectors import schedule
+
+    url = reverse("submissions_organize:schedule", args=["teams"])
+    data = {
+        "time_zone": "Europe/Paris", "registration_opens": "2026-03-01T09:00",
+        "development_opens": "2026-03-02T09:00", "submission_deadline": "2026-01-01T12:00",
+        "review_days": "4", "systems_per_track": "4", "submissions_per_day": "3",
+        "archive_max_bytes": "1000000", "compute_budget_s": "3600",
+        "evaluation_clips_per_category": "100", "examples_per_category": "5",
+    }  # fmt: skip
+    refused = organizer_client.post(url, data)
+    assert refused.status_code == 400
+    assert "submission_deadline: comes before development_opens" in refused.content.decode()
+    data["submission_deadline"] = "2026-06-01T12:00"
+    assert organizer_client.post(url, data).status_code == 302
+    saved = schedule(open_challenge)
+    # Noon in Paris (summer time) is 10:00 UTC.
+    assert saved.submission_deadline.isoformat() == "2026-06-01T10:00:00+00:00"
+    assert saved.archive_max_bytes == 1_000_000 and not saved.self_registration
