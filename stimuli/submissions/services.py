@@ -27,7 +27,7 @@ from ..jobs import enqueue, fail_if_stale
 from ..models import Job, System, Team, Track
 from ..services import create_system
 from . import notifications, selectors
-from .models import ChallengeSchedule, Submission
+from .models import ChallengeSchedule, Submission, TeamRegistration
 from .schedule import lock_challenge
 
 # Files whose bytes are the model: in the review window they must stay what was submitted.
@@ -181,6 +181,11 @@ def submit(
 
     schedule = selectors.schedule(team.challenge)
     if not selectors.is_approved(team):
+        registration = TeamRegistration.objects.get(team=team)
+        if registration.state == TeamRegistration.State.REFUSED:
+            raise Conflict(
+                f"The organizers refused your team's registration: {registration.reason}"
+            )
         raise Conflict("Your team is waiting for the organizers' approval; it cannot submit yet.")
     track, problems = _check_metadata(team, meta, schedule, archive, audio)
     if problems:

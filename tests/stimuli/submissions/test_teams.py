@@ -70,6 +70,12 @@ def test_self_registration_waits_for_the_organizers_approval(open_challenge, org
     )  # fmt: skip
     team = selectors.team_of(user, open_challenge)
     assert not selectors.is_approved(team)
+    from stimuli.submissions.services import submit
+
+    from .conftest import baseline_archive, meta, upload
+
+    with pytest.raises(Refused, match="waiting for the organizers' approval"):
+        submit(team, user, meta(), upload(baseline_archive()))
     teams.decide_registration(team, approve=True, by=organizer)
     assert selectors.is_approved(team)
     assert TeamRegistration.objects.get(team=team).decided_by == organizer
