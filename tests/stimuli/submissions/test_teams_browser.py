@@ -12,10 +12,11 @@ from stimuli.models import Team
 from stimuli.submissions import schedule, teams
 from stimuli.submissions.baseline_archive import baseline_archive
 from stimuli.submissions.models import Submission
+from stimuli.submissions.services import submit
 from tests.browser import chromium_page, log_in
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 
-from .conftest import PASSWORD
+from .conftest import PASSWORD, meta, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.sandbox]
 
@@ -43,7 +44,7 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
     live_server, celery_worker, chromium_path, development_set, organizer, tmp_path
 ):
     challenge = development_set
-    schedule.set_schedule(challenge, examples_per_category=5)
+    schedule.set_schedule(challenge, examples_per_category=5, self_registration=True)
     invitation = teams.create_team_with_invitation(challenge, name="Barkers")
     other = teams.create_team_with_invitation(challenge, name="Rainmakers")
     archive = tmp_path / "baseline.zip"
@@ -104,9 +105,20 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
         assert clip.status == 404
         third.close()
 
-        # Password resets start from the login page.
+        # Password resets start from the login page; teams may register themselves here.
         page.context.clear_cookies()
         _shots(page, live_server.url + reverse("password_reset"), "password-reset")
+        _shots(
+            page,
+            live_server.url + reverse("teams:register", args=[challenge.slug]),
+            "team-register",
+        )
+        # A code fix, for the organizer's diff between versions.
+        ann = Team.objects.get(name="Barkers").memberships.get(user__username="ann").user
+        fix = submit(
+            Team.objects.get(name="Barkers"), ann, meta("Barker"),
+            upload(baseline_archive(code_suffix="\n\ndef _fixed():\n    return True\n")),
+        )  # fmt: skip
         # The organizer's view of the same weeks.
         log_in(page, live_server.url, "olivia", "organizer-pass-1")
         _shots(
@@ -114,4 +126,10 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
             live_server.url + reverse("submissions_organize:index", args=[challenge.slug]),
             "organizer-submissions",
         )
+        _shots(
+            page,
+            live_server.url + reverse("submissions_organize:diff", args=[challenge.slug, fix.pk]),
+            "organizer-submission-diff",
+        )
+        assert "byte-identical" in page.inner_text("#diff")
     assert Team.objects.get(name="Barkers").memberships.count() == 2
