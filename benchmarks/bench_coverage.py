@@ -45,7 +45,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring.compute import Inputs, Rules, score
+from scoring.compute import score
+from scoring.inputs import Inputs
+from scoring.rules import Rules
 
 SYSTEMS = ("S1", "S2", "S3", "S4")
 CATEGORIES = ("dog_bark", "footstep", "rain")
@@ -302,7 +304,7 @@ def rating_coverage(model: str, args) -> None:
             started = time.perf_counter()
             for run in range(args.runs):
                 inputs, truth = MODELS[model](raters, rng)
-                rules = Rules(bootstrap=args.bootstrap, checks_per_session=0, seed=run,
+                rules = Rules(bootstrap=args.bootstrap, anchors_per_session=0, seed=run,
                               intervals=method)  # fmt: skip
                 tally(score(inputs, rules), truth, counts)
             results[label] = (counts, time.perf_counter() - started)

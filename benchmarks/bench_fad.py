@@ -37,9 +37,8 @@ from stimuli.objective.fad import (
     GaussianStats,
     ReferenceFactor,
     frechet_distance,
-    frechet_distance_eigh,
-    frechet_distance_sqrtm,
 )
+from tests.fad_reference import frechet_distance_eigh, frechet_distance_sqrtm
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -75,13 +75,13 @@ def main() -> None:
     django_in_scratch()
 
     from stimuli import services
-    from stimuli.generators import generation
+    from stimuli.generators import services as generators
 
     challenge = services.create_challenge(name="bench", slug=f"bench-{int(time.time())}")
-    system = generation.create_baseline_systems(challenge)[0]
+    system = generators.create_baseline_systems(challenge)[0]
     jobs = []
     for repeat in range(args.repeats):
-        job = generation.generate_now(system, n, seed=repeat, batch_size=batch)
+        job = generators.generate_now(system, n, seed=repeat, batch_size=batch)
         assert job.state == "succeeded", job.error
         jobs.append(job.duration_s)
 

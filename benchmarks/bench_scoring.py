@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring.compute import Rules, score
-from scoring.simulate import simulate
+from scoring.compute import score
+from scoring.rules import Rules
+from tests.simulate import simulate
 
 
 def reference_replicate(trials: list[tuple], rng: random.Random) -> dict:

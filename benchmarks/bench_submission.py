@@ -43,8 +43,8 @@ def main() -> None:
 
     from stimuli import services
     from stimuli.demo import write_set
-    from stimuli.generators import generation
-    from stimuli.objective import pipeline
+    from stimuli.generators import services as generation
+    from stimuli.objective.config import set_models
     from stimuli.submissions import schedule, teams
     from stimuli.submissions.baseline_archive import baseline_archive
     from stimuli.uploads.imports import import_clips
@@ -54,7 +54,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = write_set(Path(tmp) / "dev", challenge, args.development, 1, 0.0)
         import_clips(challenge, root, role="development")
-    pipeline.set_models(challenge, fad_model="logmel")
+    set_models(challenge, fad_model="logmel")
     invitation = teams.create_team_with_invitation(challenge, name="Bench")
     user = teams.sign_up(
         invitation.token, username="bench", email="b@example.org", password="bench-pass-12345"

@@ -46,7 +46,7 @@ def main() -> None:
     from foley_platform.celery import app
     from raters import listening, text_prompts
     from stimuli.demo import seed_text_demo
-    from stimuli.generators import text_prompts as generation
+    from stimuli.generators import text_prompts as text_generation
     from stimuli.models import Job
 
     challenge, _ = seed_text_demo(per_category=2)
@@ -103,7 +103,7 @@ def main() -> None:
         started = time.perf_counter()
         prompt_set = submit(judges[-1], text)
         for job in queued():
-            generation.run_text_job(job)
+            text_generation.run_text_job(job)
         playable(judges[-1], prompt_set)
         single.append(time.perf_counter() - started)
         # Concurrent judges, batched: one queued job takes every judge's prompt.
@@ -112,7 +112,7 @@ def main() -> None:
         waiting = queued()
         jobs_batched.append(len(waiting))
         for job in waiting:
-            generation.run_text_job(job)
+            text_generation.run_text_job(job)
         for judge, prompt_set in zip(judges[:-1], sets, strict=True):
             playable(judge, prompt_set)
             batched.append(time.perf_counter() - started)
@@ -122,7 +122,7 @@ def main() -> None:
         for n, judge in enumerate(judges[:-1]):
             sets.append(submit(judge, f"{text} (judge {n}, alone)"))
             for job in queued():
-                generation.run_text_job(job)
+                text_generation.run_text_job(job)
         for judge, prompt_set in zip(judges[:-1], sets, strict=True):
             playable(judge, prompt_set)
             one_by_one.append(time.perf_counter() - started)

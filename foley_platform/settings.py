@@ -231,6 +231,11 @@ FOLEY_JOB_STALE_S = env.float("FOLEY_JOB_STALE_S", default=300.0)
 FOLEY_MODEL_DIR = Path(env("FOLEY_MODEL_DIR", default=str(DATA_DIR / "models")))
 # Clips per batch through an embedding model: bounds worker memory, whatever the set's size.
 FOLEY_EMBED_BATCH = env.int("FOLEY_EMBED_BATCH", default=32)
+# The CLAP score of the text-prompt study: a LAION-CLAP checkpoint holding both branches and the
+# folder of RoBERTa-base's tokenizer files (vocab.json, merges.txt); empty: under FOLEY_MODEL_DIR.
+FOLEY_CLAP_CHECKPOINT = env("FOLEY_CLAP_CHECKPOINT", default="")
+FOLEY_CLAP_TOKENIZER = env("FOLEY_CLAP_TOKENIZER", default="")
+FOLEY_CLAP_VARIANT = env("FOLEY_CLAP_VARIANT", default="htsat-tiny")
 
 # --- Security: production values unless DEBUG is on ---
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -331,6 +336,7 @@ CELERY_TASK_ROUTES = {
     "stimuli.tasks.embed_clips": {"queue": "gpu"},
     "stimuli.tasks.compute_fad": {"queue": "cpu"},
     "stimuli.tasks.select_medoids": {"queue": "cpu"},
+    "stimuli.tasks.clap_prompt_scores": {"queue": "gpu"},
     "raters.tasks.prepare_listening_test": {"queue": "cpu"},
     "scoring.tasks.publish_results": {"queue": "cpu"},
 }
@@ -353,7 +359,3 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
-
-# The listening test's assignment, monitoring and export judge raters by the challenge's
-# rater-quality rules, which are set with its scoring rules: the function that reads them.
-RATER_QUALITY_RULES = "scoring.services.quality_rules"

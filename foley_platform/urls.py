@@ -1,13 +1,30 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from raters import views as raters_views
 from stimuli import views as stimuli_views
 from stimuli.permissions import ApiDocsPermission
+
+# Every organizer page of a challenge is under /organize/<challenge>/; a stage's pages under
+# /organize/<challenge>/<stage>/, so no challenge name can collide with a stage's.
+STAGES = ("generators", "objective", "listening", "text-prompts")
+
+
+def stage_moved(request: HttpRequest, stage: str, slug: str, rest: str) -> HttpResponse:
+    """An address of the earlier /organize/<stage>/<challenge>/... form, sent to its page now
+    (308 keeps a form's POST a POST)."""
+    target = f"/organize/{slug}/{stage}/{rest}"
+    if request.META.get("QUERY_STRING"):
+        target += f"?{request.META['QUERY_STRING']}"
+    if request.method in ("GET", "HEAD"):
+        return HttpResponsePermanentRedirect(target)
+    response = HttpResponse(status=308)
+    response["Location"] = target
+    return response
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -42,13 +59,16 @@ urlpatterns = [
         name="password_reset_complete",
     ),
     path("admin/", admin.site.urls),
-    path("organize/generators/", include("stimuli.generators.urls")),
-    path("organize/objective/", include("stimuli.objective.urls")),
-    path("organize/listening/", include("raters.organize_urls")),
-    path("organize/text-prompts/", include("raters.text_organize_urls")),
-    # Before the challenge pages' catch-all below: /organize/<challenge>/submissions/...
+    path("organize/<slug:slug>/generators/", include("stimuli.generators.urls")),
+    path("organize/<slug:slug>/objective/", include("stimuli.objective.urls")),
+    path("organize/<slug:slug>/listening/", include("raters.organize_urls")),
+    path("organize/<slug:slug>/text-prompts/", include("raters.text_organize_urls")),
     path("organize/<slug:slug>/submissions/", include("stimuli.submissions.organize_urls")),
     path("organize/", include("stimuli.urls")),
+    re_path(
+        rf"^organize/(?P<stage>{'|'.join(STAGES)})/(?P<slug>[-a-zA-Z0-9_]+)/(?P<rest>.*)$",
+        stage_moved,
+    ),
     # The teams' pages: a challenge's public timeline, sign-up, and each team's own pages.
     path("teams/", include("stimuli.submissions.urls")),
     path("listen/", include("raters.urls")),

@@ -4,7 +4,7 @@ no such statistic, and no match against the sounds the teams hold, sets an ancho
 
 An anchor that can be told apart without listening (digital silence, a handful of sample
 values, a level or noise floor no stimulus has, a clip of the published development set) lets a
-script answer the checks and pass as careful.
+script answer the anchors and pass as careful.
 """
 
 from __future__ import annotations

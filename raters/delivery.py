@@ -95,7 +95,7 @@ def delivery_settings(test: ListeningTest) -> tuple[bool, float, int]:
 
 
 def delivered_of(row, test: ListeningTest) -> AudioFile:
-    """The delivered audio of a row read with it (`lookups.trial_of`, `lookups.trial_to_answer`:
+    """The delivered audio of a row read with it (`statements.trial_of`, `statements.trial_to_answer`:
     `row.delivered`), or looked up (and rendered if it was not yet)."""
     found = getattr(row, "delivered", None)
     return found if found is not None else delivered_audio(row.audio, test)

@@ -75,7 +75,7 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
     """Enrol raters and answer every session they are assigned, through the real services.
 
     The first rater belongs to a team that has a system in the test (its self-ratings are
-    removed at scoring); the last two answer carelessly (their sessions fail the checks). Two
+    removed at scoring); the last two answer carelessly (their sessions fail the anchor rule). Two
     organizers with the diversity role rate every diversity file.
     """
     rng = random.Random(seed)

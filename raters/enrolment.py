@@ -15,16 +15,9 @@ from stimuli.models import Challenge, Team
 from stimuli.submissions.selectors import team_of
 from stimuli.submissions.teams import join
 
-from . import (
-    selectors,
-    sessions,
-)
+from . import selectors, sessions
 from .errors import ListeningError
-from .models import (
-    ListeningTest,
-    Rater,
-    Rating,
-)
+from .models import ListeningTest, Rater, Rating
 
 
 def crowd_warning(challenge: Challenge) -> str:

@@ -1,5 +1,5 @@
 """Gold (trapping) trials in the ITU-T P.808 sense: sounds whose answer is known, placed in
-sessions at random positions but never first, and judged by the gold rule of `raters.quality`.
+sessions at random positions but never first, and judged by the gold rule of `raters.rules`.
 
 An organizer uploads gold sounds with the range each scale's answer must fall in, or uses the
 built-in trapping sounds: spoken instructions ("set both sliders to two") from the espeak-ng

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from stimuli.models import AudioFile
 
-from . import delivery, lookups, selectors
+from . import delivery, selectors, statements
 from .errors import ListeningError
 from .models import (
     DiversityTrial,
@@ -107,7 +107,7 @@ def record_delivery(model: type[Heard], row: Heard, start: int, end: int, size: 
     moment = now()
     fields = _delivery_fields(row, start, end, size, moment)
     read = {"delivered_ranges": row.delivered_ranges}
-    if lookups.update_if_unchanged(model, row.pk, read, fields):
+    if statements.update_if_unchanged(model, row.pk, read, fields):
         return
     with transaction.atomic():
         current = model.objects.select_for_update(no_key=True).get(pk=row.pk)
@@ -259,7 +259,7 @@ def record_event(
     if not (kind == "play" and _other_playing(rater, model, row.pk)):
         version = rater.listening_version
         apply_event(rater, model, row, kind, t, left, duration, moment)
-        if lookups.write_event(rater, version, model, row, EVENT_FIELDS, RATER_FIELDS):
+        if statements.write_event(rater, version, model, row, EVENT_FIELDS, RATER_FIELDS):
             rater.listening_version = version + 1
             return row
     with transaction.atomic():
@@ -293,7 +293,7 @@ def page_shown(rater: Rater) -> None:
         return
     version = rater.listening_version
     _close(rater, None, 0.0, now(), slack=False)
-    if lookups.write_event(rater, version, None, None, (), RATER_FIELDS):
+    if statements.write_event(rater, version, None, None, (), RATER_FIELDS):
         rater.listening_version = version + 1
         return
     with transaction.atomic():
@@ -384,7 +384,7 @@ def listened(
 
 
 def _other_sounds(rater: Rater) -> tuple[tuple[type, Q], ...]:
-    """The kinds of sound a rater hears besides trials (`lookups.trial_of` reads those), each
+    """The kinds of sound a rater hears besides trials (`statements.trial_of` reads those), each
     with the filter to the rater's own, in the order a listening test asks for them."""
     return (
         (FamiliarizationClip, Q(session__rater=rater)),
@@ -401,7 +401,7 @@ def _sound(
     """The row behind one of the rater's tokens and the audio its browser receives: one query
     for a trial, the most asked for."""
     test = test or selectors.listening_test(rater.challenge)
-    trial = lookups.trial_of(rater, token, test)
+    trial = statements.trial_of(rater, token, test)
     if trial is not None:
         return Trial, trial, delivery.delivered_of(trial, test)
     for model, owner in _other_sounds(rater):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 from django.db.models import Q
@@ -25,6 +26,8 @@ from stimuli.models import (
     Team,
     TextGeneration,
 )
+
+from .rules import DEFAULT_MISRATING, RaterRules, RuleError
 
 ANCHOR_KINDS = ("hq_goodfit", "hq_poorfit", "lq_poorfit")
 TRIAL_ROLES = ("trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit", "gold")
@@ -45,6 +48,10 @@ def new_completion_code() -> str:
 
 def new_seed() -> int:
     return secrets.randbits(62)
+
+
+def default_misrating() -> dict:
+    return {role: list(conditions) for role, conditions in DEFAULT_MISRATING.items()}
 
 
 class ListeningTest(models.Model):
@@ -69,7 +76,7 @@ class ListeningTest(models.Model):
         default=10, help_text="Independent ratings wanted per stimulus."
     )
     anchors_per_session = models.PositiveSmallIntegerField(
-        default=12, help_text="Hidden quality checks per category session, a third of each type."
+        default=12, help_text="Hidden anchors per category session, a third of each type."
     )
     familiarization_clips = models.PositiveSmallIntegerField(
         default=6, help_text="Development clips heard before the trials of a category."
@@ -104,6 +111,31 @@ class ListeningTest(models.Model):
         "(as cc=..., Prolific's form): the proof of completion they are paid for.",
     )
     crowd_key = models.CharField(max_length=32, default=new_token, unique=True, editable=False)
+    # The rater-quality rules (raters/rules.py): read with the rater on every request, so an
+    # answer is assessed with no query of its own; scoring reads them from here too.
+    low_threshold = models.FloatField(
+        default=3.0, help_text="An answer at or below this is low (the anchor rule)."
+    )
+    high_threshold = models.FloatField(
+        default=7.0, help_text="An answer at or above this is high (the anchor rule)."
+    )
+    misrating_rules = models.JSONField(
+        default=default_misrating,
+        help_text="Per anchor type, the conditions (quality_low, quality_high, fit_low, "
+        "fit_high: at or beyond a threshold; quality_not_high, quality_not_low, fit_not_high, "
+        "fit_not_low: on the wrong half of the scale, the middle included) of which any one "
+        "makes an anchor misrated.",
+    )
+    exclude_at = models.PositiveSmallIntegerField(
+        default=5, help_text="A session with this many misrated anchors or more is excluded."
+    )
+    rater_rules = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The other rater-quality rules (straight_lining, too_fast, not_listened, gold) "
+        'and the anchor rule\'s action, e.g. {"too_fast": {"action": "exclude", '
+        '"min_median_answer_s": 4}}; each action is exclude, flag or off (see raters.rules).',
+    )
     consent_text = models.TextField(blank=True)
     instructions_text = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -145,10 +177,48 @@ class ListeningTest(models.Model):
                 condition=Q(listened_fraction__gte=0) & Q(listened_fraction__lte=1),
                 name="listening_listened_fraction_range",
             ),
+            models.CheckConstraint(
+                condition=Q(low_threshold__lt=models.F("high_threshold")),
+                name="listening_low_below_high",
+            ),
+            models.CheckConstraint(condition=Q(exclude_at__gte=1), name="listening_exclude_at_min"),
         ]
 
     def __str__(self) -> str:
         return f"Listening test of {self.challenge}"
+
+    def rules(self) -> RaterRules:
+        """The rater-quality rules of this test; the anchor rule expects the test's anchors per
+        session of a complete session."""
+        given = {name: dict(values) for name, values in dict(self.rater_rules or {}).items()}
+        given["anchors"] = {
+            **given.get("anchors", {}),
+            "low": self.low_threshold,
+            "high": self.high_threshold,
+            "misrating": {k: list(v) for k, v in dict(self.misrating_rules or {}).items()},
+            "exclude_at": self.exclude_at,
+            "anchors_per_session": self.anchors_per_session,
+        }
+        return RaterRules(given)
+
+    def clean(self) -> None:
+        problems = {}
+        if not isinstance(self.misrating_rules, dict):
+            problems["misrating_rules"] = "Must be an object of anchor type to list."
+        if not isinstance(self.rater_rules, dict):
+            problems["rater_rules"] = "Must be an object of rule name to settings."
+        if self.anchors_per_session and self.exclude_at > self.anchors_per_session:
+            problems["exclude_at"] = (
+                f"{self.exclude_at} misrated anchors can never be reached with "
+                f"{self.anchors_per_session} anchors per session."
+            )
+        if not problems:
+            try:
+                self.rules()
+            except (RuleError, TypeError) as exc:
+                problems["rater_rules"] = str(exc)
+        if problems:
+            raise ValidationError(problems)
 
 
 class Stimulus(models.Model):
@@ -177,7 +247,7 @@ class Stimulus(models.Model):
 
 
 class Anchor(models.Model):
-    """A hidden quality check for sessions of `category`; `audio` is what raters hear."""
+    """A hidden anchor for sessions of `category`; `audio` is what raters hear."""
 
     class Kind(models.TextChoices):
         HQ_GOODFIT = "hq_goodfit", "High quality, good fit"
@@ -206,7 +276,7 @@ class Anchor(models.Model):
 class GoldSound(models.Model):
     """A gold (trapping) sound in the ITU-T P.808 sense: one whose answer is known, such as a
     spoken "set both sliders to two". A session's gold trials are drawn from these; the gold
-    rule (`raters.quality`) judges the answers against the ranges."""
+    rule (`raters.rules`) judges the answers against the ranges."""
 
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="gold_sounds")
     audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="gold_uses")
@@ -342,9 +412,9 @@ class CategorySession(models.Model):
         null=True, blank=True, help_text="When the latest answer of the session was stored."
     )
     excluded = models.BooleanField(
-        default=False, help_text="Set aside by the rater-quality rules named by judged_with."
+        default=False, help_text="Set aside by the rater-quality rules named by assessed_with."
     )
-    judged_with = models.CharField(
+    assessed_with = models.CharField(
         max_length=64,
         blank=True,
         help_text="Hash of the rater-quality rules `excluded` was judged by; empty: not judged.",
@@ -370,12 +440,12 @@ class CategorySession(models.Model):
                 name="session_closed_at_when_closed",
             ),
             models.CheckConstraint(
-                condition=Q(excluded=False) | ~Q(judged_with=""),
-                name="session_excluded_when_judged",
+                condition=Q(excluded=False) | ~Q(assessed_with=""),
+                name="session_excluded_when_assessed",
             ),
             models.CheckConstraint(
-                condition=Q(judged_with="") | Q(last_answer_at__isnull=False),
-                name="session_judged_when_answered",
+                condition=Q(assessed_with="") | Q(last_answer_at__isnull=False),
+                name="session_assessed_when_answered",
             ),
         ]
 
@@ -414,9 +484,9 @@ class Heard(models.Model):
         abstract = True
 
 
-class ListeningRecord(models.Model):
-    """What an answer was given after: plays, share heard, seeks and time on the item; empty for
-    answers stored before these were recorded."""
+class HeardAtAnswer(models.Model):
+    """What an answer keeps of its sound's `Heard` when it was given: plays, share heard, seeks
+    and time on the item; empty for answers stored before these were recorded."""
 
     plays = models.PositiveIntegerField(null=True, blank=True)
     seeks = models.PositiveIntegerField(null=True, blank=True)
@@ -510,7 +580,7 @@ class Trial(Heard):
         return f"trial {self.position} of {self.session}"
 
 
-class Rating(ListeningRecord):
+class Rating(HeardAtAnswer):
     """The answer to one trial; a second answer to the same trial cannot exist."""
 
     trial = models.OneToOneField(Trial, on_delete=models.CASCADE, related_name="rating")
@@ -581,7 +651,7 @@ class DiversityTrial(Heard):
         return f"diversity trial {self.position} of {self.rater}"
 
 
-class DiversityRating(ListeningRecord):
+class DiversityRating(HeardAtAnswer):
     trial = models.OneToOneField(DiversityTrial, on_delete=models.CASCADE, related_name="rating")
     diversity = models.PositiveSmallIntegerField()
     idempotency_key = models.CharField(max_length=64, unique=True)
@@ -766,7 +836,7 @@ class TextAnswer(models.Model):
         abstract = True
 
 
-class DescriptionAnswer(TextAnswer, ListeningRecord):
+class DescriptionAnswer(TextAnswer, HeardAtAnswer):
     """What a judge thinks an interpretability clip is, in their words."""
 
     trial = models.OneToOneField(TextTrial, on_delete=models.CASCADE, related_name="description")
@@ -791,7 +861,7 @@ class DescriptionMark(TextAnswer):
         return f"mark of {self.trial}"
 
 
-class RealismAnswer(TextAnswer, ListeningRecord):
+class RealismAnswer(TextAnswer, HeardAtAnswer):
     trial = models.OneToOneField(TextTrial, on_delete=models.CASCADE, related_name="realism")
     says_real = models.BooleanField()
 

@@ -1,4 +1,4 @@
-"""Organizers' listening-test pages, under /organize/listening/."""
+"""Organizers' listening-test pages, under /organize/<challenge>/listening/."""
 
 from django.urls import path
 
@@ -6,15 +6,15 @@ from . import organize
 
 app_name = "listening"
 urlpatterns = [
-    path("<slug:slug>/", organize.monitor, name="monitor"),
-    path("<slug:slug>/progress/", organize.progress, name="progress"),
-    path("<slug:slug>/prepare/", organize.prepare, name="prepare"),
-    path("<slug:slug>/open/", organize.set_open, name="open"),
-    path("<slug:slug>/invite/", organize.invite, name="invite"),
-    path("<slug:slug>/gold/", organize.add_gold, name="add_gold"),
-    path("<slug:slug>/accounts/", organize.add_account, name="add_account"),
-    path("<slug:slug>/diversity/", organize.rate_diversity, name="rate_diversity"),
-    path("<slug:slug>/ratings.csv", organize.ratings_csv, name="ratings_csv"),
-    path("<slug:slug>/diversity.csv", organize.diversity_csv, name="diversity_csv"),
-    path("<slug:slug>/crowd.csv", organize.crowd_csv, name="crowd_csv"),
+    path("", organize.monitor, name="monitor"),
+    path("progress/", organize.progress, name="progress"),
+    path("prepare/", organize.prepare, name="prepare"),
+    path("open/", organize.set_open, name="open"),
+    path("invite/", organize.invite, name="invite"),
+    path("gold/", organize.add_gold, name="add_gold"),
+    path("accounts/", organize.add_account, name="add_account"),
+    path("diversity/", organize.rate_diversity, name="rate_diversity"),
+    path("ratings.csv", organize.ratings_csv, name="ratings_csv"),
+    path("diversity.csv", organize.diversity_csv, name="diversity_csv"),
+    path("crowd.csv", organize.crowd_csv, name="crowd_csv"),
 ]

@@ -7,15 +7,13 @@ import hashlib
 import json
 from collections import defaultdict
 
-from django.conf import settings
 from django.db import connection, models
 from django.db.models import Count, Q
 from django.template.defaultfilters import pluralize
-from django.utils.module_loading import import_string
 
 from stimuli.models import Category, Challenge
 
-from . import lookups
+from . import statements
 from .models import (
     CategorySession,
     DiversityRating,
@@ -26,7 +24,7 @@ from .models import (
     Stimulus,
     Trial,
 )
-from .quality import QualityRules, Verdict, judge
+from .rules import RaterRules, Verdict, assess
 
 RATING_COLUMNS = (
     "rater",
@@ -84,15 +82,13 @@ DIVERSITY_COLUMNS = (
 FLAGS_COLUMN = "flags"
 
 
-def quality_rules(challenge: Challenge) -> QualityRules:
-    """The challenge's rater-quality rules. They are set with the scoring rules, which this app
-    may not import: settings.RATER_QUALITY_RULES names the function that reads them (DCASE
-    defaults when unset)."""
-    path = getattr(settings, "RATER_QUALITY_RULES", "")
-    return import_string(path)(challenge) if path else QualityRules()
+def rater_rules(challenge: Challenge) -> RaterRules:
+    """The challenge's rater-quality rules: the listening test's, read with the rater on a
+    rater's request (no query of their own)."""
+    return listening_test(challenge).rules()
 
 
-def rules_key(rules: QualityRules) -> str:
+def rules_key(rules: RaterRules) -> str:
     """A short hash of the rater-quality rules: stored verdicts judged by other rules are stale."""
     text = json.dumps(rules.to_dict(), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -119,7 +115,7 @@ ANSWER_FIELDS = (
 def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> list[dict]:
     """Every quality/fit answer (or those of `sessions` only), as the rules read it (the
     export's columns), in each session's order. One hand-written statement: every save reads
-    its session's answers to judge it (see `lookups`)."""
+    its session's answers to judge it (see `statements`)."""
     if sessions is not None and not sessions:
         return []
     table = {
@@ -143,7 +139,7 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
         f"WHERE {where} ORDER BY t.session_id, t.position"
     )
     result = []
-    for values in lookups.run(name, sql, params):
+    for values in statements.run(name, sql, params):
         row = dict(zip(ANSWER_FIELDS, values, strict=True))
         row["session"] = f"{row['rater']}-{row['session']}"  # CategorySession.code
         result.append(row)
@@ -154,7 +150,7 @@ def session_verdicts(
     challenge: Challenge,
     rows: list[dict] | None = None,
     *,
-    rules: QualityRules | None = None,
+    rules: RaterRules | None = None,
     open_codes: list[str] | None = None,
 ) -> dict[int, Verdict]:
     """Per session (by id), the rater-quality rules' verdict; a session still being rated is
@@ -168,7 +164,7 @@ def session_verdicts(
                 rater__challenge=challenge, state=CategorySession.State.OPEN
             ).values_list("pk", "rater__code")
         ]
-    verdicts = judge(rows, rules or quality_rules(challenge), unfinished=open_codes)
+    verdicts = assess(rows, rules or rater_rules(challenge), unfinished=open_codes)
     return {int(v.session.rsplit("-", 1)[1]): v for v in verdicts.values()}
 
 
@@ -242,13 +238,13 @@ def crowd_decisions(challenge: Challenge) -> list[dict]:
         rater = row["rater"]
         if rater.kind != Rater.Kind.CROWD:
             continue
-        checks = sum(s.verdict.checks for s in row["sessions"])
+        checks = sum(s.verdict.anchors for s in row["sessions"])
         action = category = ""
         if row["failing"]:
             action, category = "REJECT", "FAILED_CHECK"
             n = len(row["sessions"])
             message = (
-                f"Failed the attention checks: {row['misrated']} of {checks} hidden checks "
+                f"Failed the attention checks: {row['misrated']} of {checks} hidden anchors "
                 f"misrated, {row['failing']} of {n} categor{pluralize(n, 'y,ies')} excluded."
             )
         elif rater.finished_at is not None:
@@ -487,7 +483,7 @@ def rules_table(challenge: Challenge) -> list[dict]:
     """The rater-quality rules as the organizer's page states them: per rule, its action for
     invited raters and for crowd workers, and its parameters in words."""
     rows = []
-    for name, values in quality_rules(challenge).to_dict().items():
+    for name, values in rater_rules(challenge).to_dict().items():
         action = values.pop("action")
         crowd = values.pop("crowd_action", action)
         if name == "anchors":
@@ -512,7 +508,7 @@ def rules_table(challenge: Challenge) -> list[dict]:
 
 def listening_test(challenge: Challenge) -> ListeningTest:
     """The challenge's listening-test settings (created with the defaults when missing); as read
-    with the rater at the start of a rater's request, when it was (`lookups.rater_by_key`)."""
+    with the rater at the start of a rater's request, when it was (`statements.rater_by_key`)."""
     test = getattr(challenge, "listening_test_of_request", None)
     if test is None:
         test, _ = ListeningTest.objects.get_or_create(challenge=challenge)

@@ -19,8 +19,8 @@ from . import (
     delivery,
     gold,
     listening,
-    lookups,
     selectors,
+    statements,
 )
 from .design import counterbalanced_order, spread_slots
 from .errors import ListeningError
@@ -90,7 +90,7 @@ def category_need(challenge: Challenge) -> dict[int, int]:
         "category_id", "system__team_id"
     ):
         teams.setdefault(category_id, []).append(team_id)
-    rejudge_stale(challenge)
+    reassess_stale(challenge)
     moment = timezone.now()
     counting: dict[int, dict[int | None, int]] = {}
     for category_id, team_id, n in (
@@ -128,13 +128,13 @@ def rated_categories(challenge: Challenge) -> int:
     )
 
 
-def judge_sessions(
+def assess_sessions(
     challenge: Challenge, sessions: list[CategorySession], *, rules=None, closing: int = 0
 ) -> dict[int, tuple[bool, str]]:
     """Judge these sessions by the rater-quality rules from their own answers only; returns
     {session id: (excluded, rules key)}. `closing` names a session being closed by the answer
     under way (judged as finished)."""
-    rules = rules or selectors.quality_rules(challenge)
+    rules = rules or selectors.rater_rules(challenge)
     key = selectors.rules_key(rules)
     ids = [s.pk for s in sessions]
     open_codes = [
@@ -151,25 +151,25 @@ def judge_sessions(
     return {pk: (bool(verdicts[pk].excluded) if pk in verdicts else False, key) for pk in ids}
 
 
-def rejudge_stale(challenge: Challenge) -> int:
+def reassess_stale(challenge: Challenge) -> int:
     """Judge again the answered sessions whose stored verdict is by other rules than the
     current ones (the organizers changed them, or the session predates stored verdicts)."""
-    rules = selectors.quality_rules(challenge)
+    rules = selectors.rater_rules(challenge)
     key = selectors.rules_key(rules)
     stale = CategorySession.objects.filter(
         rater__challenge=challenge, last_answer_at__isnull=False
-    ).exclude(judged_with=key)
+    ).exclude(assessed_with=key)
     if not stale.exists():
         return 0
     with transaction.atomic():
         # Locked as a save locks them, so an answer stored meanwhile is judged with the others,
         # never overwritten by a verdict read before it.
         sessions = list(stale.select_related("rater").select_for_update(of=("self",), no_key=True))
-        verdicts = judge_sessions(challenge, sessions, rules=rules)
+        verdicts = assess_sessions(challenge, sessions, rules=rules)
         for flag in (True, False):  # two statements, however many sessions
             CategorySession.objects.filter(
                 pk__in=[pk for pk, (excluded, _) in verdicts.items() if excluded is flag]
-            ).update(excluded=flag, judged_with=key)
+            ).update(excluded=flag, assessed_with=key)
     return len(sessions)
 
 
@@ -371,7 +371,7 @@ def resume(session: CategorySession) -> Resume | None:
     """The trial page's view of a session in one query; None when every trial is answered."""
     trials = [
         (position, token, answer)
-        for _, position, token, answer in lookups.session_trials(session.pk)
+        for _, position, token, answer in statements.session_trials(session.pk)
     ]
     pending = [(position, token) for position, token, answer in trials if answer is None]
     if not pending:
@@ -418,7 +418,7 @@ def save_rating(
         # lookup): the answer that completes the session must see every other one, or the
         # session would stay open with nothing left to rate. The same query reads the sound as
         # delivered and the trial of an answer already stored with this key, if any.
-        trial = lookups.trial_to_answer(token, test)
+        trial = statements.trial_to_answer(token, test)
         if trial is None:
             raise ListeningError("No such trial.", 404)
         session = trial.session
@@ -426,7 +426,7 @@ def save_rating(
             raise ListeningError("This trial belongs to another rater.", 403)
         session.rater = rater  # the one already read: no second query
         # Read after the session's lock: an answer with this key stored meanwhile is seen.
-        keyed_trial = lookups.keyed_trial(key)
+        keyed_trial = statements.keyed_trial(key)
         if keyed_trial is not None:
             if keyed_trial != trial.pk:
                 raise ListeningError("This request key was already used for another trial.", 409)
@@ -434,7 +434,7 @@ def save_rating(
         # The first two unanswered trials: the one rated must be first (order), and whether a
         # second exists says if this answer completes the session.
         # Answers are stored in order, so a trial before the first unanswered one is answered.
-        pending = lookups.first_unanswered(session.pk, 2)
+        pending = statements.first_unanswered(session.pk, 2)
         if trial.pk not in [pk for pk, _ in pending] and (
             not pending or trial.position < pending[0][1]
         ):
@@ -468,10 +468,10 @@ def save_rating(
 def _answered(challenge: Challenge, session: CategorySession, moment, *, closing: bool) -> None:
     """Keep the session's summary up to date in the answer's transaction: its latest answer,
     its verdict by the rater-quality rules (from its own answers), and its state."""
-    ((excluded, judged),) = judge_sessions(
+    ((excluded, judged),) = assess_sessions(
         challenge, [session], closing=session.pk if closing else 0
     ).values()
-    fields = {"last_answer_at": moment, "excluded": excluded, "judged_with": judged}
+    fields = {"last_answer_at": moment, "excluded": excluded, "assessed_with": judged}
     if closing:
         fields |= {"state": CategorySession.State.CLOSED, "closed_at": timezone.now()}
     CategorySession.objects.filter(pk=session.pk).update(**fields)
@@ -536,7 +536,10 @@ def close_session(session: CategorySession) -> None:
     """Close a session whose trials are all answered (idempotent). Its stored verdict was of an
     unfinished session: it is judged again, as finished, before anything reads it."""
     CategorySession.objects.filter(pk=session.pk, state=CategorySession.State.OPEN).update(
-        state=CategorySession.State.CLOSED, closed_at=timezone.now(), excluded=False, judged_with=""
+        state=CategorySession.State.CLOSED,
+        closed_at=timezone.now(),
+        excluded=False,
+        assessed_with="",
     )
     session.refresh_from_db()
 

@@ -11,16 +11,18 @@ from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from stimuli.generators.text_prompts import TextPromptError, import_described_clips
 from stimuli.models import Challenge, DescribedClip, System
+from stimuli.objective.prompt_scores import clap_setup, request_scores, stored_scores
 from stimuli.permissions import challenge_organizer_required
 
 from . import text_prompts
 from .errors import ListeningError
-from .models import TextJudge, TextPromptStudy
+from .models import PromptClip, TextJudge, TextPromptStudy
 
 
 class StudyForm(forms.Form):
@@ -59,6 +61,7 @@ def _context(challenge: Challenge, **extra) -> dict:
         "described": DescribedClip.objects.filter(challenge=challenge).count(),
         "judges": judges,
         "failures": text_prompts.failures(study) if study else [],
+        "clap": _clap_state(study),
         "study_form": StudyForm(challenge=challenge),
         "reference_form": ReferenceForm(),
         **extra,
@@ -146,4 +149,34 @@ def invite(request: HttpRequest, slug: str) -> HttpResponse:
             reverse("raters:join", args=[slug, judge.rater.access_key])
         )
         messages.success(request, f"Invitation for judge {judge.rater.code}: {link}")
+    return redirect("text_prompts:page", slug=slug)
+
+
+def _clap_pairs(study: TextPromptStudy) -> list[tuple[int, str]]:
+    """(audio id, prompt) of every clip the systems generated for a judge's prompt."""
+    clips = PromptClip.objects.filter(prompt_set__judge__study=study)
+    return list(clips.values_list("audio_id", "prompt_set__prompt"))
+
+
+def _clap_state(study: TextPromptStudy | None) -> dict:
+    pairs = _clap_pairs(study) if study else []
+    return {"setup": clap_setup(), "clips": len(pairs), "scored": len(stored_scores(pairs)[0])}
+
+
+@challenge_organizer_required
+@require_POST
+def clap_scores(request: HttpRequest, slug: str) -> HttpResponse:
+    """Queue the CLAP score of every generated clip that has none (a GPU worker computes it)."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    setup = clap_setup()
+    try:
+        study = _study(challenge)
+        if not setup.enabled:
+            raise ListeningError(setup.needs, 409)
+    except ListeningError as exc:
+        messages.error(request, exc.message)
+    else:
+        job = request_scores(challenge, _clap_pairs(study))
+        queued = len(job.params["score_ids"]) if job else 0
+        messages.success(request, f"{queued} clip{pluralize(queued)} queued for a CLAP score.")
     return redirect("text_prompts:page", slug=slug)

@@ -1,4 +1,4 @@
-"""Organizers' text-prompt study pages, under /organize/text-prompts/."""
+"""Organizers' text-prompt study pages, under /organize/<challenge>/text-prompts/."""
 
 from django.urls import path
 
@@ -6,9 +6,10 @@ from . import text_organize
 
 app_name = "text_prompts"
 urlpatterns = [
-    path("<slug:slug>/", text_organize.page, name="page"),
-    path("<slug:slug>/create/", text_organize.create, name="create"),
-    path("<slug:slug>/reference/", text_organize.reference, name="reference"),
-    path("<slug:slug>/open/", text_organize.set_open, name="open"),
-    path("<slug:slug>/invite/", text_organize.invite, name="invite"),
+    path("", text_organize.page, name="page"),
+    path("create/", text_organize.create, name="create"),
+    path("reference/", text_organize.reference, name="reference"),
+    path("open/", text_organize.set_open, name="open"),
+    path("invite/", text_organize.invite, name="invite"),
+    path("clap-scores/", text_organize.clap_scores, name="clap_scores"),
 ]

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from stimuli.generators import text_prompts as generation
+from stimuli.generators import text_prompts as text_generation
 from stimuli.models import Challenge, DescribedClip, System, TextGeneration
 
 from . import delivery, enrolment, listening, selectors, sessions
@@ -57,7 +57,7 @@ def _refuse_incapable(challenge: Challenge, systems: list[System]) -> None:
     for system in systems:
         if system.challenge_id != challenge.pk:
             raise ListeningError(f"System '{system.name}' belongs to another challenge.")
-        reason = generation.text_capable(system)
+        reason = text_generation.text_capable(system)
         if reason:
             raise ListeningError(f"'{system.name}' cannot be added to the study: {reason}.")
 
@@ -205,7 +205,7 @@ def start(judge: TextJudge) -> None:
         TextTrial.objects.bulk_create(rows)
         TextJudge.objects.filter(pk=judge.pk).update(started_at=timezone.now())
     judge.refresh_from_db()
-    generation.dispatch([judge.system_id])
+    text_generation.dispatch([judge.system_id])
 
 
 def _real(judge: TextJudge, test: str, position: int, clip: DescribedClip) -> TextTrial:
@@ -221,7 +221,7 @@ def _real(judge: TextJudge, test: str, position: int, clip: DescribedClip) -> Te
 
 
 def _generated(judge: TextJudge, test: str, position: int, text: str) -> TextTrial:
-    made = generation.new_generation(judge.system, text, 1, _seed(judge, test, position))
+    made = text_generation.new_generation(judge.system, text, 1, _seed(judge, test, position))
     return TextTrial(
         judge=judge, test=test, position=position, is_real=False, generation=made, text=text
     )
@@ -500,8 +500,8 @@ def submit_prompt(judge: TextJudge, prompt: str, *, key: str) -> tuple[PromptSet
     one while they are made). The same key again returns the same set."""
     key = sessions.check_key(key)
     try:
-        prompt = generation.check_prompt(prompt)
-    except generation.TextPromptError as exc:
+        prompt = text_generation.check_prompt(prompt)
+    except text_generation.TextPromptError as exc:
         raise ListeningError(exc.message) from None
     with transaction.atomic():
         _locked_judge(judge)
@@ -520,13 +520,13 @@ def submit_prompt(judge: TextJudge, prompt: str, *, key: str) -> tuple[PromptSet
             raise ListeningError(f"You have typed your {judge.study.prompts} prompts.", 409)
         last = PromptSet.objects.filter(judge=judge).aggregate(n=Max("position"))["n"]
         position = 0 if last is None else last + 1
-        made = generation.new_generation(
+        made = text_generation.new_generation(
             judge.system, prompt, judge.study.clips_per_prompt, _seed(judge, "prompt", position)
         )
         prompt_set = PromptSet.objects.create(
             judge=judge, position=position, prompt=prompt, generation=made, idempotency_key=key
         )
-    generation.dispatch([judge.system_id])
+    text_generation.dispatch([judge.system_id])
     return prompt_set, True
 
 

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from stimuli.models import Challenge
 from stimuli.permissions import may_read
 
-from . import delivery, diversity, enrolment, listening, lookups, selectors, sessions
+from . import delivery, diversity, enrolment, listening, selectors, sessions, statements
 from .errors import ListeningError
 from .models import CategorySession, Rater, TextJudge
 from .workload import workload
@@ -46,7 +46,7 @@ def _cookie_rater(request: HttpRequest, slug: str) -> Rater | None:
     if not key:
         return None
     # With the challenge and its text-prompt judge role, if any, in the same query.
-    return lookups.rater_by_key(key, slug)
+    return statements.rater_by_key(key, slug)
 
 
 def _account_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:

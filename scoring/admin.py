@@ -5,13 +5,7 @@ from .models import ScoringSettings, Snapshot
 
 @admin.register(ScoringSettings)
 class ScoringSettingsAdmin(admin.ModelAdmin):
-    list_display = [
-        "challenge",
-        "low_threshold",
-        "high_threshold",
-        "exclude_at",
-        "bootstrap_samples",
-    ]
+    list_display = ["challenge", "weight_diversity", "bootstrap_samples", "confidence"]
 
 
 @admin.register(Snapshot)

@@ -8,7 +8,7 @@ class ScoringConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from stimuli.jobs import register
+        from stimuli.job_kinds import register
 
         from .services import PUBLISH_JOB
 

@@ -19,9 +19,10 @@ from raters import demo as raters_demo
 from raters import enrolment, selectors
 from raters.models import Rater
 from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
-from stimuli.generators import generation
+from stimuli.generators import services as generators
 from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
-from stimuli.objective import pipeline
+from stimuli.objective import config
+from stimuli.objective import services as objective
 
 from . import services
 from .models import Snapshot
@@ -59,28 +60,28 @@ def run_demo(
 
     if not Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE).exists():
         say("Generating the procedural baseline and its two variants ...")
-        for system in generation.create_baseline_systems(challenge, track_code="B"):
-            job = generation.generate_now(system, clips_per_category, 0, progress=progress)
+        for system in generators.create_baseline_systems(challenge, track_code="B"):
+            job = generators.generate_now(system, clips_per_category, 0, progress=progress)
             if job.state != Job.State.SUCCEEDED:
                 raise RuntimeError(f"generation of {system.name} failed: {job.error}")
 
     if not FadResult.objects.filter(challenge=challenge).exists():
         say("Objective evaluation: embeddings, FAD per system and category, finalists ...")
         # Four finalists per track, as DCASE took: the league then correlates over 8 systems.
-        pipeline.set_models(
+        config.set_models(
             challenge,
             fad_model="logmel",
             medoid_model="logmel",
             finalists_per_track=4,
             league_models=_league_models(),
         )
-        job = pipeline.run_evaluation(challenge, progress=progress)
+        job = objective.run_distances(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"the objective evaluation failed: {job.error}")
 
     if not Medoid.objects.filter(challenge=challenge).exists():
         say("Selecting 20 medoids per finalist and category (k-means) ...")
-        job = pipeline.run_medoid_selection(challenge, progress=progress)
+        job = objective.run_medoid_selection(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"medoid selection failed: {job.error}")
 

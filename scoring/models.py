@@ -5,42 +5,21 @@ from __future__ import annotations
 from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 
+from raters.models import ListeningTest
 from stimuli.models import Challenge, Job
 
-from .compute import DEFAULT_MISRATING, Rules, ScoringInputError
-
-
-def default_misrating() -> dict:
-    return {role: list(conditions) for role, conditions in DEFAULT_MISRATING.items()}
+from .inputs import ScoringInputError
+from .rules import Rules
 
 
 class ScoringSettings(models.Model):
-    """The rules a challenge is scored by; every default is the DCASE 2023 Task 7 value."""
+    """The rules a challenge is scored by; every default is the DCASE 2023 Task 7 value. The
+    rater-quality rules are the listening test's (`raters.models.ListeningTest`)."""
 
     challenge = models.OneToOneField(
         Challenge, on_delete=models.CASCADE, related_name="scoring_settings"
-    )
-    low_threshold = models.FloatField(default=3.0, help_text="A rating at or below this is low.")
-    high_threshold = models.FloatField(default=7.0, help_text="A rating at or above this is high.")
-    misrating_rules = models.JSONField(
-        default=default_misrating,
-        help_text="Per anchor type, the conditions (quality_low, quality_high, fit_low, "
-        "fit_high: at or beyond a threshold; quality_not_high, quality_not_low, fit_not_high, "
-        "fit_not_low: on the wrong half of the scale, the middle included) of which any one "
-        "makes a check misrated.",
-    )
-    exclude_at = models.PositiveSmallIntegerField(
-        default=5, help_text="A session with this many misrated checks or more is excluded."
-    )
-    checks_per_session = models.PositiveSmallIntegerField(default=12)
-    quality_rules = models.JSONField(
-        default=dict,
-        blank=True,
-        help_text="The other rater-quality rules (straight_lining, too_fast, not_listened, gold) "
-        'and the anchor rule\'s action, e.g. {"too_fast": {"action": "exclude", '
-        '"min_median_answer_s": 4}}; each action is exclude, flag or off (see raters.quality).',
     )
     remove_self_ratings = models.BooleanField(default=True)
     weight_quality = models.FloatField(default=1.0)
@@ -54,11 +33,6 @@ class ScoringSettings(models.Model):
         verbose_name_plural = "scoring settings"
         constraints = [
             models.CheckConstraint(
-                condition=Q(low_threshold__lt=F("high_threshold")),
-                name="scoring_low_below_high",
-            ),
-            models.CheckConstraint(condition=Q(exclude_at__gte=1), name="scoring_exclude_at_min"),
-            models.CheckConstraint(
                 condition=Q(weight_quality__gte=0, weight_fit__gte=0, weight_diversity__gte=0),
                 name="scoring_weights_non_negative",
             ),
@@ -71,14 +45,17 @@ class ScoringSettings(models.Model):
         return f"Scoring settings of {self.challenge}"
 
     def rules(self) -> Rules:
+        """Every rule of the scoring: the rater-quality rules as the listening test holds them
+        (each answer is assessed by them as it is stored), the rest from here."""
+        test, _ = ListeningTest.objects.get_or_create(challenge_id=self.challenge_id)
         return Rules(
-            low=self.low_threshold,
-            high=self.high_threshold,
-            misrating=self.misrating_rules,
-            exclude_at=self.exclude_at,
-            checks_per_session=self.checks_per_session,
+            low=test.low_threshold,
+            high=test.high_threshold,
+            misrating=test.misrating_rules,
+            exclude_at=test.exclude_at,
+            anchors_per_session=test.anchors_per_session,
             remove_self_ratings=self.remove_self_ratings,
-            quality=self.quality_rules or {},
+            rater_rules=test.rater_rules or {},
             weight_quality=self.weight_quality,
             weight_fit=self.weight_fit,
             weight_diversity=self.weight_diversity,
@@ -88,10 +65,6 @@ class ScoringSettings(models.Model):
         )
 
     def clean(self) -> None:
-        if not isinstance(self.misrating_rules, dict):
-            raise ValidationError({"misrating_rules": "Must be an object of anchor type to list."})
-        if not isinstance(self.quality_rules, dict):
-            raise ValidationError({"quality_rules": "Must be an object of rule name to settings."})
         try:
             self.rules()
         except (ScoringInputError, TypeError) as exc:

@@ -12,7 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from .compute import Rules, ScoringInputError, score_files
+from .compute import score_files
+from .inputs import ScoringInputError
+from .rules import Rules
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -64,6 +64,7 @@ class Table:
     columns: list[Column]
     rows: list[dict] = field(default_factory=list)
     track: str | None = None
+    note: str = ""  # a sentence shown under the title (what the table needs, how it was made)
 
     @property
     def flat_columns(self) -> list[str]:
@@ -385,7 +386,76 @@ def text_prompt_tables(result: dict) -> list[Table]:
             for j in s["per_judge"]
         ],
     )
-    return [systems, judges]
+    return [systems, judges, *clap_tables(study)]
+
+
+def clap_tables(study: dict) -> list[Table]:
+    """The CLAP score per system beside the judges' Yes share, or what would enable it."""
+    clap = study.get("clap")
+    if clap is None:
+        return []
+    if not clap["enabled"] and not clap["scored_sets"]:
+        note = clap["needs"]
+    else:
+        rho = "n/a" if clap["rho"] is None else f"{clap['rho']:.3f} (p = {clap['rho_p']})"
+        note = (
+            f"{clap['scored_sets']} of {clap['sets']} answered prompt sets scored with "
+            f"{clap['model_id']}; Spearman's rho of a set's best-clip cosine with its judge's "
+            f"No < Maybe < Yes, all systems: {rho}, n = {clap['n']}."
+        )
+    rows = [
+        {
+            "system": s["system"],
+            "clap_score": s["clap"]["score"],
+            "clap_score_ci": s["clap"]["ci"],
+            "clap_rho": s["clap"]["rho"],
+            "clap_sets": s["clap"]["n"],
+            "match_yes": s["match"]["shares"]["yes"],
+        }
+        for s in study["systems"]
+        if s.get("clap", {}).get("n")
+    ]
+    columns = [
+        Column("system", "System"),
+        Column("clap_score", "CLAP score (best clip's cosine)", ci=True),
+        Column("clap_rho", "Spearman rho with the judges' match"),
+        Column("clap_sets", "Prompt sets scored"),
+        Column("match_yes", "Match: yes"),
+    ]
+    return [Table("text-prompt-clap", "Text-prompt study: CLAP score", columns, rows, note=note)]
+
+
+def text_prompt_clap(challenge) -> dict:
+    """Per answered prompt set: judge, system, the judge's match and its best clip's CLAP score
+    (None until a worker has scored its clips), and what would enable the score if it is not."""
+    from raters.models import PromptAnswer, PromptClip
+    from stimuli.objective.prompt_scores import clap_setup, stored_scores
+
+    answers = PromptAnswer.objects.filter(
+        prompt_set__judge__study__challenge=challenge
+    ).select_related("prompt_set__judge__rater", "prompt_set__judge__system")
+    answers = list(answers.order_by("prompt_set__judge__rater__index", "prompt_set__position"))
+    clips: dict[int, list[int]] = {}
+    for set_id, audio_id in PromptClip.objects.filter(
+        prompt_set__in=[a.prompt_set_id for a in answers]
+    ).values_list("prompt_set_id", "audio_id"):
+        clips.setdefault(set_id, []).append(audio_id)
+    pairs = [(i, a.prompt_set.prompt) for a in answers for i in clips.get(a.prompt_set_id, [])]
+    scores, model_id = stored_scores(pairs)
+    sets = []
+    for a in answers:
+        found = [scores[(i, a.prompt_set.prompt)] for i in clips.get(a.prompt_set_id, [])
+                 if (i, a.prompt_set.prompt) in scores]  # fmt: skip
+        sets.append(
+            {
+                "judge": a.prompt_set.judge.rater.code,
+                "system": a.prompt_set.judge.system.name,
+                "match": a.match,
+                "best": round(max(found), 6) if found else None,
+            }
+        )
+    # Published: the files by name, never where the server keeps them.
+    return {"sets": sets, "needs": clap_setup().needs_files, "model_id": model_id}
 
 
 def table(result: dict, name: str) -> Table | None:

@@ -10,15 +10,17 @@ from django.utils import timezone
 
 from raters import preparation, selectors
 from raters import text_prompts as text_study
-from raters.quality import QualityRules
 from raters.selectors import diversity_rows, rating_rows, text_prompt_rows
 from stimuli import selectors as stimuli_selectors
 from stimuli.jobs import JobProgress, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import may_read, may_write
 
-from .compute import Inputs, Rules, ScoringInputError, score, table_hash
+from .compute import score
+from .inputs import Inputs, ScoringInputError, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
+from .rules import Rules
+from .selectors import text_prompt_clap
 from .text_prompts import score_text_prompts
 
 TEXT_PROMPT_COLUMNS = {
@@ -34,12 +36,16 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
     if text_study.study_of(challenge) is None:
         return result
     rows = text_prompt_rows(challenge)
-    result["text_prompt"] = score_text_prompts(rows)
+    clap = text_prompt_clap(challenge)
+    result["text_prompt"] = score_text_prompts(rows, clap)
     result.setdefault("inputs", {}).update(
         {
             f"text_prompt_{name}": table_hash(rows[name], cols)
             for name, cols in TEXT_PROMPT_COLUMNS.items()
         }
+    )
+    result["inputs"]["text_prompt_clap"] = table_hash(
+        clap["sets"], ("judge", "system", "match", "best")
     )
     return result
 
@@ -85,13 +91,6 @@ def scoring_settings(challenge: Challenge) -> ScoringSettings:
 
 def rules_for(challenge: Challenge) -> Rules:
     return scoring_settings(challenge).rules()
-
-
-def quality_rules(challenge: Challenge) -> QualityRules:
-    """The challenge's rater-quality rules, as the listening test's assignment, monitoring and
-    export read them (settings.RATER_QUALITY_RULES names this function)."""
-    stored = ScoringSettings.objects.filter(challenge=challenge).first()
-    return (stored.rules() if stored else Rules()).quality_rules()
 
 
 def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:

@@ -6,6 +6,10 @@
   exact binomial test against 50 % (chance: the judges cannot tell them apart).
 - Prompt test: the distribution of Yes / No / Maybe, and mean quality and diversity with
   percentile bootstrap intervals that resample judges (a judge's answers move together).
+- CLAP score, where a CLAP checkpoint and its tokenizer are configured: per answered prompt set,
+  the cosine between the prompt and its closest clip in LAION-CLAP's space (the judges were
+  asked whether any clip matches); per system the mean over its sets, with the judges'
+  interval, and Spearman's rho between the sets' scores and the judges' No < Maybe < Yes.
 
 Plain functions of the rows `raters.selectors.text_prompt_rows` gives; published with the
 DCASE results in the same snapshot.
@@ -61,8 +65,9 @@ def judge_bootstrap(values_by_judge: Mapping[str, Sequence[float]], seed: int = 
     return _r(mean), [_r(low), _r(high)]
 
 
-def score_text_prompts(rows: Mapping[str, list[dict]]) -> dict:
-    """Per-system results and per-judge breakdowns of the text-prompt study's answers."""
+def score_text_prompts(rows: Mapping[str, list[dict]], clap: dict | None = None) -> dict:
+    """Per-system results and per-judge breakdowns of the text-prompt study's answers; with
+    `clap` (`{"sets": [...], "needs": ..., "model_id": ...}`) the CLAP scores beside them."""
     systems = sorted({row["system"] for table in rows.values() for row in table}, key=str.casefold)
     out = []
     for system in systems:
@@ -88,7 +93,7 @@ def score_text_prompts(rows: Mapping[str, list[dict]]) -> dict:
                 ],
             }
         )
-    return {
+    study = {
         "systems": out,
         "settings": {
             "confidence": CONFIDENCE,
@@ -96,6 +101,52 @@ def score_text_prompts(rows: Mapping[str, list[dict]]) -> dict:
             "realism_test": "exact binomial, two-sided, p = 0.5",
             "bootstrap": f"percentile over judges, {BOOTSTRAP_RESAMPLES} resamples",
         },
+    }
+    if clap is not None:
+        study["clap"] = clap_summary(clap, out)
+    return study
+
+
+MATCH_ORDER = {"no": 0, "maybe": 1, "yes": 2}
+
+
+def _spearman(scores: Sequence[float], matches: Sequence[str]) -> tuple[float | None, int]:
+    """Spearman's rho of scores against No < Maybe < Yes (None without two of each varying)."""
+    if len(scores) < 3 or len(set(matches)) < 2 or len(set(scores)) < 2:
+        return None, len(scores)
+    rho = stats.spearmanr(scores, [MATCH_ORDER[m] for m in matches]).statistic
+    return _r(rho), len(scores)
+
+
+def clap_summary(clap: dict, systems: list[dict]) -> dict:
+    """Adds each system's CLAP score (in place) and returns the study-wide CLAP summary.
+
+    `clap["sets"]`: one row per answered prompt set (judge, system, match, `best`: the highest
+    cosine among its clips, None where its clips have no score yet)."""
+    sets = clap.get("sets", [])
+    scored = [s for s in sets if s["best"] is not None]
+    for entry in systems:
+        mine = [s for s in scored if s["system"] == entry["system"]]
+        by_judge: dict[str, list[float]] = defaultdict(list)
+        for s in mine:
+            by_judge[s["judge"]].append(s["best"])
+        mean, ci = judge_bootstrap(by_judge)
+        rho, n = _spearman([s["best"] for s in mine], [s["match"] for s in mine])
+        entry["clap"] = {"score": mean, "ci": ci, "rho": rho, "n": n}
+    rho, n = _spearman([s["best"] for s in scored], [s["match"] for s in scored])
+    p = None
+    if rho is not None:
+        codes = [MATCH_ORDER[s["match"]] for s in scored]
+        p = _r(stats.spearmanr([s["best"] for s in scored], codes).pvalue, 6)
+    return {
+        "enabled": not clap.get("needs"),
+        "needs": clap.get("needs", ""),
+        "model_id": clap.get("model_id", ""),
+        "sets": len(sets),
+        "scored_sets": len(scored),
+        "rho": rho,
+        "rho_p": p,
+        "n": n,
     }
 
 

@@ -22,7 +22,7 @@ from stimuli.permissions import (
 )
 
 from . import selectors, services
-from .compute import ScoringInputError
+from .inputs import ScoringInputError
 from .models import Snapshot
 
 

@@ -8,7 +8,7 @@ class StimuliConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from .jobs import register
+        from .job_kinds import register
         from .models import Job
 
         kind = Job.Kind
@@ -22,7 +22,7 @@ class StimuliConfig(AppConfig):
             register(
                 generation, generation.label, f"stimuli.tasks.{task}",
                 where=f"stimuli.generators.tasks.{task}",
-                retry_guard="stimuli.generators.generation.retry_guard",
+                retry_guard="stimuli.generators.services.retry_guard",
             )  # fmt: skip
         # A team's submission: the organizer path's validation, example clips and FAD-dev.
         register(
@@ -43,5 +43,10 @@ class StimuliConfig(AppConfig):
             register(
                 objective, objective.label, f"stimuli.tasks.{task}",
                 where=f"stimuli.objective.tasks.{task}",
-                retry_guard="stimuli.objective.pipeline.retry_guard",
+                retry_guard="stimuli.objective.services.retry_guard",
             )  # fmt: skip
+        # The text-prompt study's CLAP scores: a failed job runs again over the rows still empty.
+        register(
+            "clap_prompt_scores", "CLAP scores", "stimuli.tasks.clap_prompt_scores",
+            where="stimuli.objective.tasks.clap_prompt_scores",
+        )  # fmt: skip

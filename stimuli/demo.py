@@ -160,7 +160,7 @@ TEXT_DESCRIPTIONS = {
 def seed_text_demo(per_category: int = 3) -> tuple[Challenge, bool]:
     """A challenge with a described reference set (uploaded with its CSV, as an organizer
     would) and the procedural baseline's text variant as a system; once."""
-    from .generators.generation import BASELINE_MODULE, set_generator
+    from .generators.services import BASELINE_MODULE, set_generator
     from .generators.text_prompts import import_described_clips
     from .models import System
 

@@ -14,7 +14,6 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +24,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .errors import Refused
+from .job_kinds import job_kind
 from .models import Job
 
 logger = logging.getLogger(__name__)
@@ -201,58 +201,6 @@ def _log_lost(job: Job) -> None:
 # --- the registry: each kind of job, the task that runs it and its stage's rule for a retry -----
 
 
-@dataclass(frozen=True)
-class JobKind:
-    """What the platform knows of one kind of job; each app registers its own in its ready()."""
-
-    kind: str
-    label: str
-    # The Celery task's explicit name: messages already queued still find it after code moves,
-    # and CELERY_TASK_ROUTES routes it by this exact name.
-    task: str
-    # Where the task is defined (its module's dotted path and name), which may differ from its
-    # Celery name once code has moved: a message names the task, enqueue imports it from here.
-    where: str
-    # Dotted path of the stage's check before a retry, called with the challenge locked: it
-    # raises a Refused (a Conflict when the phase has fixed what the job would change).
-    retry_guard: str = ""
-    # Why a job of this kind is never retried, when it is not ("" when it may be).
-    no_retry: str = ""
-
-
-_KINDS: dict[str, JobKind] = {}
-
-
-def register(
-    kind: str,
-    label: str,
-    task: str,
-    *,
-    where: str = "",
-    retry_guard: str = "",
-    no_retry: str = "",
-) -> None:
-    """Make a kind of job known: its label, its task (Celery name, and where it is defined when
-    that differs from the name) and its stage's retry rule."""
-    _KINDS[kind] = JobKind(kind, label, task, where or task, retry_guard, no_retry)
-
-
-def job_kind(kind: str) -> JobKind:
-    try:
-        return _KINDS[kind]
-    except KeyError:
-        raise Refused(f"No task is known for jobs of kind '{kind}'.") from None
-
-
-def kind_label(kind: str) -> str:
-    known = _KINDS.get(kind)
-    return known.label if known is not None else kind
-
-
-def registered_kinds() -> dict[str, JobKind]:
-    return dict(_KINDS)
-
-
 def enqueue(job: Job) -> None:
     """Send the job's task once the transaction that created the job has committed.
 
@@ -260,7 +208,7 @@ def enqueue(job: Job) -> None:
     job row already, and the caller gets the finished job back.
     """
     # By dotted path, so that no service imports a task module (the tasks import the services);
-    # tests/test_jobs.py holds every registered path to a task carrying the registered name.
+    # tests/stimuli/test_jobs.py holds every registered path to a task carrying the registered name.
     task = import_string(job_kind(job.kind).where)
     if task.app.conf.task_always_eager:
         task.delay(job.pk)

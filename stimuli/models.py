@@ -15,23 +15,10 @@ from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Concat
 
+from .job_kinds import kind_label
+
 # What stored clips were checked against: changing it would leave clips that break the spec.
 CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
-
-# The organizer's pages of a stage sit at /organize/<stage>/<challenge>/ beside a challenge's own
-# /organize/<challenge>/...: a challenge named like a stage would have its pages taken by that
-# stage's (/organize/objective/clips/ is the objective page of a challenge "clips"), so these
-# slugs are refused. A test checks the list against the URL configuration.
-RESERVED_SLUGS = ("generators", "listening", "objective", "text-prompts")
-
-
-def validate_challenge_slug(value: str) -> None:
-    if value in RESERVED_SLUGS:
-        raise ValidationError(
-            f"“{value}” is reserved: /organize/{value}/ is the address of the {value} pages of "
-            f"every challenge. Choose another slug.",
-            code="reserved",
-        )
 
 
 class Challenge(models.Model):
@@ -42,7 +29,7 @@ class Challenge(models.Model):
         PUBLISHED = "published", "Published"
 
     name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=80, unique=True, validators=[validate_challenge_slug])
+    slug = models.SlugField(max_length=80, unique=True)
     description = models.TextField(blank=True)
     clip_duration_s = models.FloatField(default=4.0, help_text="Clip duration in seconds.")
     sample_rate = models.PositiveIntegerField(default=22_050, help_text="Sample rate in Hz.")
@@ -71,9 +58,6 @@ class Challenge(models.Model):
             models.CheckConstraint(
                 condition=Q(phase__in=["setup", "objective", "listening", "published"]),
                 name="challenge_phase_valid",
-            ),
-            models.CheckConstraint(
-                condition=~Q(slug__in=RESERVED_SLUGS), name="challenge_slug_not_reserved"
             ),
         ]
 
@@ -346,8 +330,6 @@ class Job(models.Model):
 
     @property
     def kind_label(self) -> str:
-        from .jobs import kind_label
-
         return kind_label(self.kind)
 
     @property
@@ -588,6 +570,34 @@ class Embedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_id} of {self.audio_id}"
+
+
+class PromptScore(models.Model):
+    """The CLAP score of a clip against a text prompt: the cosine of their CLAP embeddings.
+
+    A row is asked for (cosine empty) where the web process knows the pairs, and filled by a
+    GPU worker, which records the model that computed it; one score per clip and prompt.
+    """
+
+    audio = models.ForeignKey(AudioFile, on_delete=models.CASCADE, related_name="+")
+    prompt = models.TextField()
+    prompt_sha256 = models.CharField(max_length=64)
+    model_id = models.CharField(max_length=200, blank=True, default="")
+    cosine = models.FloatField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["audio", "prompt_sha256"], name="prompt_score_unique"),
+            models.CheckConstraint(
+                condition=Q(cosine__isnull=True)
+                | (Q(cosine__gte=-1.001) & Q(cosine__lte=1.001) & ~Q(model_id="")),
+                name="prompt_score_cosine",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"CLAP score of {self.audio_id} against {self.prompt_sha256[:8]}"
 
 
 class ReferenceStats(models.Model):

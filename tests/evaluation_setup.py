@@ -15,7 +15,7 @@ import numpy as np
 
 from stimuli.demo import write_set
 from stimuli.models import Challenge, System
-from stimuli.objective import pipeline
+from stimuli.objective import config
 from stimuli.services import create_challenge, create_system, create_team
 from stimuli.uploads.imports import import_clips
 
@@ -47,7 +47,7 @@ def small_challenge(
         root = write_set(tmp_path / name, challenge, system_clips, 10 + n, tilt)
         report = import_clips(challenge, root, role="system", system=system)
         assert report.created_clips == 2 * system_clips
-    pipeline.set_models(
+    config.set_models(
         challenge,
         fad_model="logmel",
         medoid_model="logmel",

@@ -10,7 +10,7 @@ import numpy as np
 
 from raters import text_prompts
 from stimuli.audio import encode_wav
-from stimuli.generators.generation import set_generator
+from stimuli.generators.services import set_generator
 from stimuli.generators.text_prompts import import_described_clips
 from stimuli.models import Challenge, Generator, System
 from stimuli.services import create_challenge, create_system, create_team

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from ..api import REFUSAL, ChallengeScopedMixin, JobSerializer
 from ..errors import Refused
 from ..models import Generator, Job, System
-from . import generation
+from . import services
 
 
 class GeneratorSerializer(serializers.ModelSerializer):
@@ -57,7 +57,7 @@ class TrustSerializer(serializers.Serializer):
 class GenerateSerializer(serializers.Serializer):
     n_per_category = serializers.IntegerField(default=100, min_value=1, max_value=10_000)
     seed = serializers.IntegerField(default=0, min_value=0, max_value=2**31 - 1)
-    batch_size = serializers.IntegerField(default=generation.DEFAULT_BATCH_SIZE, min_value=1)
+    batch_size = serializers.IntegerField(default=services.DEFAULT_BATCH_SIZE, min_value=1)
 
 
 class GeneratorViewSet(
@@ -95,7 +95,7 @@ class GeneratorViewSet(
                 raise Refused(f"config is not JSON: {exc}") from None
             if not isinstance(config, dict):
                 raise Refused("config must be a JSON object")
-        generator = generation.set_generator(
+        generator = services.set_generator(
             system,
             module=data.get("module") or "",
             archive=data.get("archive"),
@@ -116,7 +116,7 @@ class GeneratorViewSet(
         """Mark the system's code trusted, or not (cleared whenever the code is replaced)."""
         serializer = TrustSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        generator = generation.set_trusted(self.get_object(), serializer.validated_data["trusted"])
+        generator = services.set_trusted(self.get_object(), serializer.validated_data["trusted"])
         return Response(GeneratorSerializer(generator).data)
 
     @extend_schema(
@@ -128,7 +128,7 @@ class GeneratorViewSet(
         generator = self.get_object()
         serializer = GenerateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        job = generation.start_generation(
+        job = services.start_generation(
             generator.system, user=request.user, **serializer.validated_data
         )
         job.refresh_from_db()

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+
+from stimuli.audio import ClipSpec
 
 REQUIRED_FUNCTIONS = ("load_model", "generate")
 OPTIONAL_FUNCTIONS = ("generate_from_text", "generate_from_texts")
@@ -100,38 +101,29 @@ def derive_seed(seed: int, category: str, index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-@dataclass(frozen=True)
-class OutputSpec:
-    """What one call's output must look like."""
+def output_shape(spec: ClipSpec, n: int) -> tuple[int, ...]:
+    """The array one call for `n` clips must return: [n, frames], or [n, channels, frames]."""
+    return (n, spec.frames) if spec.channels == 1 else (n, spec.channels, spec.frames)
 
-    sample_rate: int = 22_050
-    duration_s: float = 4.0
-    channels: int = 1
 
-    @property
-    def frames(self) -> int:
-        return round(self.duration_s * self.sample_rate)
-
-    def shape(self, n: int) -> tuple[int, ...]:
-        return (n, self.frames) if self.channels == 1 else (n, self.channels, self.frames)
-
-    def env(self) -> dict[str, str]:
-        return {
-            "FOLEY_SAMPLE_RATE": str(self.sample_rate),
-            "FOLEY_CLIP_DURATION_S": repr(float(self.duration_s)),
-            "FOLEY_CHANNELS": str(self.channels),
-        }
+def output_env(spec: ClipSpec) -> dict[str, str]:
+    """The clip spec as the generator's process reads it (the contract's environment)."""
+    return {
+        "FOLEY_SAMPLE_RATE": str(spec.sample_rate),
+        "FOLEY_CLIP_DURATION_S": repr(float(spec.duration_s)),
+        "FOLEY_CHANNELS": str(spec.channels),
+    }
 
 
 def check_output(
-    array: np.ndarray, n: int, spec: OutputSpec, model_rate: int | None = None
+    array: np.ndarray, n: int, spec: ClipSpec, model_rate: int | None = None
 ) -> list[tuple[str, str]]:
     """Every way `array` breaks the output contract, as (code, message) pairs.
 
     `model_rate`, the model's own sample rate, only makes the length message clearer.
     """
     problems: list[tuple[str, str]] = []
-    expected = spec.shape(n)
+    expected = output_shape(spec, n)
     if array.dtype == np.int16:
         pass
     elif array.dtype.kind != "f":

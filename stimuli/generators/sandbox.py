@@ -31,8 +31,9 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from ..audio import ClipSpec
 from ..npy_header import is_plain_numbers, read_header
-from .contract import OutputSpec
+from .contract import output_env, output_shape
 from .errors import SandboxError
 from .isolation import (
     SANDBOX_ROOT,
@@ -124,7 +125,7 @@ class Sandbox:
     def __init__(
         self,
         source: GeneratorSource,
-        spec: OutputSpec | None = None,
+        spec: ClipSpec | None = None,
         limits: Limits | None = None,
         *,
         use_gpu: bool | None = None,
@@ -134,7 +135,7 @@ class Sandbox:
         on_wait: Callable[[], None] | None = None,
     ):
         self.source = source
-        self.spec = spec or OutputSpec()
+        self.spec = spec or ClipSpec()
         self.limits = limits or Limits()
         self.use_gpu = cuda_visible() if use_gpu is None else use_gpu
         # Trusted (an organizer's explicit choice): may run without isolation where none exists.
@@ -175,7 +176,7 @@ class Sandbox:
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "FOLEY_DEVICE": "cuda" if self.use_gpu else "cpu",
-            **self.spec.env(),
+            **output_env(self.spec),
         }
         for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             if key in os.environ:
@@ -489,7 +490,7 @@ class Sandbox:
             with open(fd, "rb") as handle:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise SandboxError("protocol", f"the output of {doing} is missing")
-                return _read_samples(handle, self.spec.shape(n), doing)
+                return _read_samples(handle, output_shape(self.spec, n), doing)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=folder)

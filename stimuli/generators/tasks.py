@@ -10,16 +10,16 @@ from celery import shared_task
 
 @shared_task(name="stimuli.tasks.generate_clips")
 def generate_clips(job_id: int) -> None:
-    from . import generation
+    from . import services
 
-    generation.run_generation(job_id)
+    services.run_generation(job_id)
 
 
 @shared_task(name="stimuli.tasks.generate_validation")
 def generate_validation(job_id: int) -> None:
-    from . import generation
+    from . import services
 
-    generation.run_validation(job_id)
+    services.run_validation(job_id)
 
 
 # Clips from text prompts: one job serves the pending prompts of every judge of a system.

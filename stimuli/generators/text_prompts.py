@@ -38,11 +38,11 @@ from ..models import (
     TextClip,
     TextGeneration,
 )
-from ..selectors import category_lookup, normalise_folder
+from ..selectors import category_lookup, clip_spec, normalise_folder
 from .contract import check_output, to_float
 from .errors import SandboxError
-from .generation import job_sandbox, output_spec, prepared_source, start_checked
 from .sandbox import Sandbox, cuda_visible
+from .services import job_sandbox, prepared_source, start_checked
 
 MAX_PROMPT_CHARS = 300
 # Prompts in one generator call: the call's time limit (FOLEY_SANDBOX_CALL_TIMEOUT_S) covers all.
@@ -244,7 +244,7 @@ def serve_pending(job: Job, progress, log) -> dict:
     prompt at fault is marked failed."""
     system = System.objects.select_related("challenge").get(pk=job.params["system_id"])
     generator = Generator.objects.get(system=system)
-    spec = output_spec(system.challenge)
+    spec = clip_spec(system.challenge)
     audio_spec = selectors.clip_spec(system.challenge)
     counts = {"served": 0, "failed": 0, "calls": 0}
     started = time.perf_counter()

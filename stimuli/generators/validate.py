@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .contract import CATEGORIES, OutputSpec, check_output
+from ..audio import ClipSpec
+from .contract import CATEGORIES, check_output
 from .errors import SandboxError
 from .sandbox import Limits, Sandbox, enforcement
 from .source import GeneratorSource
@@ -98,7 +99,7 @@ def resolve_target(target: str, workdir: Path) -> GeneratorSource:
 
 def validate_target(
     target: str,
-    spec: OutputSpec | None = None,
+    spec: ClipSpec | None = None,
     *,
     limits: Limits | None = None,
     categories: tuple[str, ...] | list[str] = CATEGORIES,
@@ -106,7 +107,7 @@ def validate_target(
     config: str | None = None,
     trusted: bool = False,
 ) -> ValidationReport:
-    spec = spec or OutputSpec()
+    spec = spec or ClipSpec()
     with tempfile.TemporaryDirectory(prefix="foley-validate-") as tmp:
         try:
             source = resolve_target(target, Path(tmp))
@@ -129,7 +130,7 @@ def validate_target(
 
 def validate_source(
     source: GeneratorSource,
-    spec: OutputSpec | None = None,
+    spec: ClipSpec | None = None,
     *,
     limits: Limits | None = None,
     categories: tuple[str, ...] | list[str] = CATEGORIES,
@@ -139,7 +140,7 @@ def validate_source(
     on_wait: Callable[[], None] | None = None,
     trusted: bool = False,
 ) -> ValidationReport:
-    spec = spec or OutputSpec()
+    spec = spec or ClipSpec()
     limits = limits or Limits()
     report = ValidationReport(
         target=target or source.module, spec=asdict(spec), module=source.module
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = validate_target(
         args.target,
-        OutputSpec(args.sample_rate, args.duration),
+        ClipSpec(sample_rate=args.sample_rate, duration_s=args.duration),
         clips_per_category=args.clips,
         config=args.config,
         trusted=args.trusted,

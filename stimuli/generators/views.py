@@ -16,7 +16,7 @@ from ..models import Challenge, Generator, Job, System
 from ..panels import render_panel
 from ..permissions import challenge_organizer_required
 from ..phases import phase_conflict
-from . import generation
+from . import services
 
 
 def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) -> HttpResponse:
@@ -104,14 +104,14 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
         if request.POST.get("config", "").strip():
             config = json.loads(request.POST["config"])
             if not isinstance(config, dict):
-                raise generation.GenerationError("settings must be a JSON object")
-        generation.set_generator(
+                raise services.GenerationError("settings must be a JSON object")
+        services.set_generator(
             system, module="" if archive else module, archive=archive, config=config,
             user=request.user, trusted=request.POST.get("trusted") == "on",
         )  # fmt: skip
     except ValueError as exc:
         return _refused(request, challenge, system, f"settings are not JSON: {exc}")
-    except generation.GenerationError as exc:
+    except services.GenerationError as exc:
         return _refused(request, challenge, system, str(exc), exc)
     return _panel(request, challenge)
 
@@ -121,7 +121,7 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
 def trust(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     generator = get_object_or_404(Generator, system__pk=system_id, system__challenge=challenge)
-    generation.set_trusted(generator, request.POST.get("trusted") == "on")
+    services.set_trusted(generator, request.POST.get("trusted") == "on")
     return _panel(request, challenge)
 
 
@@ -131,16 +131,16 @@ def generate(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     system = get_object_or_404(System, pk=system_id, challenge=challenge)
     try:
-        generation.start_generation(
+        services.start_generation(
             system,
             n_per_category=int(request.POST.get("n_per_category") or 100),
             seed=int(request.POST.get("seed") or 0),
-            batch_size=int(request.POST.get("batch_size") or generation.DEFAULT_BATCH_SIZE),
+            batch_size=int(request.POST.get("batch_size") or services.DEFAULT_BATCH_SIZE),
             user=request.user,
         )
     except ValueError:
         return _refused(request, challenge, system, "clips, seed and batch size are whole numbers")
-    except generation.GenerationError as exc:
+    except services.GenerationError as exc:
         return _refused(request, challenge, system, str(exc), exc)
     return _panel(request, challenge)
 

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from .. import selectors
 from ..api import ChallengeScopedMixin, JobSerializer
 from ..models import FadResult, Medoid, ObjectiveSettings
-from . import pipeline
+from . import config, reference_stats, services
 
 
 class ObjectiveSettingsSerializer(serializers.ModelSerializer):
@@ -63,7 +63,7 @@ class StatsUploadSerializer(serializers.Serializer):
         default="vggish",
         help_text="The model the statistics were made with: a model id name:options@weights "
         "(weights * for any weights file), or vggish for DCASE 2023 Task 7's VGGish "
-        f"({pipeline.DCASE2023_VGGISH}). FAD refuses statistics of another configuration.",
+        f"({config.DCASE2023_VGGISH}). FAD refuses statistics of another configuration.",
     )
     reference = serializers.ChoiceField(choices=FadResult.Reference.values, default="evaluation")
     source = serializers.CharField(required=False, allow_blank=True, default="")
@@ -81,11 +81,11 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
     @extend_schema(request=ObjectiveSettingsSerializer, responses=ObjectiveSettingsSerializer)
     @action(detail=False, methods=["get", "patch"], url_path="settings")
     def objective_settings(self, request, challenge_slug=None):
-        obj = pipeline.objective_settings(self.get_challenge())
+        obj = config.objective_settings(self.get_challenge())
         if request.method == "PATCH":
             serializer = ObjectiveSettingsSerializer(obj, data=request.data, partial=True)
             serializer.is_valid(raise_exception=True)
-            pipeline.set_models(self.get_challenge(), **serializer.validated_data)
+            config.set_models(self.get_challenge(), **serializer.validated_data)
             obj.refresh_from_db()
         return Response(ObjectiveSettingsSerializer(obj).data)
 
@@ -93,13 +93,13 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
     @action(detail=False, methods=["post"])
     def evaluate(self, request, challenge_slug=None):
         """Queue embeddings (gpu queue), then FAD and finalists (cpu queue)."""
-        return self._start(pipeline.start_evaluation, request)
+        return self._start(services.start_distances, request)
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=False, methods=["post"], url_path="select-medoids")
     def select_medoids(self, request, challenge_slug=None):
         """Queue the finalists' embeddings with the medoid model, then k-means medoids."""
-        return self._start(pipeline.start_medoid_selection, request)
+        return self._start(services.start_medoid_selection, request)
 
     def _start(self, start, request) -> Response:
         job = start(self.get_challenge(), user=request.user)
@@ -130,7 +130,7 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         files = {f.name.rsplit(".", 1)[0]: f for f in data["files"]}
-        rows = pipeline.import_reference_stats(
+        rows = reference_stats.import_reference_stats(
             self.get_challenge(),
             files,
             model=data["model"],

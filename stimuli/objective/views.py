@@ -14,7 +14,7 @@ from ..jobs import log_tail
 from ..models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
 from ..panels import render_panel
 from ..permissions import challenge_organizer_required
-from . import pipeline
+from . import config, services
 
 OBJECTIVE_KINDS = [Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS]
 
@@ -37,7 +37,7 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
     )
     for job in jobs:
         job.log_tail = log_tail(job)
-    obj = pipeline.objective_settings(challenge)
+    obj = config.objective_settings(challenge)
     context = {
         "challenge": challenge,
         "settings": obj,
@@ -101,14 +101,14 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
 def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     begin = {
-        "evaluate": pipeline.start_evaluation,
-        "medoids": pipeline.start_medoid_selection,
+        "evaluate": services.start_distances,
+        "medoids": services.start_medoid_selection,
     }.get(step)
     if begin is None:
         return _panel(request, challenge, f"unknown step {step!r}", 404)
     try:
         begin(challenge, user=request.user)
-    except pipeline.EvaluationError as exc:
+    except config.ObjectiveError as exc:
         return _panel(request, challenge, str(exc), page_status(request.htmx, exc))
     return _panel(request, challenge)
 
@@ -129,7 +129,7 @@ def retry(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
 @require_POST
 def save_settings(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
-    form = ObjectiveSettingsForm(request.POST, instance=pipeline.objective_settings(challenge))
+    form = ObjectiveSettingsForm(request.POST, instance=config.objective_settings(challenge))
     if not form.is_valid():
         errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
         return _panel(request, challenge, errors, page_status(request.htmx))

@@ -97,10 +97,10 @@ def seed_teams_demo(organizer=None) -> TeamsDemo:
 def _development_set(challenge: Challenge) -> None:
     """Development clips (for FAD-dev) and the light logmel model, which needs no weights."""
     from ..demo import write_set
-    from ..objective import pipeline
+    from ..objective.config import set_models
     from ..uploads.imports import import_clips
 
     with tempfile.TemporaryDirectory(prefix="foley-teams-demo-") as tmp:
         root = write_set(Path(tmp) / "development", challenge, 8, 1, 0.0)
         import_clips(challenge, root, role="development")
-    pipeline.set_models(challenge, fad_model="logmel")
+    set_models(challenge, fad_model="logmel")

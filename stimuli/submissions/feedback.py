@@ -1,7 +1,7 @@
 """The worker's check of a submission, the feedback a team reads within minutes.
 
 The check is the organizer path's, not a copy of it: the archive is unpacked by
-`generation.prepared_source`, validated by `validate.validate_source` with the platform's
+`generators.services.prepared_source`, validated by `validate.validate_source` with the platform's
 sandbox limits (`Limits.from_settings`) and never trusted, and example clips come from the
 same `job_sandbox` a generation job uses. On top of that: seconds per clip and the projected
 time for the evaluation set against the challenge's compute budget, five example clips per
@@ -25,15 +25,14 @@ from .. import storage
 from ..audio import encode_wav, inspect_audio
 from ..generators.contract import check_output, derive_seed, to_float
 from ..generators.errors import SandboxError
-from ..generators.generation import (
+from ..generators.sandbox import Limits, cuda_visible
+from ..generators.services import (
     BASELINE_MODULE,
     Heartbeat,
     job_sandbox,
-    output_spec,
     prepared_source,
     start_checked,
 )
-from ..generators.sandbox import Limits, cuda_visible
 from ..generators.validate import validate_source
 from ..jobs import JobProgress, ensure_still_mine, run_job
 from ..models import Category, Clip, Generator, Job
@@ -107,7 +106,7 @@ def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
     challenge = submission.challenge
     categories = list(Category.objects.filter(challenge=challenge))
     schedule = _schedule(challenge)
-    spec = output_spec(challenge)
+    spec = stimuli_selectors.clip_spec(challenge)
     generator = _generator_of(submission)
     steps = 2 + len(categories)
     progress(0, steps, f"validating {submission.archive_name} in the sandbox")
@@ -186,7 +185,7 @@ def _examples(submission, generator, categories, schedule, job, progress) -> dic
     """Example clips per category from the sandbox, timed; the projection for the evaluation
     set against the compute budget."""
     challenge = submission.challenge
-    spec = output_spec(challenge)
+    spec = stimuli_selectors.clip_spec(challenge)
     audio_spec = stimuli_selectors.clip_spec(challenge)
     n = schedule.examples_per_category
     use_gpu = cuda_visible()
@@ -296,7 +295,7 @@ def _baseline_examples(submission, categories, job) -> dict[str, list]:
     """The platform's baseline generator's example clips (its own code, trusted), generated
     with the same seeds, stored like any audio and not attached to any system."""
     challenge = submission.challenge
-    spec = output_spec(challenge)
+    spec = stimuli_selectors.clip_spec(challenge)
     audio_spec = stimuli_selectors.clip_spec(challenge)
     n = _schedule(challenge).examples_per_category
     baseline = Generator(system=submission.system, module=BASELINE_MODULE, trusted=True)

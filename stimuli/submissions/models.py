@@ -1,7 +1,8 @@
 """Teams' accounts, the challenge's dates and the teams' submissions.
 
 Registered with the stimuli app (stimuli/models.py imports this module at its end), so the
-tables are stimuli's and their migrations stimuli's.
+tables are stimuli's and their migrations stimuli's. The base's models are named by string
+("stimuli.Challenge"): importing them here would make the two modules import each other.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from ..models import AudioFile, Category, Challenge, Job, System, Team, Track
-
 
 def new_invitation_token() -> str:
     return secrets.token_urlsafe(24)
@@ -23,8 +22,10 @@ class TeamMembership(models.Model):
     """A person's place in one team of a challenge: the one answer to "which team is this
     person" (team pages, submissions, the listening test's own-team rule)."""
 
-    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="memberships")
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    challenge = models.ForeignKey(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="memberships"
+    )
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships"
     )
@@ -44,7 +45,7 @@ class TeamMembership(models.Model):
 class TeamInvitation(models.Model):
     """A link that makes whoever signs up from it a member of one team, until it expires."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="invitations")
     token = models.CharField(max_length=64, unique=True, default=new_invitation_token)
     expires_at = models.DateTimeField()
     revoked = models.BooleanField(default=False)
@@ -69,7 +70,9 @@ class TeamRegistration(models.Model):
         APPROVED = "approved", "Approved"
         REFUSED = "refused", "Refused"
 
-    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="registration")
+    team = models.OneToOneField(
+        "stimuli.Team", on_delete=models.CASCADE, related_name="registration"
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )
@@ -96,7 +99,7 @@ class TeamRegistration(models.Model):
 class TeamNotice(models.Model):
     """An e-mail sent to a team once (a deadline reminder): what keeps it from being sent twice."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="notices")
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="notices")
     key = models.CharField(max_length=120, help_text="What it was about, like deadline:<iso>.")
     sent_at = models.DateTimeField(auto_now_add=True)
 
@@ -113,7 +116,9 @@ class ChallengeSchedule(models.Model):
     """The submission weeks of a challenge: its dates (stored in UTC, shown in `time_zone`)
     and the limits on what teams submit. The server's clock decides every deadline."""
 
-    challenge = models.OneToOneField(Challenge, on_delete=models.CASCADE, related_name="schedule")
+    challenge = models.OneToOneField(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="schedule"
+    )
     time_zone = models.CharField(max_length=64, default="UTC")
     registration_opens = models.DateTimeField(null=True, blank=True)
     development_opens = models.DateTimeField(null=True, blank=True)
@@ -165,7 +170,7 @@ class DeadlineExtension(models.Model):
     """A later submission deadline for one team, with the organizer's reason; the latest
     extension of a team counts."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="extensions")
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="extensions")
     deadline = models.DateTimeField()
     reason = models.TextField()
     granted_by = models.ForeignKey(
@@ -195,10 +200,14 @@ class Submission(models.Model):
         # The platform failed (worker lost, disk full, sandbox unavailable): not the team's.
         PLATFORM_ERROR = "platform_error", "Platform error"
 
-    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="submissions")
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="submissions")
-    track = models.ForeignKey(Track, on_delete=models.PROTECT, related_name="submissions")
-    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="submissions")
+    challenge = models.ForeignKey(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="submissions"
+    )
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="submissions")
+    track = models.ForeignKey("stimuli.Track", on_delete=models.PROTECT, related_name="submissions")
+    system = models.ForeignKey(
+        "stimuli.System", on_delete=models.CASCADE, related_name="submissions"
+    )
     version = models.PositiveIntegerField()
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
@@ -225,7 +234,9 @@ class Submission(models.Model):
     counts_in_quota = models.BooleanField(default=True)
     report = models.JSONField(default=dict, blank=True)
     feedback = models.JSONField(default=dict, blank=True)
-    job = models.ForeignKey(Job, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    job = models.ForeignKey(
+        "stimuli.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     chosen = models.BooleanField(
         default=False, help_text="The team's choice of the version that counts."
     )
@@ -268,9 +279,9 @@ class SubmissionClip(models.Model):
     """An example clip a submission's generator made on the worker, for the team to hear."""
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="clips")
-    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="+")
+    category = models.ForeignKey("stimuli.Category", on_delete=models.CASCADE, related_name="+")
     index = models.PositiveSmallIntegerField()
-    audio = models.ForeignKey(AudioFile, on_delete=models.PROTECT, related_name="+")
+    audio = models.ForeignKey("stimuli.AudioFile", on_delete=models.PROTECT, related_name="+")
 
     class Meta:
         ordering = ["submission", "category", "index"]

@@ -177,7 +177,7 @@ def submit(
     deadline has passed (outside the review window), when a review fix changes weights or
     settings, when the team has used the day's submissions or its systems on the track.
     """
-    from ..generators.generation import GenerationError, check_archive
+    from ..generators.services import GenerationError, check_archive
 
     schedule = selectors.schedule(team.challenge)
     if not selectors.is_approved(team):

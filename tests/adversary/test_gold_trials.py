@@ -171,7 +171,7 @@ def test_gold_answers_are_judged_by_the_gold_rule(gold_test):
 def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
     gold_test, organizer_client
 ):
-    url = f"/organize/listening/{gold_test.slug}/gold/"
+    url = f"/organize/{gold_test.slug}/listening/gold/"
     bad = {
         "file": io.BytesIO(b"not audio"),
         "label": "",
@@ -209,7 +209,7 @@ def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
     # Sessions from now on hear the organizer's gold, not spoken instructions.
     _, session = rater_at_trials(gold_test)
     assert {t.gold_id for t in session.trials.filter(role="gold")} == {uploaded.pk}
-    page = organizer_client.get(f"/organize/listening/{gold_test.slug}/").content.decode()
+    page = organizer_client.get(f"/organize/{gold_test.slug}/listening/").content.decode()
     assert "a voice asking for 9 and 9" in page
 
 

@@ -66,7 +66,7 @@ class Command(BaseCommand):
                 "              (the demo listener's personal invitation: any browser that opens it\n"
                 "              continues that one rater's session, without the consent page)\n"
                 f"  New rater:  make an invitation link per listener at "
-                f"{url}/organize/listening/{slug}/\n"
+                f"{url}/organize/{slug}/listening/\n"
             )
         self.stdout.write(
             "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scoring.compute import ScoringInputError
+from scoring.inputs import ScoringInputError
 from scoring.offline import add_arguments, run
 
 

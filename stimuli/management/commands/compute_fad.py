@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
-from stimuli.objective import pipeline
+from stimuli.objective import config, reference_stats
 from stimuli.objective.embeddings.base import model_id_matches, split_model_id
 from stimuli.objective.fad import (
     GaussianStats,
@@ -59,7 +59,7 @@ class Command(BaseCommand):
             default="vggish",
             help="The model an .npz of statistics was made with: a model id name:options@weights "
             "as this command prints it (weights * for any weights file), or vggish for the DCASE "
-            f"2023 Task 7 statistics ({pipeline.DCASE2023_VGGISH}, the default: VGGish with "
+            f"2023 Task 7 statistics ({config.DCASE2023_VGGISH}, the default: VGGish with "
             'options {"preset": "dcase2023"}). Audio embedded with another configuration '
             "is refused before anything is embedded: its FAD would not be comparable.",
         )
@@ -88,8 +88,8 @@ class Command(BaseCommand):
         self._declared = None
         if any(Path(options[side]).suffix == ".npz" for side in ("a", "b")):
             try:
-                self._declared = pipeline.declared_model(options["stats_model"])
-            except pipeline.EvaluationError as exc:
+                self._declared = reference_stats.declared_model(options["stats_model"])
+            except config.ObjectiveError as exc:
                 raise CommandError(f"--stats-model: {exc}") from None
         a_stats, a_clips, a_info = self._load(Path(options["a"]))
         b_stats, _, b_info = self._load(Path(options["b"]))
@@ -150,7 +150,7 @@ class Command(BaseCommand):
             name, options = self.options["model"], _parse_options(self.options["model_option"])
             declared = self._declared
             if declared and not options and split_model_id(declared)[0] == name:
-                options = dict(pipeline.DECLARED_OPTIONS.get(declared, {}))
+                options = dict(config.DECLARED_OPTIONS.get(declared, {}))
             try:
                 self._model = load_embedding_model(
                     name, options, self.options["weights"], device=self.options["device"]
@@ -160,7 +160,7 @@ class Command(BaseCommand):
             if declared and not model_id_matches(declared, self._model.model_id):
                 hint = (
                     " (--model vggish, no --model-option or preset=dcase2023)"
-                    if declared == pipeline.DCASE2023_VGGISH
+                    if declared == config.DCASE2023_VGGISH
                     else ""
                 )
                 raise CommandError(

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from stimuli import selectors
 from stimuli.cli import TerminalProgress
 from stimuli.models import Challenge, Job
-from stimuli.objective import pipeline
+from stimuli.objective import config, services
 
 
 class Command(BaseCommand):
@@ -36,13 +36,13 @@ class Command(BaseCommand):
             changes["finalists_per_track"] = options["finalists"]
         try:
             if changes:
-                pipeline.set_models(challenge, **changes)
+                config.set_models(challenge, **changes)
             if options["queue"]:
-                job = pipeline.start_evaluation(challenge)
+                job = services.start_distances(challenge)
                 self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
                 return
-            job = pipeline.run_evaluation(challenge, progress=TerminalProgress("evaluating"))
-        except pipeline.EvaluationError as exc:
+            job = services.run_distances(challenge, progress=TerminalProgress("evaluating"))
+        except config.ObjectiveError as exc:
             raise CommandError(str(exc)) from None
         if job.state != Job.State.SUCCEEDED:
             raise CommandError(f"evaluation failed: {job.error}")

@@ -9,7 +9,7 @@ from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 
 from stimuli.cli import TerminalProgress
-from stimuli.generators.generation import GenerationError, generate_now, set_generator
+from stimuli.generators.services import GenerationError, generate_now, set_generator
 from stimuli.models import Job, System
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from stimuli.models import Challenge
-from stimuli.objective import pipeline
+from stimuli.objective import config, reference_stats
 
 
 class Command(BaseCommand):
@@ -25,7 +25,7 @@ class Command(BaseCommand):
             default="vggish",
             help="The model the statistics were made with: a model id name:options@weights as "
             "FAD results show it (weights * for any weights file), or vggish for DCASE 2023 "
-            f"Task 7's VGGish ({pipeline.DCASE2023_VGGISH}, the default). A FAD job refuses "
+            f"Task 7's VGGish ({config.DCASE2023_VGGISH}, the default). A FAD job refuses "
             "statistics of another configuration of its model.",
         )
         parser.add_argument(
@@ -42,14 +42,14 @@ class Command(BaseCommand):
         if not files:
             raise CommandError(f"{folder}: no .npz files")
         try:
-            rows = pipeline.import_reference_stats(
+            rows = reference_stats.import_reference_stats(
                 challenge,
                 files,
                 model=options["model"],
                 reference=options["reference"],
                 source=options["source"] or folder.name,
             )
-        except pipeline.EvaluationError as exc:
+        except config.ObjectiveError as exc:
             raise CommandError(str(exc)) from None
         for row in rows:
             self.stdout.write(

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from stimuli.cli import TerminalProgress
 from stimuli.models import Challenge, Job, Medoid
-from stimuli.objective import pipeline
+from stimuli.objective import config, services
 
 
 class Command(BaseCommand):
@@ -27,11 +27,11 @@ class Command(BaseCommand):
             raise CommandError(f"no challenge '{options['challenge']}'")
         try:
             if options["queue"]:
-                job = pipeline.start_medoid_selection(challenge)
+                job = services.start_medoid_selection(challenge)
                 self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
                 return
-            job = pipeline.run_medoid_selection(challenge, progress=TerminalProgress("medoids"))
-        except pipeline.EvaluationError as exc:
+            job = services.run_medoid_selection(challenge, progress=TerminalProgress("medoids"))
+        except config.ObjectiveError as exc:
             raise CommandError(str(exc)) from None
         if job.state != Job.State.SUCCEEDED:
             raise CommandError(f"medoid selection failed: {job.error}")

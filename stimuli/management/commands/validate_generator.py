@@ -6,10 +6,12 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from stimuli.generators.contract import CATEGORIES, OutputSpec
+from stimuli.audio import ClipSpec
+from stimuli.generators.contract import CATEGORIES
 from stimuli.generators.sandbox import Limits
 from stimuli.generators.validate import validate_target
 from stimuli.models import Challenge
+from stimuli.selectors import clip_spec
 
 
 class Command(BaseCommand):
@@ -35,12 +37,12 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
 
     def handle(self, *args, **options):
-        spec, categories = OutputSpec(), list(CATEGORIES)
+        spec, categories = ClipSpec(), list(CATEGORIES)
         if options["challenge"]:
             challenge = Challenge.objects.filter(slug=options["challenge"]).first()
             if challenge is None:
                 raise CommandError(f"no challenge with slug '{options['challenge']}'")
-            spec = OutputSpec(challenge.sample_rate, challenge.clip_duration_s, challenge.channels)
+            spec = clip_spec(challenge)
             categories = list(challenge.categories.values_list("slug", flat=True))
         limits = Limits.from_settings()
         overrides = {}

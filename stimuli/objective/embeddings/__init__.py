@@ -1,6 +1,6 @@
 """Audio embedding models behind one interface: the HEAR common API.
 
-A model is named by a spec: a built-in name (`openl3`, `vggish`, `logmel`, `panns`) or the import path of
+A model is named by a spec: a built-in name (`openl3`, `vggish`, `logmel`, `panns`, `passt`, `clap`) or the import path of
 any installed HEAR-compatible module (`hearbaseline.torchcrepe`), plus options and an optional
 weights file. `load_embedding_model` returns an `EmbeddingModel` that the evaluation uses
 without knowing which kind it is. Worker-side only: importing this package pulls in torch lazily,

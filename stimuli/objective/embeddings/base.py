@@ -17,6 +17,8 @@ BUILTIN_MODULES = {
     "vggish": "stimuli.objective.embeddings.vggish",
     "logmel": "stimuli.objective.embeddings.logmel",
     "panns": "stimuli.objective.embeddings.panns",
+    "passt": "stimuli.objective.embeddings.passt",
+    "clap": "stimuli.objective.embeddings.clap",
 }
 
 

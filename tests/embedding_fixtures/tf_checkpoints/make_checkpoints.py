@@ -4,7 +4,7 @@
 
 v1.ckpt is in the format of Google's released vggish_model.ckpt (Saver V1, one file);
 v2.ckpt.index and v2.ckpt.data-00000-of-00001 in today's (Saver V2). Both hold the values that
-tests/test_tf_checkpoint.py expects, among them a variable partitioned into two slices.
+tests/stimuli/objective/test_tf_checkpoint.py expects, among them a variable partitioned into two slices.
 Committed files were written by TensorFlow 2.21.
 """
 

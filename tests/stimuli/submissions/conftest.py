@@ -14,7 +14,7 @@ from stimuli.services import create_challenge
 from stimuli.submissions import schedule, teams
 from stimuli.submissions.baseline_archive import baseline_archive
 from stimuli.submissions.services import Metadata
-from tests.test_sandbox_hostile import bystander, udp_listener  # noqa: F401  (fixtures)
+from tests.stimuli.generators.test_sandbox_hostile import bystander, udp_listener  # noqa: F401  (fixtures)
 
 PASSWORD = "a-long-team-password-17"
 
@@ -103,10 +103,10 @@ __all__ = ["PASSWORD", "baseline_archive", "meta", "upload"]
 def development_set(open_challenge, tmp_path):
     """Four development clips per category and logmel as the FAD model (no weights to fetch)."""
     from stimuli.demo import write_set
-    from stimuli.objective import pipeline
+    from stimuli.objective.config import set_models
     from stimuli.uploads.imports import import_clips
 
     root = write_set(tmp_path / "development", open_challenge, 4, 1, 0.0)
     import_clips(open_challenge, root, role="development")
-    pipeline.set_models(open_challenge, fad_model="logmel")
+    set_models(open_challenge, fad_model="logmel")
     return open_challenge

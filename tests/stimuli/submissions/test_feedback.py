@@ -20,7 +20,7 @@ from stimuli.models import Team
 from stimuli.submissions import schedule
 from stimuli.submissions.models import Submission
 from stimuli.submissions.services import QuotaExceeded, submit
-from tests.test_sandbox_hostile import (
+from tests.stimuli.generators.test_sandbox_hostile import (
     ATTACK_NAMES,
     LIMITS,
     _after,

@@ -13,7 +13,7 @@ from stimuli.submissions import schedule, teams
 from stimuli.submissions.baseline_archive import baseline_archive
 from stimuli.submissions.models import Submission
 from stimuli.submissions.services import submit
-from tests.browser import chromium_page, log_in
+from tests.chromium import chromium_page, log_in
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 
 from .conftest import PASSWORD, meta, upload

@@ -1,0 +1,286 @@
+"""The objective stage's services: starting its jobs and running them.
+
+Two pipelines of jobs, each started by an organizer (page, API or command):
+
+    distances:   embed (gpu queue, FAD model)    ->  fad (cpu queue): FAD-Eval, FAD-Dev, finalists
+    medoids:     embed (gpu queue, medoid model) ->  select_medoids (cpu queue): k-means per
+                                                     finalist system and category
+
+An embed job that succeeds queues the job after it, once (guarded by a lock on its own row), so a
+redelivered task never makes two. Every step is idempotent: embeddings are cached per clip and
+model; FAD values are all computed before any is stored, then upserted on their unique key with
+stale rows removed and finalists selected in one transaction; medoids are replaced in one
+transaction. The same functions run synchronously for the demo and the command line (`run_distances`,
+`run_medoid_selection`).
+
+torch and scikit-learn are imported inside the worker-side functions only."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from ..jobs import JobProgress, enqueue, run_job
+from ..models import (
+    AudioFile,
+    Challenge,
+    Clip,
+    Job,
+    System,
+)
+from ..phases import phase_conflict
+from .config import (
+    ModelChoice,
+    ObjectiveConflict,
+    ObjectiveError,
+    Progress,
+    audio_to_embed,
+    checkpublished_stats,
+    league_choices,
+    load_model,
+    model_choice,
+)
+from .distances import compute_fad_results
+from .medoids import compute_medoids
+
+# --- starting jobs ----------------------------------------------------------------------------
+
+
+def _check_can_start(challenge: Challenge, purpose: str) -> None:
+    fixed = "medoids cannot change" if purpose == "medoids" else None
+    if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
+        raise ObjectiveConflict(conflict)
+    if not System.objects.filter(challenge=challenge).exists():
+        raise ObjectiveError("the challenge has no systems yet")
+    if not Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).exists():
+        raise ObjectiveError("no system has clips yet: upload or generate them first")
+    if (
+        purpose == "medoids"
+        and not System.objects.filter(challenge=challenge, is_finalist=True).exists()
+    ):
+        raise ObjectiveError("no finalists yet: run the objective evaluation first")
+
+
+def _active(challenge: Challenge, purpose: str) -> Job | None:
+    kinds = [Job.Kind.EMBED, Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS]
+    return (
+        Job.objects.filter(
+            challenge=challenge,
+            kind__in=kinds,
+            params__purpose=purpose,
+            state__in=[Job.State.QUEUED, Job.State.RUNNING],
+        )
+        .order_by("-pk")
+        .first()
+    )
+
+
+def _start(
+    challenge: Challenge,
+    purpose: str,
+    user: AbstractBaseUser | None,
+    enqueue_task: bool,
+    league: ModelChoice | None = None,
+) -> Job:
+    """The embed job of a pipeline; with `league`, of that league model's FAD (which leaves the
+    finalists alone and may run beside the FAD model's pipeline)."""
+    _check_can_start(challenge, purpose)
+    choice = league or model_choice(challenge, purpose)
+    with transaction.atomic():
+        Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)  # one start at a time
+        running = None if league else _active(challenge, purpose)
+        if running is not None:
+            return running
+        if purpose == "fad" and challenge.phase == Challenge.Phase.SETUP:
+            Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.OBJECTIVE)
+            challenge.phase = Challenge.Phase.OBJECTIVE
+        job = Job.objects.create(
+            challenge=challenge,
+            kind=Job.Kind.EMBED,
+            params={
+                "challenge_id": challenge.pk,
+                "purpose": purpose,
+                "model": choice.as_params(),
+                **({"league": True} if league else {}),
+            },
+            message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
+            created_by=user if user and user.is_authenticated else None,
+        )
+        if enqueue_task:
+            enqueue(job)
+    return job
+
+
+def start_distances(
+    challenge: Challenge, *, user: AbstractBaseUser | None = None, enqueue_task: bool = True
+) -> Job:
+    """Queue the FAD pipeline (the running one, if one is under way); returns its embed job."""
+    return _start(challenge, "fad", user, enqueue_task)
+
+
+def start_medoid_selection(
+    challenge: Challenge, *, user: AbstractBaseUser | None = None, enqueue_task: bool = True
+) -> Job:
+    """Queue the medoid pipeline for the finalists; returns its embed job."""
+    return _start(challenge, "medoids", user, enqueue_task)
+
+
+def retry_guard(job: Job) -> None:
+    """The objective stage's rule for a retry (jobs.retry calls it with the challenge locked):
+    not once the phase has fixed what the job would change. Cached embeddings are reused."""
+    medoids = job.kind == Job.Kind.SELECT_MEDOIDS or job.params.get("purpose") == "medoids"
+    fixed = "medoids cannot change" if medoids else None
+    challenge = Challenge.objects.get(pk=job.challenge_id)
+    if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
+        raise ObjectiveConflict(conflict)
+
+
+# --- running jobs (the bodies of the Celery tasks) ----------------------------------------------
+
+
+def run_embed(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
+    """Embed what the step needs, then create the step's next job (once) and, with `chain`,
+    queue it. The next job exists before this one is marked succeeded, so whoever sees it
+    succeed finds `next_job` in its result."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        challenge = Challenge.objects.get(pk=job.params["challenge_id"])
+        purpose = job.params["purpose"]
+        report = _reporter(progress, echo)
+        report(0, 0, "loading the embedding model")
+        model = load_model(job.params["model"])
+        progress.log(f"model {model.model_id} on {model.device}")
+        if purpose == "fad":
+            checkpublished_stats(challenge, model.model_id, model.timestamp_embedding_size)
+        audio = audio_to_embed(challenge, purpose, model.model_id)
+        counts = embed_audio(model, audio, report)
+        progress.log(
+            f"{counts['computed']} embeddings computed, {counts['cached']} taken from the cache"
+        )
+        nxt = _next_job(job, model.model_id, queue=chain)
+        return {**counts, "model_id": model.model_id, "device": model.device, "next_job": nxt.pk}
+
+    return run_job(job_id, work)
+
+
+def embed_audio(model, audio: list[AudioFile], report: Progress) -> dict:
+    from .embeddings.store import embed_audio as store_embed
+
+    return store_embed(model, audio, batch_size=settings.FOLEY_EMBED_BATCH, progress=report)
+
+
+def _next_job(embed_job: Job, model_id: str, *, queue: bool) -> Job:
+    """The FAD or medoid job after an embed job: created once, however often this runs."""
+    purpose = embed_job.params["purpose"]
+    with transaction.atomic():
+        Job.objects.select_for_update(no_key=True).get(pk=embed_job.pk)
+        existing = Job.objects.filter(params__embed_job=embed_job.pk).first()
+        if existing is not None:
+            return existing
+        nxt = Job.objects.create(
+            challenge_id=embed_job.challenge_id,
+            kind=Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS,
+            params={
+                **embed_job.params,
+                "model_id": model_id,
+                "embed_job": embed_job.pk,
+            },
+            message="queued" if queue else "running in this process",
+            created_by=embed_job.created_by,
+        )
+        if queue:
+            enqueue(nxt)
+    return nxt
+
+
+def _reporter(progress: JobProgress, echo: Progress | None) -> Progress:
+    def report(done: int, total: int, message: str) -> None:
+        progress(done, total, message)
+        if echo:
+            echo(done, total, message)
+
+    return report
+
+
+def run_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
+    """FAD of one model; after the FAD model's, with `chain`, the league models' pipelines are
+    queued (their embeddings, like every model's, come from the cache when already made)."""
+
+    def work(job: Job, progress: JobProgress) -> dict:
+        from threadpoolctl import threadpool_limits
+
+        challenge = Challenge.objects.get(pk=job.params["challenge_id"])
+        league = bool(job.params.get("league"))
+        # Thousands of small eigenvalue solves (bootstrap intervals, per-clip FAD): one BLAS
+        # thread each is faster than splitting every one across cores (measured 13x at d = 128,
+        # 2.3x at d = 512 on two cores), and the job is one of several a worker runs.
+        with threadpool_limits(limits=1, user_api="blas"):
+            result = compute_fad_results(
+                challenge,
+                model_id=job.params["model_id"],
+                progress=_reporter(progress, echo),
+                log=progress.log,
+                owner=job,
+                select=not league,
+            )
+        if chain and not league:
+            result["league_jobs"] = []
+            for choice in league_choices(challenge):
+                try:
+                    queued = _start(challenge, "fad", job.created_by, True, choice)
+                except ObjectiveError as exc:  # e.g. published meanwhile: FAD itself stands
+                    progress.log(f"league model {choice.name} not started: {exc}")
+                    continue
+                result["league_jobs"].append(queued.pk)
+        return result
+
+    return run_job(job_id, work)
+
+
+def run_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
+    def work(job: Job, progress: JobProgress) -> dict:
+        challenge = Challenge.objects.get(pk=job.params["challenge_id"])
+        return compute_medoids(
+            challenge,
+            model_id=job.params["model_id"],
+            progress=_reporter(progress, echo),
+            owner=job,
+        )
+
+    return run_job(job_id, work)
+
+
+# --- synchronous runs (demo and command line) ------------------------------------------------
+
+
+def run_distances(challenge: Challenge, *, progress: Progress | None = None) -> Job:
+    """The FAD pipeline in this process, then each league model's; returns the FAD model's FAD
+    job (or the first job that failed)."""
+    embed = start_distances(challenge, enqueue_task=False)
+    job = _run_pipeline(embed, functools.partial(run_fad, chain=False), progress)
+    if job.state != Job.State.SUCCEEDED:
+        return job
+    for choice in league_choices(challenge):
+        league = _start(challenge, "fad", None, False, choice)
+        done = _run_pipeline(league, functools.partial(run_fad, chain=False), progress)
+        if done.state != Job.State.SUCCEEDED:
+            return done
+    return job
+
+
+def run_medoid_selection(challenge: Challenge, *, progress: Progress | None = None) -> Job:
+    embed = start_medoid_selection(challenge, enqueue_task=False)
+    return _run_pipeline(embed, run_medoids, progress)
+
+
+def _run_pipeline(embed: Job, second: Callable, progress: Progress | None) -> Job:
+    if embed.kind != Job.Kind.EMBED:  # a pipeline already past its embed step
+        return second(embed.pk, echo=progress) if not embed.is_finished else embed
+    embed = run_embed(embed.pk, echo=progress, chain=False)
+    if embed.state != Job.State.SUCCEEDED:
+        return embed
+    return second(embed.result["next_job"], echo=progress)

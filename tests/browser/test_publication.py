@@ -1,0 +1,52 @@
+"""Publishing in a real headless Chromium at 1,366 px and on a 390 px phone: the organizer's
+confirmation says what closes and what stays, and an interim snapshot is labelled as one while
+the listening test stays open."""
+
+from __future__ import annotations
+
+import pytest
+
+from raters import preparation
+from raters.models import ListeningTest
+from scoring import services
+from scoring.models import Snapshot
+from tests.chromium import chromium_page, log_in
+from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_publishing_is_confirmed_and_an_interim_snapshot_is_labelled(
+    live_server, chromium_path, organizer, viewport
+):
+    challenge = build_listening_challenge(slug="publishing", categories=2)
+    preparation.set_open(challenge, True)
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 20
+    settings.save()
+    with chromium_page(chromium_path, viewport=viewport) as page:
+        log_in(page, live_server.url, "olivia", "organizer-pass-1")
+        page.goto(f"{live_server.url}/organize/{challenge.slug}/")
+        page.click("text=Publish…")
+        page.wait_for_selector("#publish-final")
+        assert_in_layout(page)
+        final = page.inner_text("#publish-final")
+        assert "Closes for good: the listening test — open now" in final
+        assert "Stays: every rating and every earlier snapshot" in final
+        assert "Stays open: the listening test" in page.inner_text("#publish-interim")
+        assert page.is_checked("#visibility-organizers")
+        name = "publish-confirmation" + ("" if viewport is DESKTOP else "-phone") + ".png"
+        page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
+        assert Snapshot.objects.count() == 0  # nothing happened before the choice
+
+        page.click("#publish-interim button[type=submit]")
+        page.wait_for_selector("#interim-notice")
+        assert page.url.endswith(f"/results/{challenge.slug}/1/")
+        assert "Only organizers see this snapshot." in page.inner_text("#interim-notice")
+        assert page.inner_text("h1 .badge.warn") == "interim"
+        assert_in_layout(page)
+    assert ListeningTest.objects.get(challenge=challenge).is_open
+    snap = Snapshot.objects.get()
+    assert (snap.final, snap.public) == (False, False)

@@ -1,0 +1,85 @@
+"""Published results in a real headless Chromium: the leaderboard, its plots and a download."""
+
+from __future__ import annotations
+
+import pytest
+
+from scoring import services
+from stimuli.services import create_challenge
+from tests.chromium import chromium_page
+from tests.simulate import simulate
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_public_reads_a_published_leaderboard_with_plots(
+    live_server, chromium_path, organizer, tmp_path
+):
+    challenge = create_challenge(name="Browser results", slug="browser-results")
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 100
+    settings.save()
+    sim = simulate(systems_per_track=4, categories=3, sounds=4, raters=6, seed=8)
+    with chromium_page(chromium_path) as page:
+        response = page.goto(f"{live_server.url}/results/{challenge.slug}/")
+        assert response.status == 404
+
+    # Database work stays outside the browser's event loop, whose connections outlive the test.
+    snap = services.publish(challenge, organizer, sim.inputs)
+    with chromium_page(chromium_path) as page:
+        page.goto(f"{live_server.url}/results/{challenge.slug}/")
+        assert page.url.endswith(f"/results/{challenge.slug}/1/")
+        first = page.inner_text("#table-leaderboard-A tbody tr:first-child")
+        assert snap.result["tracks"]["A"][0]["system"] in first
+
+        page.click("text=Track A")
+        page.wait_for_selector("figure.plot svg")
+        assert page.locator("figure.plot").count() == 3
+        # Every plot fits its figure: nothing of the canvas is cut off in the page.
+        for n in range(3):
+            box = page.locator("figure.plot svg").nth(n).bounding_box()
+            frame = page.locator("figure.plot").nth(n).bounding_box()
+            assert box["width"] > 200 and box["height"] > 100
+            assert box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
+        href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
+        csv_text = page.request.get(f"{live_server.url}{href}").text()
+        header = csv_text.splitlines()[0]
+        assert header.startswith(
+            "rank,system,team,fad_dev,fad_dev_low,fad_dev_high,fad_eval,fad_eval_low,"
+            "fad_eval_high,quality,quality_low"
+        )
+        page.screenshot(path=str(tmp_path / "track.png"), full_page=True)
+        page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
+        page.screenshot(path=str(tmp_path / "snapshot.png"), full_page=True)
+
+
+def test_the_league_with_fad_kad_and_stability_reads_on_a_desktop_and_a_phone(
+    live_server, chromium_path, organizer, tmp_path
+):
+    from tests.scoring.test_league import AGREES, league_inputs, with_kad
+
+    challenge = create_challenge(name="Browser league", slug="browser-league")
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 50
+    settings.save()
+    inputs = with_kad(league_inputs())
+    for row in inputs.fad:
+        for size in (25, 50, 100):
+            row[f"fad_eval_{size}"] = row["fad_eval"] * (1 + 10 / size)
+            row[f"kad_eval_{size}"] = row["kad_eval"]
+    services.publish(challenge, organizer, inputs)
+    for width, height, name in ((1366, 900, "desktop"), (390, 844, "phone")):
+        with chromium_page(chromium_path, viewport={"width": width, "height": height}) as page:
+            page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
+            table = page.locator("#table-metric-league")
+            assert "KAD" in table.inner_text() and AGREES in table.inner_text()
+            stability = page.locator("#table-league-stability")
+            stability.scroll_into_view_if_needed()
+            row = page.locator("#table-league-stability tbody tr", has_text="KAD").first
+            assert "1.000" in row.inner_text()  # KAD keeps its ranking on every subset
+            # The page itself never scrolls sideways: a wide table scrolls in its own box.
+            assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+            table.screenshot(path=str(tmp_path / f"league-{name}.png"))
+            stability.screenshot(path=str(tmp_path / f"stability-{name}.png"))
+            page.screenshot(path=str(tmp_path / f"results-{name}.png"), full_page=True)
+    print(tmp_path)
