@@ -96,8 +96,14 @@ def pytest_addoption(parser) -> None:
 
 def main() -> int:
     runs = [
-        ("stand-ins", ["tests/test_embeddings_passt.py", "tests/test_embeddings_clap.py"]),
-        ("blocked", ["tests/test_clap_score.py"]),
+        (
+            "stand-ins",
+            [
+                "tests/stimuli/objective/test_embeddings_passt.py",
+                "tests/stimuli/objective/test_embeddings_clap.py",
+            ],
+        ),
+        ("blocked", ["tests/stimuli/objective/test_prompt_scores.py"]),
     ]
     worst = 0
     for mode, files in runs:

@@ -38,11 +38,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from stimuli.audio import ClipSpec
+if TYPE_CHECKING:
+    # Only named: this module is copied into the sandbox with a generator built on the contract,
+    # where nothing else of the platform is importable.
+    from stimuli.audio import ClipSpec
+
 
 REQUIRED_FUNCTIONS = ("load_model", "generate")
 OPTIONAL_FUNCTIONS = ("generate_from_text", "generate_from_texts")

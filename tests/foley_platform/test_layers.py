@@ -147,3 +147,14 @@ def test_a_circle_inside_a_function_is_found(tmp_path):
     models = tree / "stimuli" / "models.py"
     models.write_text(models.read_text() + "\n\ndef _late():\n    from .jobs import enqueue\n")
     assert ["stimuli.jobs", "stimuli.models"] in circles(import_graph(tree))
+
+
+def test_no_module_is_longer_than_800_lines():
+    """A module that long holds several things; split it where its parts are."""
+    long = {
+        str(path.relative_to(ROOT)): n
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts and (n := len(path.read_text().splitlines())) > 800
+    }
+    assert long == {}

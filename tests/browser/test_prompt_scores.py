@@ -8,9 +8,9 @@ import pytest
 
 from raters.models import TextPromptStudy
 from stimuli.services import create_challenge
-from tests.browser import chromium_page, log_in
+from tests.chromium import chromium_page, log_in
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
-from tests.test_clap_score import answer_the_study, write_clap_files
+from tests.stimuli.objective.test_prompt_scores import answer_the_study, write_clap_files
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -1,0 +1,40 @@
+"""The raters' models: the DCASE listening test's (`listening`) and the text-prompt protocol's
+(`text_prompts`), one app."""
+
+from .listening import (  # noqa: F401
+    ANCHOR_KINDS,
+    TRIAL_ROLES,
+    Anchor,
+    CategorySession,
+    DeliveredAudio,
+    DiversityItem,
+    DiversityRating,
+    DiversityTrial,
+    FamiliarizationClip,
+    GoldSound,
+    Heard,
+    HeardAtAnswer,
+    ListeningTest,
+    Rater,
+    Rating,
+    Stimulus,
+    Trial,
+    default_misrating,
+    new_completion_code,
+    new_rater_code,
+    new_seed,
+    new_token,
+)
+from .text_prompts import (  # noqa: F401
+    MATCH_ANSWERS,
+    DescriptionAnswer,
+    DescriptionMark,
+    PromptAnswer,
+    PromptClip,
+    PromptSet,
+    RealismAnswer,
+    TextAnswer,
+    TextJudge,
+    TextPromptStudy,
+    TextTrial,
+)
