@@ -26,19 +26,9 @@ def baseline_archive(
         zf.writestr(
             f"{PACKAGE}/__init__.py", (GENERATORS / "baseline.py").read_text() + code_suffix
         )
-        zf.writestr(f"{PACKAGE}/contract.py", _contract())
+        zf.writestr(f"{PACKAGE}/contract.py", (GENERATORS / "contract.py").read_text())
         zf.writestr(f"{PACKAGE}/weights.npy", weights)
     return buffer.getvalue()
-
-
-def _contract() -> str:
-    """The contract helpers the baseline imports, without the platform's own imports: a team's
-    archive runs where only its own code and the Python packages are."""
-    source = (GENERATORS / "contract.py").read_text()
-    return source.replace(
-        "from stimuli.audio import ClipSpec",
-        "ClipSpec = object  # the platform's clip spec: named in annotations only",
-    )
 
 
 if __name__ == "__main__":
