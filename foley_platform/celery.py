@@ -12,4 +12,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # The stages of stimuli keep their tasks in their own packages, which autodiscovery (one `tasks`
 # module per installed app) would not look at.
-app.autodiscover_tasks(["stimuli.uploads", "stimuli.objective", "stimuli.generators"])
+app.autodiscover_tasks(
+    ["stimuli.uploads", "stimuli.objective", "stimuli.generators", "stimuli.submissions"]
+)

@@ -25,6 +25,8 @@ UPLOAD_VIEWS = {
     "text_prompts:reference": "FOLEY_UPLOAD_MAX_BYTES",
     "generators:code": "FOLEY_GENERATOR_MAX_BYTES",
     "generator-list": "FOLEY_GENERATOR_MAX_BYTES",
+    "teams:submit": "FOLEY_GENERATOR_MAX_BYTES",
+    "team-submission-list": "FOLEY_GENERATOR_MAX_BYTES",
 }
 # Room for a multipart body's headers and form fields beside the file itself.
 MULTIPART_ROOM = 1024 * 1024

@@ -122,6 +122,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "stimuli.permissions.roles",
+                "stimuli.submissions.context.team_links",
             ],
         },
     },
@@ -281,6 +282,16 @@ CONTENT_SECURITY_POLICY = {
 # The API's schema and its browsable docs: organizers only unless opened to everyone.
 FOLEY_PUBLIC_API_DOCS = env.bool("FOLEY_PUBLIC_API_DOCS", default=False)
 
+# --- E-mail: password resets and the teams' notifications ---
+# The console in development and the demo; SMTP (EMAIL_HOST...) in production.
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="foley@localhost")
+
 # --- REST API ---
 REST_FRAMEWORK = {
     # Session first: a request with no credentials gets 403, as the API promises.
@@ -321,6 +332,7 @@ CELERY_TASK_ROUTES = {
     "stimuli.tasks.generate_clips": {"queue": "gpu"},
     "stimuli.tasks.generate_validation": {"queue": "gpu"},
     "stimuli.tasks.generate_from_text": {"queue": "gpu"},
+    "stimuli.tasks.check_submission": {"queue": "gpu"},
     "stimuli.tasks.embed_clips": {"queue": "gpu"},
     "stimuli.tasks.compute_fad": {"queue": "cpu"},
     "stimuli.tasks.select_medoids": {"queue": "cpu"},

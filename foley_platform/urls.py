@@ -38,21 +38,48 @@ urlpatterns = [
     path("favicon.ico", favicon),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "accounts/password-reset/",
+        auth_views.PasswordResetView.as_view(),
+        name="password_reset",
+    ),
+    path(
+        "accounts/password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
     path("admin/", admin.site.urls),
     path("organize/<slug:slug>/generators/", include("stimuli.generators.urls")),
     path("organize/<slug:slug>/objective/", include("stimuli.objective.urls")),
     path("organize/<slug:slug>/listening/", include("raters.organize_urls")),
     path("organize/<slug:slug>/text-prompts/", include("raters.text_organize_urls")),
+    path("organize/<slug:slug>/submissions/", include("stimuli.submissions.organize_urls")),
     path("organize/", include("stimuli.urls")),
     re_path(
         rf"^organize/(?P<stage>{'|'.join(STAGES)})/(?P<slug>[-a-zA-Z0-9_]+)/(?P<rest>.*)$",
         stage_moved,
     ),
+    # The teams' pages: a challenge's public timeline, sign-up, and each team's own pages.
+    path("teams/", include("stimuli.submissions.urls")),
     path("listen/", include("raters.urls")),
     # Under nginx's internal /_sounds/ location: only nginx's post_action reaches it.
     path("_sounds/delivered/", raters_views.delivered, name="sound-delivered"),
     path("api/results/", include("scoring.api_urls")),
     path("api/listening/", include("raters.api_urls")),
+    path(
+        "api/challenges/<slug:challenge_slug>/submissions/",
+        include("stimuli.submissions.api_urls"),
+    ),
     path("api/", include("stimuli.api_urls")),
     path("results/", include("scoring.urls")),
     path(

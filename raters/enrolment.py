@@ -12,6 +12,8 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from stimuli.models import Challenge, Team
+from stimuli.submissions.selectors import team_of
+from stimuli.submissions.teams import join
 
 from . import selectors, sessions
 from .errors import ListeningError
@@ -90,9 +92,14 @@ def enrol_user(
     kind: str = Rater.Kind.PARTICIPANT,
     diversity_role: bool = False,
 ) -> Rater:
-    """The user's rater in this challenge, created on first use."""
+    """The user's rater in this challenge, created on first use. A member of a team rates as
+    one: the team comes from the membership, the one record of which team a person is in."""
     if team is not None and team.challenge_id != challenge.pk:
         raise ListeningError("The team belongs to another challenge.")
+    member_of = team_of(user, challenge)
+    if team is not None and member_of is not None and member_of.pk != team.pk:
+        raise ListeningError(f"{user} is a member of team {member_of.name}, not {team.name}.")
+    team = team or member_of
     existing = Rater.objects.filter(challenge=challenge, user=user).first()
     if existing:
         return existing
@@ -112,12 +119,15 @@ def enrol_user(
 def create_participant_account(
     challenge: Challenge, *, username: str, password: str, team: Team | None
 ) -> Rater:
-    """A login for a member of a team (their ratings of their own team are removed at scoring)."""
+    """A login for a member of a team (their ratings of their own team are removed at scoring):
+    the account is made a member of the team, so its team pages and its ratings agree."""
     User = get_user_model()
     if User.objects.filter(username=username).exists():
         raise ListeningError(f"The user name {username!r} is taken.")
     with transaction.atomic():
         user = User.objects.create_user(username=username, password=password)
+        if team is not None:
+            join(team, user)
         return enrol_user(challenge, user, team=team)
 
 

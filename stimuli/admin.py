@@ -153,3 +153,7 @@ class TextGenerationAdmin(admin.ModelAdmin):
     list_display = ["id", "system", "prompt", "n", "state", "created_at", "finished_at"]
     list_filter = ["state", "system__challenge"]
     readonly_fields = ["system", "prompt", "n", "seed", "state", "error", "job", "finished_at"]
+
+
+# The teams' side registers its own models.
+from .submissions import admin as _submissions_admin  # noqa: E402, F401

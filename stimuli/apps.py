@@ -24,6 +24,12 @@ class StimuliConfig(AppConfig):
                 where=f"stimuli.generators.tasks.{task}",
                 retry_guard="stimuli.generators.services.retry_guard",
             )  # fmt: skip
+        # A team's submission: the organizer path's validation, example clips and FAD-dev.
+        register(
+            "validate_submission", "Submission check", "stimuli.tasks.check_submission",
+            where="stimuli.submissions.tasks.check_submission",
+            no_retry="A submission's check is re-run by an organizer from its page.",
+        )  # fmt: skip
         # Clips from judges' prompts: a failed job runs again over the prompts still pending.
         register(
             kind.GENERATE_TEXT, kind.GENERATE_TEXT.label, "stimuli.tasks.generate_from_text",

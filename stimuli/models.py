@@ -740,3 +740,16 @@ class TextClip(models.Model):
 
     def __str__(self) -> str:
         return f"text clip {self.index} of {self.generation_id}"
+
+
+# Registered with this app from their own module: the teams' accounts and submissions.
+from .submissions.models import (  # noqa: E402, F401
+    ChallengeSchedule,
+    DeadlineExtension,
+    Submission,
+    SubmissionClip,
+    TeamInvitation,
+    TeamMembership,
+    TeamNotice,
+    TeamRegistration,
+)

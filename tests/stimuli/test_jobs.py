@@ -108,6 +108,7 @@ TASK_MODULES = (
     "stimuli.uploads.tasks",
     "stimuli.objective.tasks",
     "stimuli.generators.tasks",
+    "stimuli.submissions.tasks",
     "raters.tasks",
     "scoring.tasks",
 )
@@ -148,6 +149,7 @@ def test_every_task_is_routed_by_its_exact_name():
         "stimuli.tasks.generate_from_text",
         "stimuli.tasks.embed_clips",
         "stimuli.tasks.clap_prompt_scores",
+        "stimuli.tasks.check_submission",
     }
 
 

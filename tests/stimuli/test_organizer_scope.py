@@ -35,13 +35,21 @@ PUBLIC = {
     # nginx's report of a sent sound: internal to nginx, and it takes only a receipt signed by
     # the web process (tests/adversary/test_delivery.py).
     "sound-delivered",
+    # Password resets by e-mail, and the teams' public pages: a challenge's timeline, an
+    # invitation link, self-registration.
+    "password_reset", "password_reset_done", "password_reset_confirm", "password_reset_complete",
+    "teams:timeline", "teams:join", "teams:register",
 }  # fmt: skip
+# One team's pages and API: their members only, held to it by
+# tests/stimuli/submissions/test_access.py (organizers use /organize/<challenge>/submissions/).
+TEAM_SCOPED_PREFIXES = ("teams:", "team-submission-")
 # Organizer routes that name no challenge: each scopes what it shows (tested below).
 UNSCOPED = {"stimuli:challenges", "stimuli:job", "stimuli:audio", "challenge-list", "api-root"}
 VALUES = {
     "pk": 1, "job_id": 1, "system_id": 1, "number": 1, "step": "embeddings",
     "category": "rain", "code": "A", "kind": "x", "fmt": "csv", "name": "x",
-    "sha256": "0" * 64, "token": "x", "key": "x", "format": "json",
+    "sha256": "0" * 64, "token": "x", "key": "x", "format": "json", "team_id": 1,
+    "uidb64": "MQ",
 }  # fmt: skip
 WRITES = ("post", "put", "patch", "delete")
 
@@ -67,7 +75,7 @@ def routes() -> dict[str, set[str]]:
                 found.setdefault(name, set()).update(inherited | _kwargs(pattern))
 
     walk(get_resolver().url_patterns, [], set())
-    return found
+    return {n: k for n, k in found.items() if not n.startswith(TEAM_SCOPED_PREFIXES)}
 
 
 def url_for(name: str, kwargs: set[str], slug: str) -> str:

@@ -45,6 +45,12 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        from django.contrib.auth import get_user_model
+
+        from stimuli.submissions.demo import seed_teams_demo
+
+        echo("the teams' challenge: two teams submit, one valid, one failing")
+        teams = seed_teams_demo(get_user_model().objects.get(username=run.username))
         url = options["url"].rstrip("/")
         slug = run.challenge.slug
         results = (
@@ -70,7 +76,13 @@ class Command(BaseCommand):
             f"  Results:    {results}\n"
             f"  Text-prompt study (a judge's invitation: interpretability, realism, your prompts):\n"
             f"              {url}{run.text_judge_path}\n"
-            f"  API docs:   {url}/api/docs/\n"
+            f"  Teams:      {url}/teams/{teams.challenge.slug}/ (development phase; organizer's view:\n"
+            f"              {url}/organize/{teams.challenge.slug}/submissions/)\n"
+            + "".join(
+                f"              team {team}: {user} / {password}\n"
+                for team, user, password in teams.members
+            )
+            + f"  API docs:   {url}/api/docs/\n"
             f"  Log in as:  {run.username} / {run.password}  (for this machine only: the password\n"
             f"              is published with the code, and a start with DEBUG=0 refuses it)\n"
         )

@@ -1,0 +1,295 @@
+"""Teams' accounts, the challenge's dates and the teams' submissions.
+
+Registered with the stimuli app (stimuli/models.py imports this module at its end), so the
+tables are stimuli's and their migrations stimuli's. The base's models are named by string
+("stimuli.Challenge"): importing them here would make the two modules import each other.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def new_invitation_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class TeamMembership(models.Model):
+    """A person's place in one team of a challenge: the one answer to "which team is this
+    person" (team pages, submissions, the listening test's own-team rule)."""
+
+    challenge = models.ForeignKey(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="memberships"
+    )
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships"
+    )
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "joined_at"]
+        constraints = [
+            # One team per person and challenge: a member of two teams could rate either.
+            models.UniqueConstraint(fields=["challenge", "user"], name="one_team_per_challenge"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team}"
+
+
+class TeamInvitation(models.Model):
+    """A link that makes whoever signs up from it a member of one team, until it expires."""
+
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="invitations")
+    token = models.CharField(max_length=64, unique=True, default=new_invitation_token)
+    expires_at = models.DateTimeField()
+    revoked = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.team}"
+
+
+class TeamRegistration(models.Model):
+    """A team that registered itself: it may submit once an organizer approves it. Teams the
+    organizers create have no row and are approved."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Waiting for approval"
+        APPROVED = "approved", "Approved"
+        REFUSED = "refused", "Refused"
+
+    team = models.OneToOneField(
+        "stimuli.Team", on_delete=models.CASCADE, related_name="registration"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    reason = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "approved", "refused"]),
+                name="team_registration_state_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"registration of {self.team} ({self.state})"
+
+
+class TeamNotice(models.Model):
+    """An e-mail sent to a team once (a deadline reminder): what keeps it from being sent twice."""
+
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="notices")
+    key = models.CharField(max_length=120, help_text="What it was about, like deadline:<iso>.")
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "key"], name="team_notice_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} to {self.team}"
+
+
+class ChallengeSchedule(models.Model):
+    """The submission weeks of a challenge: its dates (stored in UTC, shown in `time_zone`)
+    and the limits on what teams submit. The server's clock decides every deadline."""
+
+    challenge = models.OneToOneField(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="schedule"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC")
+    registration_opens = models.DateTimeField(null=True, blank=True)
+    development_opens = models.DateTimeField(null=True, blank=True)
+    submission_deadline = models.DateTimeField(null=True, blank=True)
+    review_days = models.PositiveSmallIntegerField(
+        default=4, help_text="Days after the deadline in which only code fixes are accepted."
+    )
+    evaluation_opens = models.DateTimeField(null=True, blank=True)
+    listening_opens = models.DateTimeField(null=True, blank=True)
+    results_published = models.DateTimeField(null=True, blank=True)
+    self_registration = models.BooleanField(
+        default=False, help_text="Teams may register themselves; an organizer approves each."
+    )
+    audio_allowed = models.BooleanField(
+        default=False, help_text="Teams may add a zip of generated audio to a submission."
+    )
+    systems_per_track = models.PositiveSmallIntegerField(default=4)
+    submissions_per_day = models.PositiveSmallIntegerField(default=3)
+    archive_max_bytes = models.PositiveBigIntegerField(default=2 * 1024**3)
+    compute_budget_s = models.FloatField(
+        default=12 * 3600.0,
+        help_text="The longest a system may take for the evaluation set on the reference worker.",
+    )
+    evaluation_clips_per_category = models.PositiveIntegerField(
+        default=100, help_text="Clips per category a system generates for the evaluation set."
+    )
+    examples_per_category = models.PositiveSmallIntegerField(default=5)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(systems_per_track__gte=1), name="schedule_systems_per_track"
+            ),
+            models.CheckConstraint(
+                condition=Q(submissions_per_day__gte=1), name="schedule_submissions_per_day"
+            ),
+            models.CheckConstraint(condition=Q(compute_budget_s__gt=0), name="schedule_budget"),
+            models.CheckConstraint(
+                condition=Q(examples_per_category__gte=1) & Q(examples_per_category__lte=20),
+                name="schedule_examples_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"schedule of {self.challenge}"
+
+
+class DeadlineExtension(models.Model):
+    """A later submission deadline for one team, with the organizer's reason; the latest
+    extension of a team counts."""
+
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="extensions")
+    deadline = models.DateTimeField()
+    reason = models.TextField()
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    granted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "-granted_at"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(reason=""), name="extension_has_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"extension of {self.team} to {self.deadline:%Y-%m-%d %H:%M}"
+
+
+class Submission(models.Model):
+    """One immutable version of a team's system: its archive, its declared settings and
+    metadata, and what the worker found."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        CHECKING = "checking", "Being checked"
+        VALID = "valid", "Valid"
+        INVALID = "invalid", "Invalid"
+        # The platform failed (worker lost, disk full, sandbox unavailable): not the team's.
+        PLATFORM_ERROR = "platform_error", "Platform error"
+
+    challenge = models.ForeignKey(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="submissions"
+    )
+    team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="submissions")
+    track = models.ForeignKey("stimuli.Track", on_delete=models.PROTECT, related_name="submissions")
+    system = models.ForeignKey(
+        "stimuli.System", on_delete=models.CASCADE, related_name="submissions"
+    )
+    version = models.PositiveIntegerField()
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    day = models.DateField(help_text="The day of submission in the challenge's time zone.")
+    in_review = models.BooleanField(default=False, help_text="Submitted as a review-window fix.")
+    archive = models.CharField(max_length=300)
+    archive_name = models.CharField(max_length=255)
+    archive_sha256 = models.CharField(max_length=64)
+    archive_bytes = models.PositiveBigIntegerField()
+    audio_archive = models.CharField(max_length=300, blank=True)
+    module = models.CharField(max_length=200)
+    config = models.JSONField(default=dict, blank=True, help_text="Declared settings.")
+    manifest = models.JSONField(
+        default=dict, blank=True, help_text="Each file of the archive: sha256, size, weights."
+    )
+    external_data = models.BooleanField(default=False)
+    external_data_sources = models.TextField(blank=True)
+    report_url = models.URLField(blank=True)
+    description = models.TextField(blank=True)
+    licence = models.CharField(max_length=120, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    counts_in_quota = models.BooleanField(default=True)
+    report = models.JSONField(default=dict, blank=True)
+    feedback = models.JSONField(default=dict, blank=True)
+    job = models.ForeignKey(
+        "stimuli.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    chosen = models.BooleanField(
+        default=False, help_text="The team's choice of the version that counts."
+    )
+    disqualified_reason = models.TextField(blank=True)
+    disqualified_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["team", "day"])]
+        constraints = [
+            models.UniqueConstraint(fields=["system", "version"], name="submission_version_unique"),
+            models.UniqueConstraint(
+                fields=["system"], condition=Q(chosen=True), name="submission_one_chosen"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["queued", "checking", "valid", "invalid", "platform_error"]),
+                name="submission_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(archive_sha256__regex=r"^[0-9a-f]{64}$"),
+                name="submission_archive_sha256_hex",
+            ),
+            models.CheckConstraint(condition=Q(version__gte=1), name="submission_version_pos"),
+            # A platform failure never counts against the team's quota.
+            models.CheckConstraint(
+                condition=~Q(state="platform_error") | Q(counts_in_quota=False),
+                name="submission_platform_error_free",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.system} v{self.version}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in (self.State.VALID, self.State.INVALID, self.State.PLATFORM_ERROR)
+
+
+class SubmissionClip(models.Model):
+    """An example clip a submission's generator made on the worker, for the team to hear."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="clips")
+    category = models.ForeignKey("stimuli.Category", on_delete=models.CASCADE, related_name="+")
+    index = models.PositiveSmallIntegerField()
+    audio = models.ForeignKey("stimuli.AudioFile", on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["submission", "category", "index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission", "category", "index"], name="submission_clip_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"example {self.index} of {self.category_id} of {self.submission}"

@@ -1,0 +1,258 @@
+"""The organizer's pages of the submission weeks, under /organize/<challenge>/submissions/:
+teams with their invitation links and registrations, every submission with its state, its
+report and the diff between versions; re-run, disqualify, extend a deadline, CSV."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from zoneinfo import ZoneInfo
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_POST
+
+from ..errors import Refused
+from ..models import Challenge, Team
+from ..permissions import challenge_organizer_or_403, challenge_organizer_required
+from . import diff, schedule, selectors, services, teams
+from .models import Submission, TeamRegistration
+
+
+def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200, **extra):
+    schedule_ = selectors.schedule(challenge)
+    team_rows = []
+    for team in Team.objects.filter(challenge=challenge).prefetch_related("memberships__user"):
+        invitation = team.invitations.filter(revoked=False).order_by("-expires_at").first()
+        team_rows.append(
+            {
+                "team": team,
+                "members": [m.user.get_username() for m in team.memberships.all()],
+                "registration": TeamRegistration.objects.filter(team=team).first(),
+                "deadline": selectors.local(schedule_, selectors.team_deadline(team, schedule_)),
+                "extension": team.extensions.order_by("-granted_at").first(),
+                "invitation_url": request.build_absolute_uri(
+                    reverse("teams:join", args=[challenge.slug, invitation.token])
+                )
+                if invitation
+                else "",
+            }
+        )
+    zone = ZoneInfo(schedule_.time_zone)
+    context = {
+        "challenge": challenge,
+        "schedule": schedule_,
+        "dates": [
+            (
+                name,
+                name.replace("_", " ").capitalize(),
+                getattr(schedule_, name).astimezone(zone).strftime("%Y-%m-%dT%H:%M")
+                if getattr(schedule_, name)
+                else "",
+            )
+            for name in DATE_FIELDS
+        ],
+        "numbers": [
+            (name, name.replace("_", " ").capitalize(), getattr(schedule_, name))
+            for name in NUMBER_FIELDS
+        ],
+        "phase": selectors.phase_at(schedule_),
+        "teams": team_rows,
+        "submissions": Submission.objects.filter(challenge=challenge).select_related(
+            "team", "system", "track"
+        ),
+        "problems": problems or [],
+        **extra,
+    }
+    return render(request, "submissions/organize.html", context, status=status)
+
+
+@challenge_organizer_required
+def index(request: HttpRequest, slug: str) -> HttpResponse:
+    return _page(request, get_object_or_404(Challenge, slug=slug))
+
+
+def _act(request: HttpRequest, slug: str, action) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        action(challenge)
+    except Refused as refusal:
+        return _page(request, challenge, refusal.problems, status=refusal.status)
+    return redirect("submissions_organize:index", slug=slug)
+
+
+@challenge_organizer_required
+@require_POST
+def add_team(request: HttpRequest, slug: str) -> HttpResponse:
+    return _act(
+        request,
+        slug,
+        lambda c: teams.create_team_with_invitation(
+            c, name=request.POST.get("name", "").strip(), by=request.user
+        ),
+    )
+
+
+def _team(challenge: Challenge, team_id: int) -> Team:
+    return get_object_or_404(Team, pk=team_id, challenge=challenge)
+
+
+@challenge_organizer_required
+@require_POST
+def invite(request: HttpRequest, slug: str, team_id: int) -> HttpResponse:
+    return _act(
+        request, slug, lambda c: teams.create_invitation(_team(c, team_id), by=request.user)
+    )
+
+
+@challenge_organizer_required
+@require_POST
+def decide(request: HttpRequest, slug: str, team_id: int) -> HttpResponse:
+    return _act(
+        request,
+        slug,
+        lambda c: teams.decide_registration(
+            _team(c, team_id),
+            approve=request.POST.get("approve") == "1",
+            by=request.user,
+            reason=request.POST.get("reason", ""),
+        ),
+    )
+
+
+@challenge_organizer_required
+@require_POST
+def extend(request: HttpRequest, slug: str, team_id: int) -> HttpResponse:
+    def action(challenge: Challenge) -> None:
+        until = parse_datetime(request.POST.get("until", ""))
+        if until is None:
+            raise Refused("until: give the new deadline as YYYY-MM-DDTHH:MM")
+        if until.tzinfo is None:  # typed in the challenge's time zone
+            from zoneinfo import ZoneInfo
+
+            until = until.replace(tzinfo=ZoneInfo(selectors.schedule(challenge).time_zone))
+        schedule.extend_deadline(
+            _team(challenge, team_id),
+            until=until,
+            reason=request.POST.get("reason", ""),
+            by=request.user,
+        )
+
+    return _act(request, slug, action)
+
+
+def _submission(challenge: Challenge, pk: int) -> Submission:
+    found = Submission.objects.filter(challenge=challenge, pk=pk).select_related("system").first()
+    if found is None:
+        raise Http404("No such submission.")
+    return found
+
+
+@challenge_organizer_required
+@require_POST
+def rerun(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    return _act(request, slug, lambda c: services.rerun(_submission(c, pk), request.user))
+
+
+@challenge_organizer_required
+@require_POST
+def disqualify(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        slug,
+        lambda c: services.disqualify(
+            _submission(c, pk), reason=request.POST.get("reason", ""), by=request.user
+        ),
+    )
+
+
+@challenge_organizer_required
+def version_diff(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """The code diff of a version against the system's previous one."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    after = _submission(challenge, pk)
+    before = (
+        Submission.objects.filter(system=after.system, version__lt=after.version)
+        .order_by("-version")
+        .first()
+    )
+    context = {
+        "challenge": challenge,
+        "after": after,
+        "before": before,
+        "diff": diff.code_diff(before, after) if before else "",
+        "weights": diff.weights_changes(before, after) if before else [],
+    }
+    return render(request, "submissions/diff.html", context)
+
+
+@challenge_organizer_or_403
+def export(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every submission's metadata as CSV."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    stamp = dt.date.today().isoformat()
+    response["Content-Disposition"] = (
+        f'attachment; filename="{challenge.slug}-submissions-{stamp}.csv"'
+    )
+    writer = csv.writer(response)
+    fields = [
+        "id", "team", "system", "track", "version", "created_at", "state", "in_review", "chosen",
+        "archive_sha256", "external_data", "external_data_sources", "report_url", "licence",
+        "description", "disqualified_reason",
+    ]  # fmt: skip
+    writer.writerow(fields)
+    for s in Submission.objects.filter(challenge=challenge).select_related(
+        "team", "system", "track"
+    ):
+        writer.writerow(
+            [
+                s.pk, s.team.name, s.system.name, s.track.code, s.version, s.created_at.isoformat(),
+                s.state, s.in_review, s.chosen, s.archive_sha256, s.external_data,
+                s.external_data_sources, s.report_url, s.licence, s.description,
+                s.disqualified_reason,
+            ]
+        )  # fmt: skip
+    return response
+
+
+DATE_FIELDS = (
+    "registration_opens", "development_opens", "submission_deadline", "evaluation_opens",
+    "listening_opens", "results_published",
+)  # fmt: skip
+NUMBER_FIELDS = {
+    "review_days": int, "systems_per_track": int, "submissions_per_day": int,
+    "archive_max_bytes": int, "compute_budget_s": float, "evaluation_clips_per_category": int,
+    "examples_per_category": int,
+}  # fmt: skip
+FLAGS = ("self_registration", "audio_allowed")
+
+
+@challenge_organizer_required
+@require_POST
+def set_schedule(request: HttpRequest, slug: str) -> HttpResponse:
+    """The dates (typed in the challenge's time zone; empty: not set) and the limits."""
+
+    def action(challenge: Challenge) -> None:
+        fields: dict = {"time_zone": request.POST.get("time_zone", "UTC").strip()}
+        problems = []
+        for name in DATE_FIELDS:
+            text = request.POST.get(name, "").strip()
+            value = parse_datetime(text) if text else None
+            if text and value is None:
+                problems.append(f"{name}: give a date and time, like 2026-06-01T12:00")
+            fields[name] = value
+        for name, kind in NUMBER_FIELDS.items():
+            try:
+                fields[name] = kind(request.POST.get(name, ""))
+            except ValueError:
+                problems.append(f"{name}: give a number")
+        for name in FLAGS:
+            fields[name] = request.POST.get(name) == "on"
+        if problems:
+            raise Refused(problems)
+        schedule.set_schedule(challenge, **fields)
+
+    return _act(request, slug, action)

@@ -1,0 +1,467 @@
+"""Submitting a system: the checks of a submission, in the order a team meets them, and the
+versions that count.
+
+Everything that depends on the moment (the deadline, the review window, the day's quota, the
+team's number of systems) is decided under the challenge lock with the server's clock read
+after the lock is taken: ten requests racing the deadline or the quota are decided one after
+another, each seeing the ones before it committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.core.files.base import File
+from django.core.files.storage import default_storage
+from django.core.validators import URLValidator
+from django.db import transaction
+from django.utils import timezone
+
+from ..errors import Conflict, Refused
+from ..jobs import enqueue, fail_if_stale
+from ..models import Job, System, Team, Track
+from ..services import create_system
+from . import notifications, selectors
+from .models import ChallengeSchedule, Submission, TeamRegistration
+from .schedule import lock_challenge
+
+# Files whose bytes are the model: in the review window they must stay what was submitted.
+WEIGHTS_SUFFIXES = (
+    ".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".npz", ".npy", ".h5", ".hdf5", ".onnx",
+    ".pkl", ".pickle", ".joblib", ".msgpack", ".tflite", ".pb", ".params", ".model", ".weights",
+)  # fmt: skip
+# A file this large is weights whatever it is called (code is never this large).
+WEIGHTS_MIN_BYTES = 1024**2
+CODE_SUFFIXES = (".py", ".txt", ".md", ".rst", ".toml", ".cfg", ".ini", ".yaml", ".yml")
+KIND = "validate_submission"  # a kind of job of its own, registered in stimuli/apps.py
+
+
+class QuotaExceeded(Refused):
+    status = 429
+
+
+@dataclass
+class Metadata:
+    """What a team declares with a submission."""
+
+    system: str
+    track: str
+    licence: str
+    external_data: bool = False
+    external_data_sources: str = ""
+    report_url: str = ""
+    description: str = ""
+    config: dict = field(default_factory=dict)
+
+
+def is_weights(name: str, size: int) -> bool:
+    lower = name.lower()
+    if lower.endswith(CODE_SUFFIXES):
+        return False
+    return lower.endswith(WEIGHTS_SUFFIXES) or size >= WEIGHTS_MIN_BYTES
+
+
+def archive_manifest(path: Path) -> dict[str, dict]:
+    """Every file of a checked archive with its sha256, size and whether it is weights."""
+    manifest = {}
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            digest = hashlib.sha256()
+            with zf.open(info) as member:
+                for chunk in iter(lambda: member.read(1024**2), b""):
+                    digest.update(chunk)
+            manifest[info.filename] = {
+                "sha256": digest.hexdigest(),
+                "size": info.file_size,
+                "weights": is_weights(info.filename, info.file_size),
+            }
+    return manifest
+
+
+def _check_metadata(
+    team: Team, meta: Metadata, schedule: ChallengeSchedule, archive: File, audio: File | None
+) -> tuple[Track | None, list[str]]:
+    """Every problem of the declared metadata and the files' sizes, at once."""
+    problems = []
+    track = Track.objects.filter(challenge_id=team.challenge_id, code=meta.track).first()
+    if track is None:
+        codes = ", ".join(
+            Track.objects.filter(challenge_id=team.challenge_id).values_list("code", flat=True)
+        )
+        problems.append(f"track: no track {meta.track!r} in this challenge (tracks: {codes})")
+    elif meta.external_data and not track.external_data_allowed:
+        problems.append(
+            f"external_data: Track {track.code} forbids external data (its rule: "
+            f"{track.description or 'no external data'}). Submit to a track that allows "
+            "external data, or declare none."
+        )
+    if not meta.system.strip() or len(meta.system) > 120:
+        problems.append("system: name the system (1 to 120 characters)")
+    if not meta.licence.strip():
+        problems.append("licence: name the licence of the code and weights (like MIT)")
+    if meta.external_data and not meta.external_data_sources.strip():
+        problems.append("external_data_sources: name the external data used")
+    if meta.report_url:
+        try:
+            URLValidator(schemes=["http", "https"])(meta.report_url)
+        except ValidationError:
+            problems.append("report_url: give the technical report's http(s) address")
+    if not isinstance(meta.config, dict):
+        problems.append("config: the declared settings are a JSON object")
+    if archive is None:
+        problems.append("archive: attach the generator archive (.zip or .whl)")
+    elif archive.size is not None and archive.size > schedule.archive_max_bytes:
+        problems.append(
+            f"archive: {archive.size:,} bytes; this challenge's limit is "
+            f"{schedule.archive_max_bytes:,} bytes"
+        )
+    if audio is not None and not schedule.audio_allowed:
+        problems.append("audio: this challenge takes generator code only, not audio")
+    return track, problems
+
+
+@dataclass
+class Received:
+    """An upload copied to a local file, hashed, and the storage name it will have."""
+
+    local: Path
+    name: str
+    sha: str
+    stored: str
+    tmp: tempfile.TemporaryDirectory
+
+
+def _receive(upload: File, prefix: str) -> Received:
+    """Copy an upload to a local file for the checks. Nothing reaches storage before the
+    submission is accepted (under the challenge lock, `_put`), so a refused request never
+    removes a file a request racing it is about to use."""
+    tmp = tempfile.TemporaryDirectory(prefix="foley-submission-")
+    local = Path(tmp.name) / "upload"
+    digest = hashlib.sha256()
+    with open(local, "wb") as handle:
+        for chunk in upload.chunks():
+            digest.update(chunk)
+            handle.write(chunk)
+    name = Path(getattr(upload, "name", "") or "archive.zip").name
+    sha = digest.hexdigest()
+    suffix = ".whl" if name.lower().endswith(".whl") else ".zip"
+    return Received(local, name, sha, f"{prefix}/{sha}{suffix}", tmp)
+
+
+def _put(received: Received | None, written: list[str]) -> str:
+    """Store an accepted upload under its sha256 (once: the same content is one file)."""
+    if received is None:
+        return ""
+    if not default_storage.exists(received.stored):
+        with open(received.local, "rb") as handle:
+            saved = default_storage.save(received.stored, File(handle))
+        written.append(saved)
+        if saved != received.stored:  # stored meanwhile by another challenge's submission
+            default_storage.delete(saved)
+    return received.stored
+
+
+def submit(
+    team: Team, user, meta: Metadata, archive: File, audio: File | None = None
+) -> Submission:
+    """A new version of one of the team's systems, queued for the worker's check.
+
+    Refused, naming every problem, for bad metadata; refused under the challenge lock when the
+    deadline has passed (outside the review window), when a review fix changes weights or
+    settings, when the team has used the day's submissions or its systems on the track.
+    """
+    from ..generators.services import GenerationError, check_archive
+
+    schedule = selectors.schedule(team.challenge)
+    if not selectors.is_approved(team):
+        registration = TeamRegistration.objects.get(team=team)
+        if registration.state == TeamRegistration.State.REFUSED:
+            raise Conflict(
+                f"The organizers refused your team's registration: {registration.reason}"
+            )
+        raise Conflict("Your team is waiting for the organizers' approval; it cannot submit yet.")
+    track, problems = _check_metadata(team, meta, schedule, archive, audio)
+    if problems:
+        raise Refused(problems)
+    received = _receive(archive, "submissions")
+    audio_received = _receive(audio, "submissions/audio") if audio is not None else None
+    try:
+        try:
+            module = check_archive(received.local)
+        except GenerationError as exc:
+            raise Refused(f"archive: {exc}") from None
+        manifest = archive_manifest(received.local)
+        return _record(
+            team, user, meta, track, schedule,
+            received=received, audio=audio_received, module=module, manifest=manifest,
+        )  # fmt: skip
+    finally:
+        received.tmp.cleanup()
+        if audio_received is not None:
+            audio_received.tmp.cleanup()
+
+
+def _record(team, user, meta, track, schedule, **files) -> Submission:
+    with transaction.atomic():
+        challenge = lock_challenge(team.challenge_id)
+        now = timezone.now()  # after the lock: the order of the lock is the order of time
+        # Read again under the lock: dates changed while this request waited for it count.
+        schedule = selectors.schedule(challenge)
+        phase_problem, in_review = _deadline_check(team, schedule, now)
+        if phase_problem:
+            raise Conflict(phase_problem)
+        system = System.objects.filter(challenge=challenge, team=team, name=meta.system).first()
+        if system is not None and system.track_id != track.pk:
+            raise Refused(
+                f"track: system {system.name!r} is on Track {system.track.code}; a system "
+                "stays on its track (submit a new system for another track)"
+            )
+        if in_review:
+            previous = selectors.counting_version(system) if system is not None else None
+            if previous is None:
+                raise Conflict(
+                    "The submission deadline has passed: in the review window only a fix of a "
+                    "system submitted before the deadline is accepted."
+                )
+            check_review_fix(previous, files["manifest"], meta.config)
+        day = timezone.localdate(now, timezone=_zone(schedule))
+        used = Submission.objects.filter(team=team, day=day, counts_in_quota=True).count()
+        if used >= schedule.submissions_per_day:
+            raise QuotaExceeded(
+                f"Your team has made {used} submissions today ({day.isoformat()}, "
+                f"{schedule.time_zone}); the limit is {schedule.submissions_per_day} a day. "
+                "Submissions that failed because of the platform do not count."
+            )
+        if system is None:
+            systems = System.objects.filter(team=team, track=track).count()
+            if systems >= schedule.systems_per_track:
+                raise QuotaExceeded(
+                    f"Your team has {systems} systems on Track {track.code}; the limit is "
+                    f"{schedule.systems_per_track}. Submit a new version of one of them."
+                )
+            if System.objects.filter(challenge=challenge, name=meta.system).exists():
+                raise Refused(f"system: the name {meta.system!r} is taken; choose another")
+            system = create_system(
+                team=team, track=track, name=meta.system, kind=System.Kind.GENERATOR
+            )
+        received = files["received"]
+        written: list[str] = []
+        try:
+            submission = _create(challenge, team, track, system, user, day, in_review, meta,
+                                 received, files, written)  # fmt: skip
+        except BaseException:
+            for name in written:  # the row is not there: nothing names what this call stored
+                default_storage.delete(name)
+            raise
+    return submission
+
+
+def _create(challenge, team, track, system, user, day, in_review, meta, received, files, written):
+    """Store the accepted files and the version's row, and queue its check (under the lock)."""
+    archive_name = _put(received, written)
+    audio_name = _put(files["audio"], written)
+    submission = Submission.objects.create(
+        challenge=challenge,
+        team=team,
+        track=track,
+        system=system,
+        version=selectors.next_version(system.pk),
+        submitted_by=user if user is not None and user.is_authenticated else None,
+        day=day,
+        in_review=in_review,
+        archive=archive_name,
+        archive_name=received.name,
+        archive_sha256=received.sha,
+        archive_bytes=received.local.stat().st_size,
+        audio_archive=audio_name,
+        module=files["module"],
+        config=meta.config,
+        manifest=files["manifest"],
+        external_data=meta.external_data,
+        external_data_sources=meta.external_data_sources,
+        report_url=meta.report_url,
+        description=meta.description,
+        licence=meta.licence,
+    )
+    start_check(submission, user)
+    return submission
+
+
+def _zone(schedule: ChallengeSchedule):
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(schedule.time_zone)
+
+
+def _deadline_check(team: Team, schedule: ChallengeSchedule, now) -> tuple[str, bool]:
+    """Why the moment forbids submitting ("" when it allows), and whether it is the review
+    window (only code fixes)."""
+    opens = schedule.development_opens
+    if opens is not None and now < opens:
+        return (
+            f"Submissions open at {selectors.local(schedule, opens):%Y-%m-%d %H:%M %Z}.",
+            False,
+        )
+    deadline = selectors.team_deadline(team, schedule)
+    if deadline is None or now < deadline:
+        return "", False
+    ends = selectors.review_ends(deadline, schedule)
+    when = f"{selectors.local(schedule, deadline):%Y-%m-%d %H:%M %Z}"
+    if schedule.review_days and now < ends:
+        return "", True
+    return (
+        f"The submission deadline passed at {when} (server time); the review window closed at "
+        f"{selectors.local(schedule, ends):%Y-%m-%d %H:%M %Z}. No more submissions are accepted.",
+        False,
+    )
+
+
+def check_review_fix(previous: Submission, manifest: dict, config: dict) -> None:
+    """A review-window fix keeps every weights file byte-identical and the declared settings;
+    refused naming each file (or setting) that changed."""
+    problems = []
+    before = {n: e for n, e in previous.manifest.items() if e.get("weights")}
+    after = {n: e for n, e in manifest.items() if e.get("weights")}
+    for name in sorted(before.keys() | after.keys()):
+        if name not in after:
+            problems.append(f"weights file {name} was removed")
+        elif name not in before:
+            problems.append(f"weights file {name} was added")
+        elif before[name]["sha256"] != after[name]["sha256"]:
+            problems.append(
+                f"weights file {name} changed (sha256 {before[name]['sha256'][:12]}… became "
+                f"{after[name]['sha256'][:12]}…)"
+            )
+    if (previous.config or {}) != (config or {}):
+        changed = sorted(
+            k for k in (previous.config or {}).keys() | (config or {}).keys()
+            if (previous.config or {}).get(k) != (config or {}).get(k)
+        )  # fmt: skip
+        problems.append("declared settings changed: " + ", ".join(changed))
+    if problems:
+        raise Conflict([f"In the review window only code may change: {p}" for p in problems])
+
+
+def start_check(submission: Submission, user=None) -> Job:
+    """Queue the worker's check of a submission (after the transaction commits)."""
+    job = Job.objects.create(
+        challenge_id=submission.challenge_id,
+        kind=KIND,
+        params={"submission_id": submission.pk},
+        created_by=user if user is not None and user.is_authenticated else None,
+    )
+    Submission.objects.filter(pk=submission.pk).update(job=job, state=Submission.State.QUEUED)
+    submission.job = job
+    # After the commit: in-process tasks would otherwise run the check under the challenge lock.
+    transaction.on_commit(lambda: enqueue(job))
+    return job
+
+
+def choose_version(submission: Submission, user) -> Submission:
+    """The team picks the version of a system that counts (before its review window ends)."""
+    schedule = selectors.schedule(submission.challenge)
+    with transaction.atomic():
+        lock_challenge(submission.challenge_id)
+        problem, _ = _deadline_check(submission.team, schedule, timezone.now())
+        if problem:
+            raise Conflict(problem)
+        current = Submission.objects.select_for_update(no_key=True).get(pk=submission.pk)
+        if current.state != Submission.State.VALID or current.disqualified_at:
+            raise Conflict("Only a valid version that is not disqualified can count.")
+        Submission.objects.filter(system_id=current.system_id, chosen=True).update(chosen=False)
+        current.chosen = True
+        current.save(update_fields=["chosen"])
+        sync_generator(current.system)
+    return current
+
+
+def rerun(submission: Submission, user) -> Job:
+    """An organizer checks a version again (say, after a worker was fixed)."""
+    with transaction.atomic():
+        current = Submission.objects.select_for_update(no_key=True).get(pk=submission.pk)
+        if current.state in (Submission.State.QUEUED, Submission.State.CHECKING):
+            raise Conflict("This version's check is still under way.")
+        current.clips.all().delete()
+        Submission.objects.filter(pk=current.pk).update(report={}, feedback={})
+        return start_check(current, user)
+
+
+def disqualify(submission: Submission, *, reason: str, by) -> Submission:
+    """Take a version out of the challenge, with a reason the team sees."""
+    if not reason.strip():
+        raise Refused("reason: say why; the team sees the reason")
+    with transaction.atomic():
+        lock_challenge(submission.challenge_id)
+        Submission.objects.filter(pk=submission.pk).update(
+            disqualified_reason=reason.strip(), disqualified_at=timezone.now(), chosen=False
+        )
+        sync_generator(submission.system)
+    submission.refresh_from_db()
+    notifications.disqualified(submission)
+    return submission
+
+
+def sync_generator(system: System) -> None:
+    """Make the system's generator code its counting version, so the organizers' generation at
+    evaluation runs what counts (or leave it when no version counts). The generator gets its own
+    copy of the archive (generators/<sha256>), which the generators' stage may delete when code
+    is replaced: a version's own file stays."""
+    from ..models import Generator
+
+    counting = selectors.counting_version(system)
+    if counting is None:
+        return
+    suffix = ".whl" if counting.archive.endswith(".whl") else ".zip"
+    copy = f"generators/{counting.archive_sha256}{suffix}"
+    if not default_storage.exists(copy):
+        with default_storage.open(counting.archive, "rb") as handle:
+            default_storage.save(copy, File(handle))
+    Generator.objects.update_or_create(
+        system=system,
+        defaults={
+            "module": counting.module,
+            "archive": copy,
+            "archive_name": counting.archive_name,
+            "archive_sha256": counting.archive_sha256,
+            "config": counting.config,
+            "trusted": False,
+            "state": Generator.State.VALID,
+            "report": counting.report,
+            "validated_at": timezone.now(),
+        },
+    )
+    if system.kind != System.Kind.GENERATOR:
+        System.objects.filter(pk=system.pk).update(kind=System.Kind.GENERATOR)
+
+
+LOST = (
+    "The platform could not check this version: {why}. It does not count against your quota; "
+    "submit it again."
+)
+
+
+def settle(submission: Submission) -> Submission:
+    """A version whose check can no longer finish (its worker lost for good, or the check
+    itself broke) is the platform's failure: marked so, and free of the quota."""
+    if submission.is_finished or submission.job_id is None:
+        return submission
+    job = fail_if_stale(submission.job)
+    if job.state != Job.State.FAILED:
+        return submission
+    why = job.error or "the worker was lost"
+    Submission.objects.filter(
+        pk=submission.pk, state__in=[Submission.State.QUEUED, Submission.State.CHECKING]
+    ).update(
+        state=Submission.State.PLATFORM_ERROR,
+        counts_in_quota=False,
+        report={"ok": False, "summary": LOST.format(why=why)},
+    )
+    submission.refresh_from_db()
+    return submission

@@ -1,0 +1,153 @@
+"""Team accounts: organizers create teams and invitation links, people sign up from a link or
+register a team for the organizers to approve. Membership is the one record of which team a
+person is in."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ..errors import Conflict, Refused
+from ..models import Challenge, Team
+from ..services import create_team
+from . import selectors
+from .models import TeamInvitation, TeamMembership, TeamRegistration
+
+INVITATION_DAYS = 14
+
+
+def create_invitation(team: Team, *, days: int = INVITATION_DAYS, by=None) -> TeamInvitation:
+    """A link that makes people members of `team` for `days` days."""
+    if not 1 <= days <= 365:
+        raise Refused("an invitation lasts 1 to 365 days")
+    return TeamInvitation.objects.create(
+        team=team,
+        expires_at=timezone.now() + dt.timedelta(days=days),
+        created_by=by if by is not None and by.is_authenticated else None,
+    )
+
+
+def create_team_with_invitation(
+    challenge: Challenge, *, name: str, affiliation: str = "", by=None
+) -> TeamInvitation:
+    with transaction.atomic():
+        try:
+            team = create_team(challenge, name=name, affiliation=affiliation)
+        except ValidationError as exc:
+            raise Refused([f"{k}: {m}" for k, ms in exc.message_dict.items() for m in ms]) from None
+        return create_invitation(team, by=by)
+
+
+def open_invitation(token: str) -> TeamInvitation:
+    """The invitation of a link; refused, saying why, when it is unknown, revoked or expired."""
+    invitation = (
+        TeamInvitation.objects.select_related("team__challenge").filter(token=token).first()
+    )
+    if invitation is None or invitation.revoked:
+        raise Refused("This invitation link is not valid. Ask your team's organizer for a new one.")
+    if invitation.expires_at <= timezone.now():
+        raise Refused("This invitation link has expired. Ask the organizers for a new one.")
+    return invitation
+
+
+def _check_account(username: str, email: str, password: str) -> list[str]:
+    """Every problem of a new account's details at once."""
+    problems = []
+    User = get_user_model()
+    if not username.strip():
+        problems.append("username: choose a user name")
+    elif User.objects.filter(username__iexact=username).exists():
+        problems.append(f"username: {username!r} is taken")
+    try:
+        validate_email(email)
+    except ValidationError:
+        problems.append("e-mail: enter a valid e-mail address (it is where password resets go)")
+    try:
+        password_validation.validate_password(password, User(username=username, email=email))
+    except ValidationError as exc:
+        problems.extend(f"password: {m}" for m in exc.messages)
+    return problems
+
+
+def join(team: Team, user) -> TeamMembership:
+    """Make `user` a member of `team`; refused if they are in another team of the challenge."""
+    existing = selectors.membership(user, team.challenge)
+    if existing is not None:
+        if existing.team_id == team.pk:
+            return existing
+        raise Conflict(
+            f"You are already a member of team {existing.team.name} in this challenge; "
+            "a person belongs to one team."
+        )
+    try:
+        with transaction.atomic():
+            return TeamMembership.objects.create(
+                challenge_id=team.challenge_id, team=team, user=user
+            )
+    except IntegrityError:  # joined another team at the same moment
+        raise Conflict("You are already a member of a team in this challenge.") from None
+
+
+def sign_up(token: str, *, username: str, email: str, password: str):
+    """A new account from an invitation link, a member of the invitation's team."""
+    invitation = open_invitation(token)
+    if problems := _check_account(username, email, password):
+        raise Refused(problems)
+    User = get_user_model()
+    with transaction.atomic():
+        user = User.objects.create_user(username=username, email=email, password=password)
+        join(invitation.team, user)
+    return user
+
+
+def accept_invitation(token: str, user) -> TeamMembership:
+    """A signed-in person joins the invitation's team."""
+    return join(open_invitation(token).team, user)
+
+
+def register_team(
+    challenge: Challenge,
+    *,
+    team_name: str,
+    affiliation: str,
+    username: str,
+    email: str,
+    password: str,
+):
+    """Self-registration: a team waiting for approval and its first member's account."""
+    if not selectors.schedule(challenge).self_registration:
+        raise Refused("Teams of this challenge are registered by its organizers.")
+    problems = _check_account(username, email, password)
+    if not team_name.strip():
+        problems.append("team: name the team")
+    elif Team.objects.filter(challenge=challenge, name__iexact=team_name).exists():
+        problems.append(f"team: a team named {team_name!r} is registered already")
+    if problems:
+        raise Refused(problems)
+    User = get_user_model()
+    with transaction.atomic():
+        user = User.objects.create_user(username=username, email=email, password=password)
+        team = create_team(challenge, name=team_name, affiliation=affiliation)
+        TeamRegistration.objects.create(team=team, requested_by=user)
+        join(team, user)
+    return user
+
+
+def decide_registration(team: Team, *, approve: bool, by, reason: str = "") -> TeamRegistration:
+    with transaction.atomic():
+        registration = TeamRegistration.objects.select_for_update(no_key=True).get(team=team)
+        if not approve and not reason.strip():
+            raise Refused("Say why the team is refused; the team sees the reason.")
+        registration.state = (
+            TeamRegistration.State.APPROVED if approve else TeamRegistration.State.REFUSED
+        )
+        registration.reason = reason.strip()
+        registration.decided_by = by
+        registration.decided_at = timezone.now()
+        registration.save()
+    return registration

@@ -1,0 +1,22 @@
+"""The teams' pages, under /teams/<challenge>/. Three are public (the timeline, an invitation
+link, self-registration); every other is one team's and asks `team_member_required`: the test
+of the URL configuration holds every route here to that, except the three it names."""
+
+from django.urls import path
+
+from . import views
+
+app_name = "teams"
+PUBLIC = ("timeline", "join", "register")
+urlpatterns = [
+    path("<slug:slug>/", views.timeline, name="timeline"),
+    path("<slug:slug>/join/<str:token>/", views.join, name="join"),
+    path("<slug:slug>/register/", views.register, name="register"),
+    path("<slug:slug>/team/", views.team, name="team"),
+    path("<slug:slug>/team/submit/", views.submit, name="submit"),
+    path("<slug:slug>/team/token/", views.api_token, name="token"),
+    path("<slug:slug>/team/submissions/<int:pk>/", views.submission, name="submission"),
+    path("<slug:slug>/team/submissions/<int:pk>/status/", views.submission_status, name="status"),
+    path("<slug:slug>/team/submissions/<int:pk>/choose/", views.choose, name="choose"),
+    path("<slug:slug>/team/submissions/<int:pk>/clips/<int:clip_id>.wav", views.clip, name="clip"),
+]
