@@ -333,12 +333,18 @@ CELERY_TASK_ROUTES = {
     "stimuli.tasks.generate_validation": {"queue": "gpu"},
     "stimuli.tasks.generate_from_text": {"queue": "gpu"},
     "stimuli.tasks.check_submission": {"queue": "gpu"},
+    "stimuli.tasks.remind_deadlines": {"queue": "cpu"},
     "stimuli.tasks.embed_clips": {"queue": "gpu"},
     "stimuli.tasks.compute_fad": {"queue": "cpu"},
     "stimuli.tasks.select_medoids": {"queue": "cpu"},
     "stimuli.tasks.clap_prompt_scores": {"queue": "gpu"},
     "raters.tasks.prepare_listening_test": {"queue": "cpu"},
     "scoring.tasks.publish_results": {"queue": "cpu"},
+}
+# What the scheduler (`celery beat`, the compose file's `scheduler`) sends: teams are reminded of
+# a deadline a day ahead; hourly, and each team once per deadline however often it runs.
+CELERY_BEAT_SCHEDULE = {
+    "remind-deadlines": {"task": "stimuli.tasks.remind_deadlines", "schedule": 3600.0},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {

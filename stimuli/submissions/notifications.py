@@ -56,7 +56,8 @@ def disqualified(submission: Submission) -> bool:
 
 def remind_deadlines(now: dt.datetime | None = None) -> int:
     """Tell every team whose deadline falls within the next day, once per deadline; returns how
-    many teams were told. Run it hourly (`manage.py remind_deadlines`, from cron)."""
+    many teams were told. The scheduler runs it hourly (`CELERY_BEAT_SCHEDULE`);
+    `manage.py remind_deadlines` runs it at once."""
     now = now or timezone.now()
     told = 0
     for schedule in ChallengeSchedule.objects.exclude(submission_deadline=None).select_related(

@@ -43,6 +43,17 @@ def test_only_the_proxy_on_the_host_reaches_the_web_process(compose):
             assert str(port).startswith("127.0.0.1:"), port
 
 
+def test_one_scheduler_sends_the_periodic_tasks(compose):
+    from django.conf import settings
+
+    scheduler = compose["services"]["scheduler"]
+    assert scheduler["command"][:4] == ["celery", "-A", "foley_platform", "beat"]
+    assert "deploy" not in scheduler  # one beat process: two would send every task twice
+    tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert tasks == {"stimuli.tasks.remind_deadlines"}
+    assert tasks <= set(settings.CELERY_TASK_ROUTES)
+
+
 def test_queues_and_gpu_reservation(compose):
     services = compose["services"]
     assert "gunicorn" in services["web"]["command"]
