@@ -144,7 +144,8 @@ def _answer(rater, session, *, gold_right: bool) -> None:
         elif trial.role == "gold":
             quality, fit = trial.gold.quality_min, trial.gold.fit_min
             if not gold_right:
-                quality, fit = 10 - quality, 10 - fit
+                # Far from what it asks whatever it asks (10 - x would be right for a five).
+                quality, fit = (quality + 5) % 11, (fit + 5) % 11
         sessions.save_rating(rater, trial.token, quality=quality, fit=fit, key=f"k-{trial.token}")
 
 
