@@ -1,7 +1,7 @@
 """The whole demo challenge on the embedded default (SQLite, in-process tasks), in one call.
 
 Reference sets and seven uploaded systems come from `stimuli.demo`; the procedural baseline and
-its two variants generate their clips; the objective evaluation computes FAD, picks finalists
+its two variants generate their clips; the objective stage computes FAD, picks finalists
 and medoids; the listening test opens; with `simulate_raters`, simulated raters fill it and the
 results are published, so the leaderboard shows computed numbers. Each step is skipped when its
 output exists, so running the demo again only prints the links.
@@ -66,7 +66,7 @@ def run_demo(
                 raise RuntimeError(f"generation of {system.name} failed: {job.error}")
 
     if not FadResult.objects.filter(challenge=challenge).exists():
-        say("Objective evaluation: embeddings, FAD per system and category, finalists ...")
+        say("Objective stage: embeddings, FAD per system and category, finalists ...")
         # Four finalists per track, as DCASE took: the league then correlates over 8 systems.
         config.set_models(
             challenge,
@@ -77,7 +77,7 @@ def run_demo(
         )
         job = objective.run_distances(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
-            raise RuntimeError(f"the objective evaluation failed: {job.error}")
+            raise RuntimeError(f"the objective stage failed: {job.error}")
 
     if not Medoid.objects.filter(challenge=challenge).exists():
         say("Selecting 20 medoids per finalist and category (k-means) ...")

@@ -63,7 +63,7 @@ PUBLISH_JOB = "publish_results"
 
 def collect_inputs(challenge: Challenge) -> Inputs:
     """The four input tables of a challenge: ratings and diversity from the listening test, FAD
-    results and teams from the objective evaluation."""
+    results and teams from the objective stage."""
     return inputs_from_rows(
         ratings=rating_rows(challenge),
         diversity=diversity_rows(challenge),

@@ -24,7 +24,7 @@ CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
 class Challenge(models.Model):
     class Phase(models.TextChoices):
         SETUP = "setup", "Setup"
-        OBJECTIVE = "objective", "Objective evaluation"
+        OBJECTIVE = "objective", "Objective stage"
         LISTENING = "listening", "Listening test"
         PUBLISHED = "published", "Published"
 
@@ -163,7 +163,7 @@ class System(models.Model):
     public_id = models.CharField(max_length=16, unique=True, default=new_public_id, editable=False)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.AUDIO)
     is_finalist = models.BooleanField(
-        default=False, help_text="Chosen by the objective evaluation for the listening test."
+        default=False, help_text="Chosen by the objective stage for the listening test."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

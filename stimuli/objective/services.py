@@ -62,7 +62,7 @@ def _check_can_start(challenge: Challenge, purpose: str) -> None:
         purpose == "medoids"
         and not System.objects.filter(challenge=challenge, is_finalist=True).exists()
     ):
-        raise ObjectiveError("no finalists yet: run the objective evaluation first")
+        raise ObjectiveError("no finalists yet: run the objective stage first")
 
 
 def _active(challenge: Challenge, purpose: str) -> Job | None:

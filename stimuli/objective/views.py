@@ -53,7 +53,7 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
         request,
         "stimuli/objective_panel.html",
         context,
-        title="Objective evaluation",
+        title="Objective stage",
         panel_id="objective",
         status=status,
     )

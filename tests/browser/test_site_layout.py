@@ -66,8 +66,8 @@ def test_every_organizer_page_is_inside_the_layout_and_no_table_overflows(
                     path=str(DOCS_SCREENSHOTS / f"organizer-listening{suffix}.png"), full_page=True
                 )
         page.goto(f"{live_server.url}/organize/{slug}/objective/")
-        assert page.inner_text("h1") == "Objective evaluation"
-        assert "Run the objective evaluation" in page.inner_text("main #objective")
+        assert page.inner_text("h1") == "Objective stage"
+        assert "Run the objective stage" in page.inner_text("main #objective")
         page.goto(f"{live_server.url}/organize/{slug}/generators/")
         assert page.inner_text("h1") == "Generators"
         assert "layout" in page.inner_text("main .crumbs")

@@ -12,7 +12,7 @@ from stimuli.cli import TerminalProgress
 class Command(BaseCommand):
     help = (
         "Create the demo challenge and run it end to end on this machine: baseline generation, "
-        "objective evaluation, finalists and medoids, the listening test; with "
+        "objective stage, finalists and medoids, the listening test; with "
         "--simulate-raters, simulated raters fill it and the results are published (DEBUG only)."
     )
 

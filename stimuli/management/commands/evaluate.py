@@ -1,4 +1,4 @@
-"""Run a challenge's objective evaluation: embeddings, FAD per system and category, finalists."""
+"""Run a challenge's objective stage: embeddings, FAD per system and category, finalists."""
 
 from __future__ import annotations
 
