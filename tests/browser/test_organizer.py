@@ -45,7 +45,7 @@ def test_the_objective_panel_shows_fad_and_kad_on_a_desktop_and_a_phone(
     live_server, chromium_path, organizer, tmp_path
 ):
     from stimuli.objective import services
-    from tests.evaluation_setup import small_challenge
+    from tests.objective_setup import small_challenge
 
     challenge = small_challenge(tmp_path, slug="browser-objective")
     job = services.run_distances(challenge)

@@ -15,8 +15,8 @@ from stimuli.models import Medoid, ReferenceStats
 from stimuli.objective.embeddings.base import split_model_id
 from stimuli.objective.fad import GaussianStats, fad, frechet_distance
 from stimuli.services import create_challenge
-from tests.evaluation_setup import small_challenge
 from tests.factories import make_wav
+from tests.objective_setup import small_challenge
 
 
 def run(*args) -> dict:

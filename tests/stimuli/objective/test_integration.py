@@ -15,7 +15,7 @@ from stimuli.models import Embedding, FadResult, Job, Medoid
 from stimuli.objective import config, services
 from stimuli.services import create_challenge
 from tests.conftest import WorkerProcess, wait_for_job
-from tests.evaluation_setup import small_challenge
+from tests.objective_setup import small_challenge
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from stimuli.models import Clip, FadResult, Job, Medoid, ReferenceStats
 from stimuli.objective import config, services
-from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge
+from tests.objective_setup import bad_crc, npy_header, npz_bytes, small_challenge
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from stimuli.objective.embeddings.base import model_id_matches
 from stimuli.objective.fad import GaussianStats
 from stimuli.objective.medoids import select_medoids
 from stimuli.services import create_challenge
-from tests.evaluation_setup import bad_crc, npy_header, npz_bytes, small_challenge, system
+from tests.objective_setup import bad_crc, npy_header, npz_bytes, small_challenge, system
 
 
 @pytest.fixture
