@@ -39,8 +39,9 @@ from .models import (
 # The job kind that prepares the listening test (registered in apps.py).
 PREPARE_JOB = "prepare_listening"
 ANCHOR_POOL = 8
-# Draws of a challenge's anchors preparation tries before it refuses a set the check separates.
-ANCHOR_DRAWS = 4
+# Draws of a challenge's anchors preparation tries before it refuses a set the check separates
+# (each draw is refused alone with a small chance on a small set such as the demo's).
+ANCHOR_DRAWS = 8
 # A clip quieter than this (integrated loudness, LUFS) is no source for an anchor.
 MIN_SOURCE_LUFS = -70.0
 # Every publication of a challenge is of the same ratings: publishing closes the test for good.
