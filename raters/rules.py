@@ -266,26 +266,7 @@ def assess_session(
         elif variance < rule["min_variance"]:
             add("straight_lining", f"answers vary by {variance:.2f} (variance), too little")
 
-    rule = rules["too_fast"]
-    times = [t for r in answers if (t := _number(r.get("answer_s"))) is not None]
-    if len(times) >= max(1, rule["min_answers"]):
-        median = statistics.median(times)
-        if median < rule["min_median_answer_s"]:
-            add(
-                "too_fast",
-                f"median {median:.1f} s to answer (limit {rule['min_median_answer_s']:g} s)",
-            )
-
-    rule = rules["not_listened"]
-    heard = [h for r in answers if (h := _number(r.get("heard_fraction"))) is not None]
-    if heard:
-        short = sum(h < rule["min_heard_fraction"] for h in heard)
-        if short / len(heard) > rule["max_share"]:
-            add(
-                "not_listened",
-                f"{short} of {len(heard)} sounds heard below "
-                f"{round(100 * rule['min_heard_fraction'])}%",
-            )
+    _speed_and_listening(answers, rules, add)
 
     rule = rules["gold"]
     failed = 0
@@ -355,6 +336,15 @@ def assess_judge(
         if action != "off":
             verdict.flags.append(Flag(name, action, reason))
 
+    _speed_and_listening(answers, rules, add)
+    failed = sum(1 for r in answers if r.get("gold") and not r.get("says_real"))
+    if failed > rules["gold"]["max_failed"]:
+        add("gold", f"{failed} gold real clip(s) marked generated")
+    return verdict
+
+
+def _speed_and_listening(answers: list[Mapping], rules: RaterRules, add) -> None:
+    """The too_fast and not_listened rules over one rater's answers (a session, or a judge's)."""
     rule = rules["too_fast"]
     times = [t for r in answers if (t := _number(r.get("answer_s"))) is not None]
     if len(times) >= max(1, rule["min_answers"]):
@@ -374,7 +364,3 @@ def assess_judge(
                 f"{short} of {len(heard)} sounds heard below "
                 f"{round(100 * rule['min_heard_fraction'])}%",
             )
-    failed = sum(1 for r in answers if r.get("gold") and not r.get("says_real"))
-    if failed > rules["gold"]["max_failed"]:
-        add("gold", f"{failed} gold real clip(s) marked generated")
-    return verdict
