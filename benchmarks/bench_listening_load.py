@@ -17,7 +17,7 @@ break page, the next category, its examples). With `--nginx`, deploy/nginx.conf 
 and sends the sounds (X-Accel-Redirect). The server's listening check is set to "the whole file
 was delivered" (listened_fraction 0): the player's events are not simulated. With `--listen`
 each browser plays its sound to the end (4 s, within its think time) and posts the player's
-events as the page does (play, a checkpoint every two seconds, ended: 3 per 4-s sound), and the server
+events as the page does (play, a checkpoint every five seconds, ended: 2 per 4-s sound), and the server
 requires 90% of each sound heard before an answer, the DCASE default.
 
 Printed per run: ratings/s in the steady state (from when every rater has arrived and answered
@@ -58,6 +58,7 @@ from tests.server_stack import site_environment, start_gunicorn, stop  # noqa: E
 
 SLUG = "crowd"
 DURATION = 4.0  # seconds of each sound, as in DCASE 2023 Task 7
+CHECKPOINT_S = 5  # the page's checkpoint while a sound plays (raters/static/raters/listen.js)
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -225,12 +226,14 @@ async def rater(
 
         async def play(token: str, csrf: str) -> float:
             """Play a sound to its end as the page's player reports it: play, a checkpoint every
-            two seconds (none in the last half second), ended; returns the seconds it took (part
-            of the think time)."""
+            `CHECKPOINT_S` (none in the last half second), ended; returns the seconds it took
+            (part of the think time)."""
             started = time.monotonic()
             headers = {"X-CSRFToken": csrf, "Accept": "application/json"}
             checkpoints = [
-                ("timeupdate", float(s)) for s in range(2, int(DURATION), 2) if s < DURATION - 0.5
+                ("timeupdate", float(s))
+                for s in range(CHECKPOINT_S, int(DURATION), CHECKPOINT_S)
+                if s < DURATION - 0.5
             ]
             for event, t in [("play", 0.0), *checkpoints, ("ended", DURATION)]:
                 await asyncio.sleep(max(0.0, started + t - time.monotonic()))

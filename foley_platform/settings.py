@@ -138,7 +138,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Off by default: the check is a `SELECT 1` before each request's first query, a round trip
+    # on every player event and receipt. Without it a connection the database dropped (a
+    # restart) fails one request per worker, which then reconnects; answers are resent with
+    # their key and stored once.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -33,6 +33,10 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 
 urlpatterns = [
+    # First: the raters' requests are most of all requests (the patterns are tried in order).
+    path("listen/", include("raters.urls")),
+    # Under nginx's internal /_sounds/ location: only nginx's post_action reaches it.
+    path("_sounds/delivered/", raters_views.delivered, name="sound-delivered"),
     path("", stimuli_views.home, name="home"),
     # Browsers and feed readers that ignore the page's icon link ask here.
     path("favicon.ico", favicon),
@@ -71,9 +75,6 @@ urlpatterns = [
     ),
     # The teams' pages: a challenge's public timeline, sign-up, and each team's own pages.
     path("teams/", include("stimuli.submissions.urls")),
-    path("listen/", include("raters.urls")),
-    # Under nginx's internal /_sounds/ location: only nginx's post_action reaches it.
-    path("_sounds/delivered/", raters_views.delivered, name="sound-delivered"),
     path("api/results/", include("scoring.api_urls")),
     path("api/listening/", include("raters.api_urls")),
     path(

@@ -108,7 +108,7 @@ def record_delivery(model: type[Heard], row: Heard, start: int, end: int, size: 
     moment = now()
     fields = _delivery_fields(row, start, end, size, moment)
     read = {"delivered_ranges": row.delivered_ranges}
-    if statements.update_if_unchanged(model, row.pk, read, fields):
+    if statements.update(model, row.pk, fields, read=read):
         return
     with transaction.atomic():
         current = model.objects.select_for_update(no_key=True).get(pk=row.pk)
@@ -461,6 +461,9 @@ def redeem_receipt(value: str, completion: str, bytes_sent: str) -> None:
         return
     kind, pk, start, end, size = redeemed
     model = KINDS[kind]
+    if start == 0 and end + 1 >= size:  # the whole file, as players fetch it: no read
+        statements.deliver_whole(model, pk, size, now())
+        return
     row = model.objects.filter(pk=pk).first()
     if row is not None and not recorded(row, start, end, size):
         record_delivery(model, row, start, end, size)

@@ -419,32 +419,35 @@ def save_rating(
     with transaction.atomic():
         # Answers to one session are stored one at a time (its row is locked with the trial's
         # lookup): the answer that completes the session must see every other one, or the
-        # session would stay open with nothing left to rate. The same query reads the sound as
-        # delivered and the trial of an answer already stored with this key, if any.
-        trial = statements.trial_to_answer(token, test)
-        if trial is None:
+        # session would stay open with nothing left to rate. The same statement reads the sound
+        # as delivered and the test as it is now, held until the answer commits (closing the
+        # test, as publishing does, waits for answers under way: none lands after the ratings
+        # were read for publication).
+        found = statements.trial_to_answer(token, test)
+        if found is None:
             raise ListeningError("No such trial.", 404)
+        trial, test = found
         session = trial.session
         if session.rater_id != rater.pk:
             raise ListeningError("This trial belongs to another rater.", 403)
         session.rater = rater  # the one already read: no second query
-        # Read after the session's lock: an answer with this key stored meanwhile is seen.
-        keyed_trial = statements.keyed_trial(key)
+        # Read after the session's lock: an answer with this key stored meanwhile is seen. The
+        # first two unanswered trials: the one rated must be first (order), and whether a
+        # second exists says if this answer completes the session.
+        keyed_trial, pending = statements.keyed_and_unanswered(key, session.pk)
         if keyed_trial is not None:
             if keyed_trial != trial.pk:
                 raise ListeningError("This request key was already used for another trial.", 409)
             return Rating.objects.get(idempotency_key=key), False
-        # The first two unanswered trials: the one rated must be first (order), and whether a
-        # second exists says if this answer completes the session.
         # Answers are stored in order, so a trial before the first unanswered one is answered.
-        pending = statements.first_unanswered(session.pk, 2)
         if trial.pk not in [pk for pk, _ in pending] and (
             not pending or trial.position < pending[0][1]
         ):
             raise ListeningError("This trial is already answered.", 409)
         if session.state != CategorySession.State.OPEN:
             raise ListeningError("This session is closed.", 409)
-        test = check_open(rater.challenge)
+        if not test.is_open:
+            raise ListeningError(closed_message(rater.challenge), 409)
         if session.familiarized_at is None:
             raise ListeningError("The examples of this category come first.", 409)
         if pending[0][0] != trial.pk:
@@ -456,13 +459,16 @@ def save_rating(
         )
         if require_heard and not verdict.ok:
             raise ListeningError(verdict.reason, 409)
-        rating = Rating.objects.create(
-            trial=trial,
-            quality=quality,
-            fit=fit,
-            idempotency_key=key,
+        values = {
+            "trial": trial.pk,
+            "quality": quality,
+            "fit": fit,
+            "idempotency_key": key,
+            "created_at": timezone.now(),
             **answer_record(verdict, session.last_answer_at or session.familiarized_at),
-        )
+        }
+        pk = statements.insert(Rating, values)
+        rating = Rating(pk=pk, trial=trial, **{k: v for k, v in values.items() if k != "trial"})
         closing = len(pending) == 1
         _answered(rater.challenge, session, rating.created_at, closing=closing)
     return rating, True
@@ -477,7 +483,7 @@ def _answered(challenge: Challenge, session: CategorySession, moment, *, closing
     fields = {"last_answer_at": moment, "excluded": excluded, "assessed_with": key}
     if closing:
         fields |= {"state": CategorySession.State.CLOSED, "closed_at": timezone.now()}
-    CategorySession.objects.filter(pk=session.pk).update(**fields)
+    statements.update(CategorySession, session.pk, fields)
     for name, value in fields.items():
         setattr(session, name, value)
 

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from functools import cache
 
 from django.db import connection, transaction
-from django.db.models import Model
+from django.db.models import Model, signals
+from django.db.models.base import ModelState
 
-from stimuli.models import AudioFile, Challenge
+from stimuli.models import AudioFile, Category, Challenge
 
 from .delivery import delivery_settings
 from .models import (
@@ -36,6 +37,7 @@ from .models import (
     ListeningTest,
     Rater,
     Rating,
+    Stimulus,
     TextJudge,
     Trial,
 )
@@ -84,6 +86,7 @@ class _Part:
     names: tuple[str, ...]
     converters: tuple[tuple, ...]  # per column, (converter, expression) pairs as the ORM runs them
     start: int
+    plain: bool  # no receiver of the model's pre_init or post_init signals
 
     def build(self, row: tuple) -> Model | None:
         values = list(row[self.start : self.start + len(self.names)])
@@ -92,7 +95,16 @@ class _Part:
         for n, steps in enumerate(self.converters):
             for convert, expression in steps:
                 values[n] = convert(values[n], expression, connection)
-        return self.model.from_db(connection.alias, list(self.names), values)
+        if not self.plain:
+            return self.model.from_db(connection.alias, list(self.names), values)
+        # What `Model.from_db` makes, without `__init__`'s walk over the fields and its two
+        # signals (nothing listens to them for this model): a rater's request builds four to
+        # six instances, and that walk was a tenth of the web process's time at crowd scale.
+        instance = self.model.__new__(self.model)
+        instance._state = ModelState()
+        instance._state.adding, instance._state.db = False, connection.alias
+        instance.__dict__.update(zip(self.names, values, strict=True))
+        return instance
 
 
 def _part(model: type[Model], alias: str, start: int) -> tuple[_Part, str]:
@@ -104,7 +116,11 @@ def _part(model: type[Model], alias: str, start: int) -> tuple[_Part, str]:
         converters.append(tuple((step, column) for step in steps))
     quote = connection.ops.quote_name
     sql = ", ".join(f"{alias}.{quote(field.column)}" for field in fields)
-    return _Part(model, tuple(f.attname for f in fields), tuple(converters), start), sql
+    names = tuple(f.attname for f in fields)
+    plain = names == tuple(f.attname for f in model._meta.concrete_fields) and not (
+        signals.pre_init.has_listeners(model) or signals.post_init.has_listeners(model)
+    )
+    return _Part(model, names, tuple(converters), start, plain), sql
 
 
 def _table(model: type[Model]) -> str:
@@ -145,27 +161,59 @@ def rater_by_key(access_key: str, slug: str) -> Rater | None:
 
 
 @cache
+def _sessions_statement(vendor: str) -> tuple[str, tuple[_Part, ...]]:
+    session, session_sql = _part(CategorySession, "s", 1)
+    category, category_sql = _part(Category, "g", session.start + len(session.names))
+    quote = connection.ops.quote_name
+    sql = (
+        f"SELECT (SELECT COUNT(DISTINCT st.category_id) FROM {_table(Stimulus)} st "
+        f"WHERE st.challenge_id = %s), {session_sql}, {category_sql} FROM (SELECT 1) one "
+        f"LEFT JOIN {_table(CategorySession)} s ON s.rater_id = %s "
+        f"LEFT JOIN {_table(Category)} g ON g.id = s.category_id ORDER BY s.{quote('order')}"
+    )
+    return sql, (session, category)
+
+
+def rater_sessions(rater: Rater) -> tuple[list[CategorySession], int]:
+    """The rater's sessions in order, each with its category, and how many categories have
+    stimuli (a rater cannot be asked for more): the trial page's one read of them."""
+    sql, (session_part, category_part) = _sessions_statement(connection.vendor)
+    rows = run("foley_rater_sessions", sql, [rater.challenge_id, rater.pk])
+    own = []
+    for row in rows:
+        session = session_part.build(row)
+        if session is not None:
+            session.category, session.rater = category_part.build(row), rater
+            own.append(session)
+    return own, rows[0][0]
+
+
+@cache
 def _trial_statement(vendor: str, *, answering: bool) -> tuple[str, tuple[_Part, ...]]:
     trial, trial_sql = _part(Trial, "tr", 0)
     delivered, delivered_sql = _part(AudioFile, "a", len(trial.names))
     columns, parts = [trial_sql, delivered_sql], [trial, delivered]
     if answering:
         session, session_sql = _part(CategorySession, "s", delivered.start + len(delivered.names))
-        columns.append(session_sql)
-        parts.append(session)
+        test, test_sql = _part(ListeningTest, "lt", session.start + len(session.names))
+        columns += [session_sql, test_sql]
+        parts += [session, test]
     sql = (
         f"SELECT {', '.join(columns)} FROM {_table(Trial)} tr "
         f"JOIN {_table(CategorySession)} s ON s.id = tr.session_id "
         f"LEFT JOIN {_table(DeliveredAudio)} d ON d.source_id = tr.audio_id "
         "AND d.aligned = %s AND d.target_lufs = %s AND d.sample_rate = %s "
         f"LEFT JOIN {_table(AudioFile)} a ON a.id = d.audio_id "
-        "WHERE tr.token = %s"
     )
+    if answering:
+        sql += f"JOIN {_table(ListeningTest)} lt ON lt.challenge_id = %s "
+    sql += "WHERE tr.token = %s"
     if not answering:
         sql += " AND s.rater_id = %s"
     elif connection.features.has_select_for_no_key_update:
-        # Answers to one session are stored one at a time: see `sessions.save_rating`.
-        sql += " FOR NO KEY UPDATE OF s"
+        # Answers to one session are stored one at a time (see `sessions.save_rating`), and
+        # the test's row is held so that closing it waits for the answers under way.
+        sql += " FOR NO KEY UPDATE OF s FOR SHARE OF lt"
     return sql, tuple(parts)
 
 
@@ -183,42 +231,69 @@ def trial_of(rater: Rater, token: str, test: ListeningTest) -> Trial | None:
     return _trial(rows[0], parts) if rows else None
 
 
-def trial_to_answer(token: str, test: ListeningTest) -> Trial | None:
-    """The trial with this token to store an answer to, with its session, locked until the
-    answer's transaction ends (on PostgreSQL), and `delivered`."""
+def trial_to_answer(token: str, test: ListeningTest) -> tuple[Trial, ListeningTest] | None:
+    """The trial with this token to store an answer to, with its session (locked until the
+    answer's transaction ends, on PostgreSQL) and `delivered`; and the listening test as it is
+    now, held (FOR SHARE) as long."""
     sql, parts = _trial_statement(connection.vendor, answering=True)
-    rows = run("foley_trial_to_answer", sql, [*delivery_settings(test), token])
+    rows = run("foley_trial_to_answer", sql, [*delivery_settings(test), test.challenge_id, token])
     if not rows:
         return None
     row = rows[0]
     trial = _trial(row, parts)
     trial.session = parts[2].build(row)
-    return trial
-
-
-def keyed_trial(key: str) -> int | None:
-    """The trial of the answer stored with this request key, if any."""
-    sql = f"SELECT trial_id FROM {_table(Rating)} WHERE idempotency_key = %s"
-    rows = run("foley_keyed_trial", sql, [key])
-    return rows[0][0] if rows else None
-
-
-def _unanswered_sql() -> str:
-    return (
-        f"SELECT t.id, t.position, t.token, k.id FROM {_table(Trial)} t "
-        f"LEFT JOIN {_table(Rating)} k ON k.trial_id = t.id WHERE t.session_id = %s"
-    )
+    return trial, parts[3].build(row)
 
 
 def session_trials(session_id: int) -> list[tuple[int, int, str, int | None]]:
     """(trial id, position, token, answer id or None) of every trial of the session, in order."""
-    return run("foley_session_trials", _unanswered_sql() + " ORDER BY t.position", [session_id])
+    sql = (
+        f"SELECT t.id, t.position, t.token, k.id FROM {_table(Trial)} t "
+        f"LEFT JOIN {_table(Rating)} k ON k.trial_id = t.id WHERE t.session_id = %s "
+        "ORDER BY t.position"
+    )
+    return run("foley_session_trials", sql, [session_id])
 
 
-def first_unanswered(session_id: int, n: int = 2) -> list[tuple[int, int]]:
-    """(trial id, position) of the session's first `n` trials without an answer."""
-    sql = _unanswered_sql() + f" AND k.id IS NULL ORDER BY t.position LIMIT {int(n)}"
-    return [row[:2] for row in run(f"foley_first_unanswered_{int(n)}", sql, [session_id])]
+def keyed_and_unanswered(key: str, session_id: int) -> tuple[int | None, list[tuple[int, int]]]:
+    """The trial of the answer stored with this request key, if any, and (trial id, position)
+    of the session's first two trials without an answer."""
+    first = (
+        f"SELECT t.id AS trial, t.position AS position FROM {_table(Trial)} t "
+        f"LEFT JOIN {_table(Rating)} k ON k.trial_id = t.id "
+        "WHERE t.session_id = %s AND k.id IS NULL ORDER BY t.position LIMIT 2"
+    )
+    sql = (
+        f"SELECT (SELECT trial_id FROM {_table(Rating)} WHERE idempotency_key = %s), "
+        f"u.trial, u.position FROM (SELECT 1) one LEFT JOIN ({first}) u ON 1 = 1 "
+        "ORDER BY u.position"
+    )
+    rows = run("foley_keyed_and_unanswered", sql, [key, session_id])
+    return rows[0][0], [(pk, position) for _, pk, position in rows if pk is not None]
+
+
+def insert(model: type[Model], values: dict) -> int:
+    """Insert one row of `model` with these field values; its primary key. One prepared
+    statement, for the answers a rater stores."""
+    names = tuple(values)
+    sql = _insert_statement(connection.vendor, model, names)
+    meta = model._meta
+    params = [meta.get_field(n).get_db_prep_save(v, connection) for n, v in values.items()]
+    name = "foley_insert_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
+    with connection.cursor() as cursor:
+        _execute(cursor, name, sql, params)
+        return cursor.fetchone()[0]
+
+
+@cache
+def _insert_statement(vendor: str, model: type[Model], names: tuple) -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(model._meta.get_field(n).column) for n in names)
+    placeholders = ", ".join(["%s"] * len(names))
+    return (
+        f"INSERT INTO {_table(model)} ({columns}) VALUES ({placeholders}) "
+        f"RETURNING {quote(model._meta.pk.column)}"
+    )
 
 
 @cache
@@ -228,14 +303,15 @@ def _update_statement(vendor: str, model: type[Model], sets: tuple, wheres: tupl
     column = {name: quote(model._meta.get_field(name).column) for name in sets + wheres}
     return (
         f"UPDATE {_table(model)} SET {', '.join(f'{column[n]} = %s' for n in sets)} "
-        f"WHERE {quote(model._meta.pk.column)} = %s AND "
-        + " AND ".join(f"{column[n]} {same} %s" for n in wheres)
+        f"WHERE {quote(model._meta.pk.column)} = %s"
+        + "".join(f" AND {column[n]} {same} %s" for n in wheres)
     )
 
 
-def update_if_unchanged(model: type[Model], pk: int, read: dict, changed: dict) -> bool:
-    """Write `changed` on the row only if its fields in `read` still hold the values read
-    (NULL equal to NULL); whether it did. One prepared statement: a listening request's write."""
+def update(model: type[Model], pk: int, changed: dict, *, read: dict | None = None) -> bool:
+    """Write `changed` on the row, only if its fields in `read` (if any) still hold the values
+    read (NULL equal to NULL); whether it did. One prepared statement: a rater's write."""
+    read = read or {}
     sets, wheres = tuple(changed), tuple(read)
     sql = _update_statement(connection.vendor, model, sets, wheres)
     fields = {name: model._meta.get_field(name) for name in sets + wheres}
@@ -246,6 +322,25 @@ def update_if_unchanged(model: type[Model], pk: int, read: dict, changed: dict) 
     with connection.cursor() as cursor:
         _execute(cursor, name, sql, params)
         return cursor.rowcount == 1
+
+
+def deliver_whole(model: type[Model], pk: int, size: int, moment) -> None:
+    """Record that all `size` bytes of the row's sound were sent, whatever was recorded before:
+    one statement, no read (the whole file covers every range recorded)."""
+    quote = connection.ops.quote_name
+    ranges, served, delivered = (
+        quote(model._meta.get_field(n).column)
+        for n in ("delivered_ranges", "served_at", "delivered_at")
+    )
+    sql = (
+        f"UPDATE {_table(model)} SET {ranges} = %s, {served} = COALESCE({served}, %s), "
+        f"{delivered} = COALESCE({delivered}, %s) WHERE id = %s"
+    )
+    field = model._meta.get_field("delivered_ranges")
+    when = model._meta.get_field("served_at").get_db_prep_value(moment, connection)
+    params = [field.get_db_prep_value([[0, size]], connection), when, when, pk]
+    with connection.cursor() as cursor:
+        _execute(cursor, f"foley_deliver_{model._meta.model_name}", sql, params)
 
 
 @cache

@@ -6,6 +6,10 @@ from . import screening_views, text_views, views
 
 app_name = "raters"
 urlpatterns = [
+    # The requests of every trial first: patterns are tried in order.
+    path("<slug:slug>/player/", views.player_event, name="player"),
+    path("<slug:slug>/audio/<str:token>/", views.audio, name="audio"),
+    path("<slug:slug>/rate/", views.rate, name="rate"),
     path("<slug:slug>/", views.home, name="home"),
     path("<slug:slug>/join/<str:key>/", views.join, name="join"),
     path("<slug:slug>/crowd/<str:key>/", views.crowd, name="crowd"),
@@ -15,11 +19,8 @@ urlpatterns = [
     path("<slug:slug>/checks/answer/", screening_views.answer, name="screening_answer"),
     path("<slug:slug>/checks/retry/", screening_views.retry, name="screening_retry"),
     path("<slug:slug>/start/", views.start_trials, name="start"),
-    path("<slug:slug>/rate/", views.rate, name="rate"),
     path("<slug:slug>/next/", views.next_category, name="next"),
     path("<slug:slug>/finish/", views.finish, name="finish"),
-    path("<slug:slug>/audio/<str:token>/", views.audio, name="audio"),
-    path("<slug:slug>/player/", views.player_event, name="player"),
     path("<slug:slug>/diversity/", views.diversity_page, name="diversity"),
     path("<slug:slug>/diversity/rate/", views.rate_diversity, name="rate_diversity"),
     # The text-prompt protocol's judges.

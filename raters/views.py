@@ -197,7 +197,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
     if not test.is_open:
         return _closed(request, challenge)
     # The rater's few sessions in one query: the open one, and how many are closed.
-    own = list(rater.sessions.select_related("category").order_by("order"))
+    own, rated = statements.rater_sessions(rater)
     # Headphones, level and hearing are checked before the first category (which the checks
     # assign): a rater with a session has cleared them.
     if not own and screening.pending(rater):
@@ -219,7 +219,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
                 "session": session,
                 "clips": clips,
                 "all_heard": all(clip.listened.ok for clip in clips),
-                **_progress(rater, test, closed),
+                **_progress(rater, test, closed, rated),
             },
         )
     point = sessions.resume(session)
@@ -240,7 +240,7 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "number": point.position + 1,
             "total": point.total,
             "percent": round(100 * point.position / point.total),
-            **_progress(rater, test, closed),
+            **_progress(rater, test, closed, rated),
         },
     )
 
@@ -258,16 +258,18 @@ def _closed(request: HttpRequest, challenge: Challenge) -> HttpResponse:
     )
 
 
-def _progress(rater: Rater, test, closed: int | None = None) -> dict:
+def _progress(rater: Rater, test, closed: int | None = None, rated: int | None = None) -> dict:
     """The progress line: categories done and the minimum, counted without reading anyone
-    else's sessions."""
+    else's sessions (`closed` and `rated`, the categories with stimuli, where already read)."""
     if closed is None:
         closed = rater.sessions.filter(state=CategorySession.State.CLOSED).count()
+    if rated is None:
+        rated = sessions.rated_categories(rater.challenge)
     fewest, most = sessions.categories_for(rater, test)
     return {
         "categories_done": closed,
         "category_number": closed + 1,
-        "categories_min": min(fewest, sessions.rated_categories(rater.challenge)),
+        "categories_min": min(fewest, rated),
         "categories_max": most,
     }
 

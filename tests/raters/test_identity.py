@@ -90,8 +90,9 @@ def test_the_hand_written_statements_read_what_the_orm_reads(listening):
     )
     other = enrolment.invite(listening)
     assert statements.trial_of(other, trial.token, test) is None  # another rater's trial
-    answering = statements.trial_to_answer(trial.token, test)
+    answering, held = statements.trial_to_answer(trial.token, test)
     assert answering.session.pk == session.pk and answering.session.rater_id == rater.pk
+    assert held.pk == test.pk and held.is_open == test.is_open
 
 
 @pytest.mark.django_db(transaction=True)

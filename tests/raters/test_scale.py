@@ -96,11 +96,10 @@ def test_page_save_and_sound_cost_as_many_queries_at_1000_sessions_as_at_10(list
     large = _cycle(client, slug)
     assert large == small
     # A handful each, the rater and challenge included (one query: no server-side session),
-    # with the savepoints the test's own transaction adds around each atomic block.
-    # (On PostgreSQL a save also reads the test's row FOR SHARE: publishing waits for it. The
-    # rater-quality rules come with the test read with the rater: no query of their own.)
-    save = 10 if connection.vendor == "postgresql" else 9
-    assert small == {"page": 5, "sound": 3, "save": save}, small
+    # with the savepoints the test's own transaction adds around each atomic block. (A save
+    # reads the test's row with its trial, on PostgreSQL FOR SHARE: publishing waits for it.
+    # The rater-quality rules come with the test read with the rater: no query of their own.)
+    assert small == {"page": 4, "sound": 3, "save": 8}, small
     assert rater.sessions.get().state == CategorySession.State.OPEN  # still mid-session
 
 

@@ -5,30 +5,41 @@
 (function () {
   "use strict";
   var csrf = document.querySelector("input[name=csrfmiddlewaretoken]");
-  var CHECKPOINT_MS = 2000;
+  // Longer than a DCASE clip (4 s): its play and its end are all a clip sends.
+  var CHECKPOINT_MS = 5000;
 
-  // Reports play, pause, seeks, ended and a checkpoint every two seconds while playing, one at a
-  // time and in order (the server measures the time since each play); a checkpoint keeps what
-  // was played if the page goes away. `verdict` gets each answer.
+  // Reports play, pause, seeks, ended and a checkpoint every five seconds while playing, one at
+  // a time and in order (the server measures the time since each play). A page that goes away
+  // mid-sound reports a pause on its way out; a checkpoint keeps what was played should even
+  // that be lost. `verdict` gets each answer.
   function report(url, token, audio, verdict) {
     var queue = Promise.resolve();
     var last = 0;
     var lastSent = 0;
+    var post = function (body) {
+      return fetch(url, {
+        method: "POST",
+        credentials: "same-origin",
+        keepalive: true,
+        headers: { "Content-Type": "application/json", "Accept": "application/json",
+                   "X-CSRFToken": csrf ? csrf.value : "" },
+        body: JSON.stringify(body)
+      });
+    };
     var send = function (event, t, from) {
       var body = { token: token, event: event, t: t };
       if (from !== undefined) { body.from = from; }
       queue = queue.then(function () {
-        return fetch(url, {
-          method: "POST",
-          credentials: "same-origin",
-          keepalive: true,
-          headers: { "Content-Type": "application/json", "Accept": "application/json",
-                     "X-CSRFToken": csrf ? csrf.value : "" },
-          body: JSON.stringify(body)
-        }).then(function (r) { return r.json(); }).then(function (v) { verdict(v, event); })
-          .catch(function () {});
+        return post(body).then(function (r) { return r.json(); })
+          .then(function (v) { verdict(v, event); }).catch(function () {});
       });
     };
+    // Leaving the page: no turn in the queue (the page will not be there to wait for it).
+    window.addEventListener("pagehide", function () {
+      if (!audio.paused && !audio.ended) {
+        post({ token: token, event: "pause", t: audio.currentTime }).catch(function () {});
+      }
+    });
     audio.addEventListener("play", function () {
       lastSent = Date.now();
       send("play", audio.currentTime);
