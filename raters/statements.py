@@ -128,35 +128,57 @@ def _table(model: type[Model]) -> str:
 
 
 @cache
-def _rater_statement(vendor: str) -> tuple[str, tuple[_Part, ...]]:
+def _rater_statement(vendor: str, *, with_trial: bool) -> tuple[str, tuple[_Part, ...]]:
     rater, rater_sql = _part(Rater, "r", 0)
     challenge, challenge_sql = _part(Challenge, "c", len(rater.names))
     test, test_sql = _part(ListeningTest, "t", challenge.start + len(challenge.names))
     judge, judge_sql = _part(TextJudge, "j", test.start + len(test.names))
-    sql = (
-        f"SELECT {rater_sql}, {challenge_sql}, {test_sql}, {judge_sql} "
+    columns, parts = [rater_sql, challenge_sql, test_sql, judge_sql], [rater, challenge, test, judge]
+    joins = (
         f"FROM {_table(Rater)} r JOIN {_table(Challenge)} c ON c.id = r.challenge_id "
         f"LEFT JOIN {_table(ListeningTest)} t ON t.challenge_id = c.id "
         f"LEFT JOIN {_table(TextJudge)} j ON j.rater_id = r.id "
-        "WHERE r.access_key = %s AND c.slug = %s"
     )
-    return sql, (rater, challenge, test, judge)
+    if with_trial:
+        # The rater's trial with the token, if any, and the audio its browser receives under the
+        # test's delivery settings (`delivery.delivery_settings`, here from the test's columns).
+        trial, trial_sql = _part(Trial, "tr", judge.start + len(judge.names))
+        delivered, delivered_sql = _part(AudioFile, "a", trial.start + len(trial.names))
+        columns += [trial_sql, delivered_sql]
+        parts += [trial, delivered]
+        joins += (
+            f"LEFT JOIN ({_table(Trial)} tr JOIN {_table(CategorySession)} s "
+            "ON s.id = tr.session_id) ON tr.token = %s AND s.rater_id = r.id "
+            f"LEFT JOIN {_table(DeliveredAudio)} d ON d.source_id = tr.audio_id "
+            "AND d.aligned = t.loudness_alignment AND d.target_lufs = "
+            "(CASE WHEN t.loudness_alignment THEN t.target_lufs ELSE 0.0 END) "
+            "AND d.sample_rate = c.sample_rate "
+            f"LEFT JOIN {_table(AudioFile)} a ON a.id = d.audio_id "
+        )
+    sql = f"SELECT {', '.join(columns)} {joins}WHERE r.access_key = %s AND c.slug = %s"
+    return sql, tuple(parts)
 
 
-def rater_by_key(access_key: str, slug: str) -> Rater | None:
+def rater_by_key(access_key: str, slug: str, token: str | None = None) -> Rater | None:
     """The rater with this access key in the challenge `slug`, with its challenge, the
-    challenge's listening test and the rater's text-prompt judge role read in the same query."""
-    sql, (rater_part, challenge_part, test_part, judge_part) = _rater_statement(connection.vendor)
-    rows = run("foley_rater_by_key", sql, [access_key, slug])
+    challenge's listening test and the rater's text-prompt judge role read in the same query;
+    with a `token`, the rater's trial of that token too (`trial_of`, None if there is none), as
+    `rater.trial_read` (token, trial): a sound's fetch and a player's event need no second."""
+    sql, parts = _rater_statement(connection.vendor, with_trial=token is not None)
+    params = [access_key, slug] if token is None else [token, access_key, slug]
+    name = "foley_rater_by_key" if token is None else "foley_rater_and_trial"
+    rows = run(name, sql, params)
     if not rows:
         return None
     row = rows[0]
-    rater, challenge = rater_part.build(row), challenge_part.build(row)
+    rater, challenge = parts[0].build(row), parts[1].build(row)
     # For `selectors.listening_test` during this request only (a Challenge's cached relation
     # would be read by code that expects the settings as they are now).
-    challenge.listening_test_of_request = test_part.build(row)
-    Rater.text_judge.related.set_cached_value(rater, judge_part.build(row))
+    challenge.listening_test_of_request = parts[2].build(row)
+    Rater.text_judge.related.set_cached_value(rater, parts[3].build(row))
     rater.challenge = challenge
+    if token is not None:
+        rater.trial_read = (token, _trial(row, parts[4:]))
     return rater
 
 
@@ -217,10 +239,11 @@ def _trial_statement(vendor: str, *, answering: bool) -> tuple[str, tuple[_Part,
     return sql, tuple(parts)
 
 
-def _trial(row: tuple, parts: tuple[_Part, ...]) -> Trial:
+def _trial(row: tuple, parts: tuple[_Part, ...]) -> Trial | None:
     trial = parts[0].build(row)
-    # The delivered sound, as `delivery.delivered_of` reads it; None: not rendered yet.
-    trial.delivered = parts[1].build(row)
+    if trial is not None:
+        # The delivered sound, as `delivery.delivered_of` reads it; None: not rendered yet.
+        trial.delivered = parts[1].build(row)
     return trial
 
 

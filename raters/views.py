@@ -36,7 +36,7 @@ def _rater_path(slug: str) -> str:
     return reverse("raters:home", args=[slug])
 
 
-def _cookie_rater(request: HttpRequest, slug: str) -> Rater | None:
+def _cookie_rater(request: HttpRequest, slug: str, token: str | None = None) -> Rater | None:
     key = request.get_signed_cookie(
         RATER_COOKIE.format(slug),
         default=None,
@@ -45,8 +45,9 @@ def _cookie_rater(request: HttpRequest, slug: str) -> Rater | None:
     )
     if not key:
         return None
-    # With the challenge and its text-prompt judge role, if any, in the same query.
-    return statements.rater_by_key(key, slug)
+    # With the challenge and its text-prompt judge role, if any, in the same query (and the
+    # trial of `token`, where the request names one).
+    return statements.rater_by_key(key, slug, token)
 
 
 def _account_rater(request: HttpRequest, challenge: Challenge) -> Rater | None:
@@ -92,12 +93,16 @@ def _refuse(
     return render(request, "raters/refused.html", context, status=status)
 
 
-def rater_view(view):
-    """Resolve the challenge and the rater; anyone else gets a page that says how to join."""
+def rater_view(view=None, *, token=None):
+    """Resolve the challenge and the rater; anyone else gets a page that says how to join.
+    `token(request, kwargs)`, where given, names the sound the request is about: its trial, if
+    it is one, is read with the rater (`statements.rater_by_key`)."""
+    if view is None:
+        return lambda view: rater_view(view, token=token)
 
     @wraps(view)
     def wrapper(request: HttpRequest, slug: str, *args, **kwargs):
-        rater = _cookie_rater(request, slug)
+        rater = _cookie_rater(request, slug, token(request, kwargs) if token else None)
         if rater is not None:
             challenge = rater.challenge
         else:
@@ -404,7 +409,7 @@ def finish(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResp
     return redirect("raters:home", slug=challenge.slug)
 
 
-@rater_view
+@rater_view(token=lambda request, kwargs: kwargs["token"])
 @require_GET  # a HEAD sends no byte of the sound, so it is not a delivery
 def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) -> HttpResponse:
     return listening.serve_audio(
@@ -429,16 +434,33 @@ def delivered(request: HttpRequest) -> HttpResponse:
     return HttpResponse(status=204)
 
 
-@rater_view
+def _event(request: HttpRequest) -> dict:
+    """A player event's body, read once per request."""
+    if not hasattr(request, "player_event"):
+        try:
+            body = json.loads(request.body or b"{}")
+        except ValueError:
+            body = None
+        request.player_event = body if isinstance(body, dict) else None
+    if request.player_event is None:
+        raise ListeningError("The event must be a JSON object.")
+    return request.player_event
+
+
+def _event_token(request: HttpRequest, kwargs: dict) -> str | None:
+    if request.method != "POST":
+        return None
+    try:
+        return str(_event(request).get("token", ""))
+    except ListeningError:  # said by the view, with the rater known
+        return None
+
+
+@rater_view(token=_event_token)
 @require_POST
 def player_event(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     """One event of a sound's player; answers the server's verdict on that sound so far."""
-    try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
-        raise ListeningError("The event must be a JSON object.") from None
-    if not isinstance(body, dict):
-        raise ListeningError("The event must be a JSON object.")
+    body = _event(request)
     verdict = listening.player_event(
         rater,
         str(body.get("token", "")),
