@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from csp.constants import HEADER, HEADER_REPORT_ONLY
+from csp.middleware import CheckableLazyObject, CSPMiddleware
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -70,3 +74,64 @@ def _arrival(request: HttpRequest) -> datetime | None:
     except (OverflowError, OSError, ValueError):
         return None
     return min(moment, max(arrived, moment - ARRIVAL_WINDOW))
+
+
+# What a response may carry to get a policy of its own (django-csp's decorators).
+_OWN_POLICY = tuple(
+    f"_csp_{what}{ro}" for what in ("config", "update", "replace", "exempt") for ro in ("", "_ro")
+)
+
+
+class ContentSecurityPolicy(CSPMiddleware):
+    """django-csp's middleware, with the headers of a response that uses no nonce and asks for no
+    policy of its own built once per process (and again when the settings change).
+
+    The library builds both headers anew for every response: at crowd scale, where every
+    answer, sound and player event is a response, that was a twentieth of the web process's
+    time, spent making the same string. Anything else goes the library's way."""
+
+    _plain: dict[str, str] | None = None
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if (
+            (settings.DEBUG and response.status_code in (404, 500))
+            or getattr(request, "_csp_nonce", None) is not None
+            or any(hasattr(response, name) for name in _OWN_POLICY)
+            or HEADER in response
+            or HEADER_REPORT_ONLY in response
+        ):
+            return super().process_response(request, response)
+        plain = ContentSecurityPolicy._plain
+        if plain is None:
+            # The library's own headers for a plain response at the site's root.
+            probe = HttpRequest()
+            probe.path_info = "/"
+            made = super().process_response(probe, HttpResponse())
+            plain = {h: made[h] for h in (HEADER, HEADER_REPORT_ONLY) if h in made}
+            ContentSecurityPolicy._plain = plain
+        excluded = _excluded(request.path_info)
+        for header, value in plain.items():
+            if header not in excluded:
+                response[header] = value
+        # As the library does: a nonce asked for after the header was written raises.
+        request.csp_nonce = CheckableLazyObject(self._csp_nonce_post_response)
+        return response
+
+
+def _excluded(path: str) -> set[str]:
+    """The headers whose policy excludes `path` (its EXCLUDE_URL_PREFIXES)."""
+    excluded = set()
+    for header, name in (
+        (HEADER, "CONTENT_SECURITY_POLICY"),
+        (HEADER_REPORT_ONLY, "CONTENT_SECURITY_POLICY_REPORT_ONLY"),
+    ):
+        prefixes = (getattr(settings, name, None) or {}).get("EXCLUDE_URL_PREFIXES") or ()
+        if path.startswith(tuple(prefixes)):
+            excluded.add(header)
+    return excluded
+
+
+@receiver(setting_changed)
+def _policy_changed(setting: str, **kwargs) -> None:
+    if setting.startswith("CONTENT_SECURITY_POLICY") or setting == "DEBUG":
+        ContentSecurityPolicy._plain = None

@@ -87,7 +87,8 @@ MIDDLEWARE = [
     # Before anything reads a body: too large a body is refused before it is spooled.
     "foley_platform.limits.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",
+    # django-csp's, with the plain policy built once (foley_platform/middleware.py).
+    "foley_platform.middleware.ContentSecurityPolicy",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

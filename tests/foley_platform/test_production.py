@@ -261,3 +261,33 @@ def test_the_client_is_the_address_the_trusted_proxy_saw(settings, rf):
     assert limits.client_ip(request) == "172.18.0.5"  # no proxy trusted: the connection's
     settings.FOLEY_PROXY_HOPS = 1
     assert limits.client_ip(request) == "1.2.3.4"  # nginx's view; the rest is the client's claim
+
+
+def test_the_policy_built_once_is_the_librarys_and_follows_the_settings(settings):
+    """The site's CSP middleware writes django-csp's own headers; a plain response gets the
+    policy built once, a page with a nonce its own, and a change of the policy is followed."""
+    from csp.middleware import CSPMiddleware
+    from django.http import HttpRequest, HttpResponse
+
+    from foley_platform.middleware import ContentSecurityPolicy
+
+    def headers(middleware_class, *, nonce: bool = False) -> dict[str, str]:
+        middleware = middleware_class(lambda request: HttpResponse())
+        request = HttpRequest()
+        request.path_info = "/listen/x/player/"
+        middleware.process_request(request)
+        if nonce:
+            str(request.csp_nonce)
+        response = middleware.process_response(request, HttpResponse())
+        return {k: v for k, v in response.items() if "Content-Security-Policy" in k}
+
+    plain = headers(ContentSecurityPolicy)
+    assert (
+        plain == headers(CSPMiddleware) and "default-src 'self'" in plain["Content-Security-Policy"]
+    )
+    assert headers(ContentSecurityPolicy) == plain  # built once, the same again
+    with_nonce = headers(ContentSecurityPolicy, nonce=True)["Content-Security-Policy"]
+    assert "'nonce-" in with_nonce and "'nonce-" not in plain["Content-Security-Policy"]
+    settings.CONTENT_SECURITY_POLICY = {"DIRECTIVES": {"default-src": ["'none'"]}}
+    assert headers(ContentSecurityPolicy) == headers(CSPMiddleware)
+    assert headers(ContentSecurityPolicy)["Content-Security-Policy"] == "default-src 'none'"
