@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from raters import views as raters_views
+from raters.delivery import RECEIPT_PATH
 from stimuli import views as stimuli_views
 from stimuli.permissions import ApiDocsPermission
 
@@ -36,7 +37,8 @@ urlpatterns = [
     # First: the raters' requests are most of all requests (the patterns are tried in order).
     path("listen/", include("raters.urls")),
     # Under nginx's internal /_sounds/ location: only nginx's post_action reaches it.
-    path("_sounds/delivered/", raters_views.delivered, name="sound-delivered"),
+    # (Behind gunicorn it does not come this way: foley_platform.middleware.receipts_first.)
+    path(RECEIPT_PATH.lstrip("/"), raters_views.delivered, name="sound-delivered"),
     path("", stimuli_views.home, name="home"),
     # Browsers and feed readers that ignore the page's icon link ask here.
     path("favicon.ico", favicon),

@@ -9,3 +9,7 @@ application = get_wsgi_application()
 from foley_platform.safety import refuse_unsafe_start  # noqa: E402  (needs the apps loaded)
 
 refuse_unsafe_start()
+
+from foley_platform.middleware import receipts_first  # noqa: E402  (needs the apps loaded)
+
+application = receipts_first(application)

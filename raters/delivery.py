@@ -169,6 +169,8 @@ ACK_TIMEOUT_S = 30.0
 SEND_RATE_FACTOR = 2
 MIN_SEND_RATE = 32 * 1024
 RECEIPT_HEADER = "X-Foley-Receipt"
+# Where the web server in front reports a sound sent (deploy/nginx.conf's @sound_sent).
+RECEIPT_PATH = "/_sounds/delivered/"
 RECEIPT_SALT = "raters.delivery.receipt"
 # A receipt is redeemed when the web server in front has sent the file: within this time.
 RECEIPT_MAX_AGE_S = 3600

@@ -133,7 +133,10 @@ def _rater_statement(vendor: str, *, with_trial: bool) -> tuple[str, tuple[_Part
     challenge, challenge_sql = _part(Challenge, "c", len(rater.names))
     test, test_sql = _part(ListeningTest, "t", challenge.start + len(challenge.names))
     judge, judge_sql = _part(TextJudge, "j", test.start + len(test.names))
-    columns, parts = [rater_sql, challenge_sql, test_sql, judge_sql], [rater, challenge, test, judge]
+    columns, parts = (
+        [rater_sql, challenge_sql, test_sql, judge_sql],
+        [rater, challenge, test, judge],
+    )
     joins = (
         f"FROM {_table(Rater)} r JOIN {_table(Challenge)} c ON c.id = r.challenge_id "
         f"LEFT JOIN {_table(ListeningTest)} t ON t.challenge_id = c.id "

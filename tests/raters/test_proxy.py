@@ -30,6 +30,52 @@ def _rater_with_session(challenge, client: Client | None = None):
     return rater, session
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_wsgi_application_takes_receipts_straight_to_their_view(settings):
+    """gunicorn's application hands nginx's receipts to their view past the middleware; every
+    other path goes through Django as before, and without nginx in front there is no such path."""
+    from django.test import RequestFactory
+
+    from foley_platform.wsgi import application
+
+    settings.AUDIO_ACCEL_REDIRECT = PREFIX
+    challenge = build_listening_challenge(slug="receipts", listened_fraction=0.0)
+    preparation.set_open(challenge, True)
+    rater, session = _rater_with_session(challenge)
+    client = Client()
+    client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
+    first = session.trials.order_by("position").first()
+    asked = client.get(f"/listen/{challenge.slug}/audio/{first.token}/", HTTP_RANGE="bytes=0-")
+    size = int(asked["Content-Range"].rsplit("/", 1)[1]) if asked.has_header("Content-Range") else 0
+    size = size or delivered_audio(first.audio, selectors.listening_test(challenge)).size_bytes
+
+    def call(path: str, **headers) -> tuple[str, dict, bytes]:
+        seen = {}
+
+        def start_response(status, response_headers):
+            seen["status"], seen["headers"] = status, dict(response_headers)
+
+        environ = RequestFactory().get(path, **headers).environ
+        body = b"".join(application(environ, start_response))
+        return seen["status"], seen["headers"], body
+
+    receipt = {
+        "HTTP_X_FOLEY_RECEIPT": asked["X-Foley-Receipt"],
+        "HTTP_X_FOLEY_COMPLETION": "OK",
+        "HTTP_X_FOLEY_BYTES_SENT": str(size),
+    }
+    status, headers, body = call("/_sounds/delivered/", **receipt)
+    assert status == "204 No Content" and body == b""
+    assert "Content-Security-Policy" not in headers  # not through the middleware
+    first.refresh_from_db()
+    assert first.delivered_ranges == [[0, size]] and first.delivered_at is not None
+    # Any other path is Django's, with its middleware.
+    status, headers, _ = call(f"/listen/{challenge.slug}/")
+    assert status == "200 OK" and "Content-Security-Policy" in headers  # how to join
+    settings.AUDIO_ACCEL_REDIRECT = ""
+    assert call("/_sounds/delivered/", **receipt)[0] == "404 Not Found"
+
+
 @pytest.mark.django_db
 def test_django_answers_with_an_internal_redirect_and_the_same_headers(settings):
     settings.AUDIO_ACCEL_REDIRECT = PREFIX
