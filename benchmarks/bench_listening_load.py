@@ -154,6 +154,7 @@ class Tally:
     save: list[float] = field(default_factory=list)
     audio: list[float] = field(default_factory=list)
     event: list[float] = field(default_factory=list)  # the player's events (with --listen)
+    lag: list[float] = field(default_factory=list)  # the load generator's own loop (`loop_lag`)
     errors: dict[str, int] = field(default_factory=dict)
     acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (key, trial token)
     acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic() of each
@@ -361,6 +362,16 @@ def integrity(tally: Tally, raters: list[str], since) -> str:
     )
 
 
+async def loop_lag(deadline: float, tally: Tally) -> None:
+    """How late this process's event loop wakes a 10 ms sleep, until the deadline: a response
+    that arrived while the loop was busy is timed late by as much (the load generator shares
+    the cores with the server)."""
+    while time.monotonic() < deadline:
+        asked = time.monotonic()
+        await asyncio.sleep(0.01)
+        tally.lag.append(max(0.0, time.monotonic() - asked - 0.01))
+
+
 async def storm(
     base: str, keys: list[str], duration: float, think: tuple[float, float], listen: bool
 ) -> Tally:
@@ -368,8 +379,10 @@ async def storm(
     tally.began = time.monotonic()
     deadline = tally.began + duration
     tasks = [asyncio.create_task(rater(base, key, deadline, tally, think, listen)) for key in keys]
+    lag = asyncio.create_task(loop_lag(deadline, tally))
     # Bounded: every rater finishes its cycle under way, or is cancelled 90 s after the end.
     done, pending = await asyncio.wait(tasks, timeout=duration + 90)
+    lag.cancel()
     for task in pending:
         task.cancel()
         tally.error("cancelled at the end")
@@ -437,7 +450,8 @@ def run_storms(args) -> None:
             generator.append(
                 f"load generator, {n} raters: "
                 f"{f'{1000 * cpu / ratings:.1f}' if ratings else '-'} ms CPU per rating "
-                f"({100 * cpu / (tally.ended - tally.began):.0f}% of one core)"
+                f"({100 * cpu / (tally.ended - tally.began):.0f}% of one core); its loop woke "
+                f"late by p50 / p95 / p99 {percentiles(tally.lag)}"
             )
             if args.listen:
                 generator.append(
