@@ -30,6 +30,17 @@ def _rater_with_session(challenge, client: Client | None = None):
     return rater, session
 
 
+def _accel_trial(settings, slug: str):
+    """Sounds sent by nginx, a rater's browser at the trials: (challenge, client, first trial)."""
+    settings.AUDIO_ACCEL_REDIRECT = PREFIX
+    challenge = build_listening_challenge(slug=slug, listened_fraction=0.0)
+    preparation.set_open(challenge, True)
+    rater, session = _rater_with_session(challenge)
+    client = Client()
+    client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
+    return challenge, client, session.trials.order_by("position").first()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_wsgi_application_takes_receipts_straight_to_their_view(settings):
     """gunicorn's application hands nginx's receipts to their view past the middleware; every
@@ -38,13 +49,7 @@ def test_the_wsgi_application_takes_receipts_straight_to_their_view(settings):
 
     from foley_platform.wsgi import application
 
-    settings.AUDIO_ACCEL_REDIRECT = PREFIX
-    challenge = build_listening_challenge(slug="receipts", listened_fraction=0.0)
-    preparation.set_open(challenge, True)
-    rater, session = _rater_with_session(challenge)
-    client = Client()
-    client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
-    first = session.trials.order_by("position").first()
+    challenge, client, first = _accel_trial(settings, "receipts")
     asked = client.get(f"/listen/{challenge.slug}/audio/{first.token}/", HTTP_RANGE="bytes=0-")
     size = int(asked["Content-Range"].rsplit("/", 1)[1]) if asked.has_header("Content-Range") else 0
     size = size or delivered_audio(first.audio, selectors.listening_test(challenge)).size_bytes
@@ -78,14 +83,9 @@ def test_the_wsgi_application_takes_receipts_straight_to_their_view(settings):
 
 @pytest.mark.django_db
 def test_django_answers_with_an_internal_redirect_and_the_same_headers(settings):
-    settings.AUDIO_ACCEL_REDIRECT = PREFIX
-    challenge = build_listening_challenge(slug="accel", listened_fraction=0.0)
-    preparation.set_open(challenge, True)
-    rater, session = _rater_with_session(challenge)
-    client = Client()
-    client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
+    challenge, client, first = _accel_trial(settings, "accel")
+    session = first.session
     # Asking for a range records nothing: only nginx's receipt, once it sent the bytes, does.
-    first = session.trials.order_by("position").first()
     url = f"/listen/{challenge.slug}/audio/{first.token}/"
     asked = client.get(url, HTTP_RANGE="bytes=0-1")
     assert asked["X-Accel-Redirect"]
