@@ -4,6 +4,7 @@ uploaded as a folder with its CSV, and the baseline's text variant as the system
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +84,39 @@ def build_text_study(
     study = text_prompts.create_study(challenge, [system], **counts)
     text_prompts.set_open(study, True)
     return challenge, study, system
+
+
+def take_study(
+    judge,
+    *,
+    first_key: int = 0,
+    correct: Callable = lambda trial: True,
+    says_real: Callable = lambda trial: "real",
+    match: Callable[[int], str] = lambda n: "yes",
+) -> None:
+    """`judge` through the whole study as the services see it: every description, the marks
+    (`correct(trial)` each), the realism answers (`says_real(trial)`), a prompt of its own and
+    the prompt sets (`match(n)` for the n-th answer); request keys numbered from `first_key`."""
+    n = first_key
+    while (step := text_prompts.next_step(judge)).test != "done":
+        n += 1
+        key = f"key-{n:06d}"
+        if step.test == "interpretability":
+            text_prompts.save_description(judge, step.trial.token, text="a sound", key=key)
+        elif step.test == "reveal":
+            for trial in text_prompts.reveal_rows(judge):
+                n += 1
+                text_prompts.save_mark(
+                    judge, trial.token, correct=correct(trial), key=f"key-{n:06d}"
+                )
+            text_prompts.submit_marks(judge)
+        elif step.test == "realism":
+            text_prompts.save_realism(
+                judge, step.trial.token, says_real=says_real(step.trial), key=key
+            )
+        elif step.prompt_set is None:
+            text_prompts.submit_prompt(judge, f"a dog barks {n}", key=key)
+        else:
+            text_prompts.save_prompt_answer(
+                judge, step.prompt_set.token, match=match(n), quality="4", diversity="3", key=key
+            )

@@ -15,7 +15,7 @@ from raters import rules, selectors, text_prompts, text_quality
 from raters.models import TextTrial
 from scoring import services
 from stimuli.models import DescribedClip
-from tests.text_prompt_setup import build_text_study
+from tests.text_prompt_setup import build_text_study, take_study
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sandbox]
 
@@ -26,30 +26,6 @@ RULES = {
     "too_fast": {"action": "off"},
     "not_listened": {"action": "off"},
 }
-
-
-def _take_study(judge, *, gold_says: str, start: int) -> None:
-    n = start
-    gold = set(judge.study.gold_clips.values_list("pk", flat=True))
-    while (step := text_prompts.next_step(judge)).test != "done":
-        n += 1
-        key = f"key-{n:06d}"
-        if step.test == "interpretability":
-            text_prompts.save_description(judge, step.trial.token, text="a sound", key=key)
-        elif step.test == "reveal":
-            for trial in text_prompts.reveal_rows(judge):
-                n += 1
-                text_prompts.save_mark(judge, trial.token, correct=True, key=f"key-{n:06d}")
-            text_prompts.submit_marks(judge)
-        elif step.test == "realism":
-            says = gold_says if step.trial.described_id in gold else "real"
-            text_prompts.save_realism(judge, step.trial.token, says_real=says, key=key)
-        elif step.prompt_set is None:
-            text_prompts.submit_prompt(judge, f"a dog barks {n}", key=key)
-        else:
-            text_prompts.save_prompt_answer(
-                judge, step.prompt_set.token, match="yes", quality="4", diversity="3", key=key
-            )
 
 
 def test_a_judge_who_fails_the_gold_clip_leaves_the_results_with_the_reason(
@@ -74,8 +50,13 @@ def test_a_judge_who_fails_the_gold_clip_leaves_the_results_with_the_reason(
         # Every judge's realism test holds the gold clip once, among its real clips.
         realism = TextTrial.objects.filter(judge=judge, test="realism", is_real=True)
         assert [t.described_id for t in realism].count(gold_clip.pk) == 1
-    _take_study(careful, gold_says="real", start=0)
-    _take_study(careless, gold_says="generated", start=1000)
+    gold = set(study.gold_clips.values_list("pk", flat=True))
+    take_study(careful)
+    take_study(
+        careless,
+        first_key=1000,
+        says_real=lambda trial: "generated" if trial.described_id in gold else "real",
+    )
 
     verdicts = text_quality.verdicts(challenge)
     assert not verdicts[careful.rater.code].flags

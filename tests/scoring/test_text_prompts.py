@@ -12,7 +12,7 @@ from raters import text_prompts
 from raters.errors import ListeningError
 from scoring import services
 from scoring.text_prompts import judge_bootstrap, proportion, score_text_prompts
-from tests.text_prompt_setup import build_text_study
+from tests.text_prompt_setup import build_text_study, take_study
 
 
 def _rows() -> dict:
@@ -85,27 +85,7 @@ def test_results_are_published_in_the_snapshot_with_downloads(
     challenge, study, system = build_text_study(tmp_path, slug="text-results")
     judge = text_prompts.invite_judge(study)
     text_prompts.start(judge)
-    n = 0
-    while (step := text_prompts.next_step(judge)).test != "done":
-        n += 1
-        key = f"key-{n:06d}"
-        if step.test == "interpretability":
-            text_prompts.save_description(judge, step.trial.token, text="a sound", key=key)
-        elif step.test == "reveal":
-            for trial in text_prompts.reveal_rows(judge):
-                n += 1
-                text_prompts.save_mark(
-                    judge, trial.token, correct=trial.is_real, key=f"key-{n:06d}"
-                )
-            text_prompts.submit_marks(judge)
-        elif step.test == "realism":
-            text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key)
-        elif step.prompt_set is None:
-            text_prompts.submit_prompt(judge, f"a dog barks {n}", key=key)
-        else:
-            text_prompts.save_prompt_answer(
-                judge, step.prompt_set.token, match="yes", quality="4", diversity="3", key=key
-            )
+    take_study(judge, correct=lambda trial: trial.is_real)
     snapshot = services.publish(challenge, organizer)
     study.refresh_from_db()
     assert not study.is_open  # publishing closes the study: every publication has the same answers

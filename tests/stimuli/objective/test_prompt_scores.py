@@ -315,26 +315,8 @@ def test_an_organizer_has_the_clips_scored_and_the_results_show_each_systems_sco
 def answer_the_study(study) -> None:
     """One judge through the whole study, answering Yes and No to the prompt sets in turn."""
     from raters import text_prompts
+    from tests.text_prompt_setup import take_study
 
     judge = text_prompts.invite_judge(study)
     text_prompts.start(judge)
-    n = 0
-    while (step := text_prompts.next_step(judge)).test != "done":
-        n += 1
-        key = f"key-{n:06d}"
-        if step.test == "interpretability":
-            text_prompts.save_description(judge, step.trial.token, text="a sound", key=key)
-        elif step.test == "reveal":
-            for trial in text_prompts.reveal_rows(judge):
-                n += 1
-                text_prompts.save_mark(judge, trial.token, correct="no", key=f"key-{n:06d}")
-            text_prompts.submit_marks(judge)
-        elif step.test == "realism":
-            text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key)
-        elif step.prompt_set is None:
-            text_prompts.submit_prompt(judge, f"a dog barks {n}", key=key)
-        else:
-            match = "yes" if n % 2 else "no"
-            text_prompts.save_prompt_answer(
-                judge, step.prompt_set.token, match=match, quality="4", diversity="3", key=key
-            )
+    take_study(judge, correct=lambda trial: "no", match=lambda n: "yes" if n % 2 else "no")
