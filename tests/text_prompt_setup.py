@@ -93,12 +93,14 @@ def take_study(
     correct: Callable = lambda trial: True,
     says_real: Callable = lambda trial: "real",
     match: Callable[[int], str] = lambda n: "yes",
+    until: str = "done",
 ) -> None:
-    """`judge` through the whole study as the services see it: every description, the marks
-    (`correct(trial)` each), the realism answers (`says_real(trial)`), a prompt of its own and
-    the prompt sets (`match(n)` for the n-th answer); request keys numbered from `first_key`."""
+    """`judge` through the study as the services see it, up to the test `until` (the end by
+    default): every description, the marks (`correct(trial)` each), the realism answers
+    (`says_real(trial)`), a prompt of its own and the prompt sets (`match(n)` for the n-th
+    answer); request keys numbered from `first_key`."""
     n = first_key
-    while (step := text_prompts.next_step(judge)).test != "done":
+    while (step := text_prompts.next_step(judge)).test != until:
         n += 1
         key = f"key-{n:06d}"
         if step.test == "interpretability":

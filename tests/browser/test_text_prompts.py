@@ -20,7 +20,7 @@ from raters.models import (
 from stimuli.models import TextGeneration
 from tests.chromium import chromium_page
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
-from tests.text_prompt_setup import build_text_study
+from tests.text_prompt_setup import build_text_study, take_study
 
 pytestmark = [
     pytest.mark.browser,
@@ -39,24 +39,6 @@ def _listen_to_every_sound(page) -> None:
     )
     page.eval_on_selector("form[data-familiarization] audio", "a => a.play()")
     page.wait_for_selector("#start:not([disabled])")
-
-
-def _skip_to(judge, test: str) -> None:
-    """Answer the tests before `test` through the services, as a browser would have."""
-    n = 0
-    while (step := text_prompts.next_step(judge)).test != test:
-        n += 1
-        key = f"skip-{judge.pk}-{n:06d}"
-        if step.test == "interpretability":
-            text_prompts.save_description(judge, step.trial.token, text="a sound", key=key)
-        elif step.test == "reveal":
-            for trial in text_prompts.reveal_rows(judge):
-                n += 1
-                key = f"skip-{judge.pk}-{n:06d}"
-                text_prompts.save_mark(judge, trial.token, correct="yes", key=key)
-            text_prompts.submit_marks(judge)
-        elif step.test == "realism":
-            text_prompts.save_realism(judge, step.trial.token, says_real="real", key=key)
 
 
 def _study(tmp_path, slug: str):
@@ -136,7 +118,7 @@ def test_interpretability_with_the_reveal(live_server, chromium_path, tmp_path, 
 def test_realism(live_server, chromium_path, tmp_path):
     challenge, judge = _study(tmp_path, "browser-realism")
     text_prompts.start(judge)
-    _skip_to(judge, "realism")
+    take_study(judge, correct=lambda trial: "yes", until="realism")
     base = f"{live_server.url}/listen/{challenge.slug}"
     with chromium_page(chromium_path) as page:
         page.goto(f"{base}/join/{judge.rater.access_key}/")
@@ -169,7 +151,7 @@ def test_prompts_generated_on_a_worker_while_the_judge_types(
     while TextGeneration.objects.filter(trials__judge=judge, state="pending").exists():
         assert time.monotonic() < deadline, celery_worker.log()
         time.sleep(0.2)
-    _skip_to(judge, "prompt")
+    take_study(judge, correct=lambda trial: "yes", until="prompt")
     base = f"{live_server.url}/listen/{challenge.slug}"
     with chromium_page(chromium_path) as page:
         page.goto(f"{base}/join/{judge.rater.access_key}/")
