@@ -132,5 +132,5 @@ def test_a_crowd_worker_hears_one_example_at_a_time_and_is_told_what_happened(
         assert (
             page.inner_text("#next-hint") == "Still to answer: Audio quality, Fit to the category."
         )
-        if viewport is PHONE:
-            page.screenshot(path=str(DOCS_SCREENSHOTS / "trial-phone.png"), full_page=True)
+        name = "trial-phone.png" if viewport is PHONE else "trial.png"
+        page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
