@@ -5,6 +5,11 @@ clip-spec checks, canonical WAV encoding, loudness, storage and database rows); 
 cost of each.
 
     python benchmarks/bench_generation.py [--per-category 20] [--batch-size 10] [--repeats 5]
+        [--generator neural_generator] [--no-job]
+
+`--generator neural_generator` times a torch network the size of a HiFi-GAN vocoder instead of
+the procedural baseline (`benchmarks/neural_generator.py`), on the GPU where one is visible, as a
+worker runs a team's system (`FOLEY_DEVICE`); the whole job is the baseline's only.
 
 The job runs on a throw-away SQLite database and media folder unless DATABASE_URL is set.
 Figures are medians over the repeats.
@@ -30,12 +35,16 @@ def main() -> None:
     parser.add_argument("--per-category", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--generator", default="stimuli.generators.baseline")
+    parser.add_argument("--no-job", action="store_true", help="skip the whole generation job")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # where neural_generator lies
 
-    from stimuli.generators import baseline
+    import importlib
+
     from stimuli.generators.contract import CATEGORIES, derive_seed
     from stimuli.generators.isolation import Isolation
-    from stimuli.generators.sandbox import Sandbox, enforcement
+    from stimuli.generators.sandbox import Sandbox, cuda_visible
     from stimuli.generators.source import GeneratorSource
 
     n, batch = args.per_category, args.batch_size
@@ -52,12 +61,17 @@ def main() -> None:
             generate(category, size, derive_seed(0, category, start))
         return time.perf_counter() - started
 
-    model = baseline.load_model(None)
+    gpu = cuda_visible()
+    # In-process, the generator sees what the sandbox would tell it.
+    os.environ.setdefault("FOLEY_DEVICE", "cuda" if gpu else "cpu")
+    generator = importlib.import_module(args.generator)
+    model = generator.load_model(None)
+    run(lambda c, k, s: generator.generate(model, c, k, s))  # warm-up (CUDA kernels, caches)
     in_process = [
-        run(lambda c, k, s: baseline.generate(model, c, k, s)) for _ in range(args.repeats)
+        run(lambda c, k, s: generator.generate(model, c, k, s)) for _ in range(args.repeats)
     ]
 
-    source = GeneratorSource.from_module("stimuli.generators.baseline")
+    source = GeneratorSource.from_module(args.generator)
     none = Isolation(None, None, False, ("not used: the reference",))
 
     def through(**options) -> tuple[list[float], list[float]]:
@@ -71,6 +85,10 @@ def main() -> None:
 
     plain_startups, plain = through(trusted=True, isolation=none)
     startups, sandboxed = through()
+    if args.no_job or args.generator != "stimuli.generators.baseline":
+        jobs = []
+        report(args, total, in_process, plain, sandboxed, plain_startups, startups, jobs, gpu)
+        return
 
     django_in_scratch()
 
@@ -84,6 +102,14 @@ def main() -> None:
         job = generators.generate_now(system, n, seed=repeat, batch_size=batch)
         assert job.state == "succeeded", job.error
         jobs.append(job.duration_s)
+    report(args, total, in_process, plain, sandboxed, plain_startups, startups, jobs, gpu)
+
+
+def report(args, total, in_process, plain, sandboxed, plain_startups, startups, jobs, gpu) -> None:
+    from stimuli.generators.contract import CATEGORIES
+    from stimuli.generators.sandbox import enforcement
+
+    n, batch = args.per_category, args.batch_size
 
     def rate(seconds: list[float]) -> float:
         return total / statistics.median(seconds)
@@ -92,18 +118,21 @@ def main() -> None:
         return f"{statistics.median(seconds) / statistics.median(in_process):.2f}x the time"
 
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"baseline, {len(CATEGORIES)} categories x {n} clips of 4 s, batches of {batch}, "
-          f"{args.repeats} repeats (medians); {os.cpu_count()} cores, load {load}")  # fmt: skip
+    where = "on the GPU" if gpu else "on the CPU"
+    print(f"{args.generator} {where}, {len(CATEGORIES)} categories x {n} clips of 4 s, batches "
+          f"of {batch}, {args.repeats} repeats (medians); {os.cpu_count()} cores, load {load}")  # fmt: skip
     print(f"  in-process generate()        {rate(in_process):8.1f} clips/s")
     print(f"  plain child process          {rate(plain):8.1f} clips/s ({times(plain)})")
     print(f"  through the sandbox          {rate(sandboxed):8.1f} clips/s ({times(sandboxed)})")
     print(f"  start + model load, plain    {statistics.median(plain_startups):8.2f} s")
     print(f"  start + model load, sandbox  {statistics.median(startups):8.2f} s")
-    print(
-        f"  whole generation job         {rate(jobs):8.1f} clips/s (incl. start, checks, storage)"
-    )
+    if jobs:
+        print(
+            f"  whole generation job         {rate(jobs):8.1f} clips/s "
+            "(incl. start, checks, storage)"
+        )
     print("sandbox here:")
-    for rule, what in enforcement(False).items():
+    for rule, what in enforcement(gpu).items():
         print(f"  {rule}: {what}")
 
 
