@@ -30,6 +30,9 @@ generator's own CPU (this process, which runs nothing else during the storm: gun
 child processes) per acknowledged rating and as a share of one core: it runs on the same cores as
 the server.
 
+`--timeline FILE` appends every timed request (raters, seconds since the start, kind, ms) as
+CSV, to tell a steady tail from a stall or the arrival of the crowd.
+
 `--cost` measures in-process (Django's test client, no gunicorn) the queries and the time of a
 trial page and of a save with 100 and with 10,000 sessions in the database (medians).
 """
@@ -155,6 +158,7 @@ class Tally:
     audio: list[float] = field(default_factory=list)
     event: list[float] = field(default_factory=list)  # the player's events (with --listen)
     lag: list[float] = field(default_factory=list)  # the load generator's own loop (`loop_lag`)
+    timeline: list[tuple[float, str, float]] = field(default_factory=list)  # (end, kind, s)
     errors: dict[str, int] = field(default_factory=dict)
     acknowledged: list[tuple[str, str]] = field(default_factory=list)  # (key, trial token)
     acknowledged_at: list[float] = field(default_factory=list)  # time.monotonic() of each
@@ -219,7 +223,9 @@ async def rater(
             except (aiohttp.ClientError, TimeoutError) as exc:
                 tally.error(f"{kind}: {type(exc).__name__}")
                 return None
-            getattr(tally, kind).append(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            getattr(tally, kind).append(took)
+            tally.timeline.append((time.monotonic() - tally.began, kind, took))
             if answer[0] >= 400:
                 tally.error(f"{kind}: HTTP {answer[0]}")
                 return None
@@ -477,6 +483,11 @@ def run_storms(args) -> None:
                 flush=True,
             )
             connection.close()
+            if args.timeline:
+                with args.timeline.open("a") as out:
+                    out.writelines(
+                        f"{n},{t:.3f},{k},{1000 * d:.1f}\n" for t, k, d in tally.timeline
+                    )
         for line in generator:  # after the table, which stays whole
             print(line)
     finally:
@@ -585,6 +596,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[100, 10_000])
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--timeline", type=Path, help="write every timed request (raters, end s, kind, ms) as CSV"
+    )
     args = parser.parse_args()
     if args.cost:
         run_cost(args)
