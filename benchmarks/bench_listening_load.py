@@ -68,6 +68,14 @@ CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 PRELOAD = re.compile(r'<audio preload="auto" src="[^"]*/audio/([^/"]+)/" hidden')
 EXAMPLE = re.compile(r'<audio controls preload="auto" data-token="([^"]+)"')
 SESSION = re.compile(r'name="session" value="(\d+)"')
+# Why the server refused an answer as not heard (raters/listening.py's reasons), for the table.
+REFUSALS = {
+    "reached your browser": "sound not yet received whole",
+    "Please play the": "not played",
+    "please listen to all of it. Only": "heard too little",
+    "began playing": "too soon after its play",
+    "Please listen to the": "sound never fetched",
+}
 
 
 def uptime() -> str:
@@ -200,7 +208,7 @@ async def rater(
             async with session.request(
                 method, base + path, allow_redirects=False, **kw
             ) as response:
-                if body == "text":
+                if body == "text" or response.status == 409:  # a refusal says why
                     return response.status, (await response.read()).decode(errors="replace")
                 # The whole body, dropped chunk by chunk (cheaper than one `read()` of it).
                 async for _ in response.content.iter_chunked(1 << 16):
@@ -227,7 +235,8 @@ async def rater(
             getattr(tally, kind).append(took)
             tally.timeline.append((time.monotonic() - tally.began, kind, took))
             if answer[0] >= 400:
-                tally.error(f"{kind}: HTTP {answer[0]}")
+                why = next((w for p, w in REFUSALS.items() if p in answer[1]), "")
+                tally.error(f"{kind}: HTTP {answer[0]}{f' ({why})' if why else ''}")
                 return None
             return answer
 
@@ -432,7 +441,7 @@ def run_storms(args) -> None:
             static.mkdir()
             upstream = base.split("//", 1)[1]
             proxy, base = start_nginx(
-                upstream, scratch / "media", static, scratch / "nginx", workers=1
+                upstream, scratch / "media", static, scratch / "nginx", workers=args.nginx_workers
             )
         print(
             "| raters at once | ratings/s (offered) | save p50 / p95 / p99 | page p50 / p95 / p99 "
@@ -596,6 +605,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[100, 10_000])
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--nginx-workers", default="1", help="nginx's worker_processes (production: auto)"
+    )
     parser.add_argument(
         "--timeline", type=Path, help="write every timed request (raters, end s, kind, ms) as CSV"
     )

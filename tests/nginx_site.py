@@ -31,7 +31,7 @@ def start_nginx(
     static: Path,
     folder: Path,
     *,
-    workers: int = 1,
+    workers: int | str = 1,
     rate_limited: bool = False,
 ) -> tuple[subprocess.Popen, str]:
     """deploy/nginx.conf with `upstream` (host:port) for web, `media` and `static` for the
