@@ -44,7 +44,7 @@ def main() -> None:
 
     from stimuli.generators.contract import CATEGORIES, derive_seed
     from stimuli.generators.isolation import Isolation
-    from stimuli.generators.sandbox import Sandbox, cuda_visible
+    from stimuli.generators.sandbox import Sandbox, cuda_visible, enforcement
     from stimuli.generators.source import GeneratorSource
 
     n, batch = args.per_category, args.batch_size
@@ -85,31 +85,8 @@ def main() -> None:
 
     plain_startups, plain = through(trusted=True, isolation=none)
     startups, sandboxed = through()
-    if args.no_job or args.generator != "stimuli.generators.baseline":
-        jobs = []
-        report(args, total, in_process, plain, sandboxed, plain_startups, startups, jobs, gpu)
-        return
-
-    django_in_scratch()
-
-    from stimuli import services
-    from stimuli.generators import services as generators
-
-    challenge = services.create_challenge(name="bench", slug=f"bench-{int(time.time())}")
-    system = generators.create_baseline_systems(challenge)[0]
-    jobs = []
-    for repeat in range(args.repeats):
-        job = generators.generate_now(system, n, seed=repeat, batch_size=batch)
-        assert job.state == "succeeded", job.error
-        jobs.append(job.duration_s)
-    report(args, total, in_process, plain, sandboxed, plain_startups, startups, jobs, gpu)
-
-
-def report(args, total, in_process, plain, sandboxed, plain_startups, startups, jobs, gpu) -> None:
-    from stimuli.generators.contract import CATEGORIES
-    from stimuli.generators.sandbox import enforcement
-
-    n, batch = args.per_category, args.batch_size
+    baseline = args.generator == "stimuli.generators.baseline"
+    jobs = whole_jobs(n, batch, args.repeats) if baseline and not args.no_job else []
 
     def rate(seconds: list[float]) -> float:
         return total / statistics.median(seconds)
@@ -134,6 +111,23 @@ def report(args, total, in_process, plain, sandboxed, plain_startups, startups, 
     print("sandbox here:")
     for rule, what in enforcement(gpu).items():
         print(f"  {rule}: {what}")
+
+
+def whole_jobs(n: int, batch: int, repeats: int) -> list[float]:
+    """Seconds of each whole generation job of the baseline system (n clips per category)."""
+    django_in_scratch()
+
+    from stimuli import services
+    from stimuli.generators import services as generators
+
+    challenge = services.create_challenge(name="bench", slug=f"bench-{int(time.time())}")
+    system = generators.create_baseline_systems(challenge)[0]
+    jobs = []
+    for repeat in range(repeats):
+        job = generators.generate_now(system, n, seed=repeat, batch_size=batch)
+        assert job.state == "succeeded", job.error
+        jobs.append(job.duration_s)
+    return jobs
 
 
 if __name__ == "__main__":
