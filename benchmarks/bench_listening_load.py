@@ -192,7 +192,18 @@ async def rater(
     # A browser's connections: a few at most, kept alive between requests and dropped after 5 s
     # idle (as the httpx client this replaced did, so the server sees the same connections).
     connector = aiohttp.TCPConnector(limit=6, force_close=False, keepalive_timeout=5.0)
+
+    # When a request's headers left (`trace_request_ctx`, a dict): a page's player posts `play`
+    # as the sound starts, so the sound's clock starts when that post leaves, not before this
+    # loop got round to sending it (on two saturated cores it can be half a second late).
+    async def headers_sent(session, context, params) -> None:
+        if isinstance(context.trace_request_ctx, dict):
+            context.trace_request_ctx["sent"] = time.monotonic()  # a resend: the last
+
+    sending = aiohttp.TraceConfig()
+    sending.on_request_headers_sent.append(headers_sent)
     session = aiohttp.ClientSession(
+        trace_configs=[sending],
         connector=connector,
         cookie_jar=aiohttp.CookieJar(unsafe=True),  # cookies on 127.0.0.1 (an IP host)
         timeout=aiohttp.ClientTimeout(total=60.0),
@@ -244,7 +255,8 @@ async def rater(
             """Play a sound to its end as the page's player reports it: play, a checkpoint every
             `CHECKPOINT_S` (none in the last half second), ended; returns the seconds it took
             (part of the think time)."""
-            started = time.monotonic()
+            began = time.monotonic()
+            started = None  # when the play left: the sound starts then
             headers = {"X-CSRFToken": csrf, "Accept": "application/json"}
             checkpoints = [
                 ("timeupdate", float(s))
@@ -252,7 +264,9 @@ async def rater(
                 if s < DURATION - 0.5
             ]
             for event, t in [("play", 0.0), *checkpoints, ("ended", DURATION)]:
-                await asyncio.sleep(max(0.0, started + t - time.monotonic()))
+                if started is not None:
+                    await asyncio.sleep(max(0.0, started + t - time.monotonic()))
+                sent: dict[str, float] = {}
                 await timed(
                     "event",
                     "POST",
@@ -260,8 +274,11 @@ async def rater(
                     "discard",
                     json={"token": token, "event": event, "t": t},
                     headers=headers,
+                    trace_request_ctx=sent,
                 )
-            return time.monotonic() - started
+                if started is None:
+                    started = sent.get("sent", began)
+            return time.monotonic() - began
 
         # Arrivals spread over the first think time, as a crowd trickles in.
         await asyncio.sleep(random.uniform(0, think[1]))
@@ -606,7 +623,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument(
-        "--nginx-workers", default="1", help="nginx's worker_processes (production: auto)"
+        "--nginx-workers", default="auto", help="nginx's worker_processes (as shipped: auto)"
     )
     parser.add_argument(
         "--timeline", type=Path, help="write every timed request (raters, end s, kind, ms) as CSV"

@@ -54,26 +54,28 @@ def start_nginx(
             "geo $limit_exempt { default 0; }", "geo $limit_exempt { default 0; 127.0.0.1 1; }"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    # As root, the workers read private temporary folders as root.
-    user = "user root;" if os.geteuid() == 0 else ""
-    (folder / "nginx.conf").write_text(
-        f"""{user}
-worker_processes {workers};
-daemon off;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {folder}/body;
-    proxy_temp_path {folder}/proxy;
-    fastcgi_temp_path {folder}/fastcgi;
-    uwsgi_temp_path {folder}/uwsgi;
-    scgi_temp_path {folder}/scgi;
-    {server}
-}}
-"""
+    temp = "".join(
+        f"    {kind}_temp_path {folder}/{name};\n"
+        for kind, name in (
+            ("client_body", "body"),
+            ("proxy", "proxy"),
+            ("fastcgi", "fastcgi"),
+            ("uwsgi", "uwsgi"),
+            ("scgi", "scgi"),
+        )
     )
+    # deploy/nginx-main.conf as shipped, with this folder's paths, and the site in it. As root,
+    # the workers read private temporary folders as root.
+    main = (
+        (ROOT / "deploy" / "nginx-main.conf")
+        .read_text()
+        .replace("user nginx;", "user root;" if os.geteuid() == 0 else "")
+        .replace("worker_processes auto;", f"worker_processes {workers};")
+        .replace("/var/log/nginx/", f"{folder}/")
+        .replace("pid /var/run/nginx.pid;", f"pid {folder}/nginx.pid;")
+        .replace("include /etc/nginx/conf.d/*.conf;", temp + server)
+    )
+    (folder / "nginx.conf").write_text("daemon off;\n" + main)
     process = subprocess.Popen(
         [nginx_binary(), "-p", str(folder), "-c", str(folder / "nginx.conf")],
         stdout=subprocess.DEVNULL,

@@ -105,6 +105,10 @@ def test_nginx_in_front_serves_static_files_and_sounds_from_the_volumes(compose)
     services = compose["services"]
     proxy, web = services["proxy"], services["web"]
     assert "./deploy/nginx.conf:/etc/nginx/conf.d/default.conf:ro" in proxy["volumes"]
+    # The main configuration too: the image's events block is too small for a crowd.
+    assert "./deploy/nginx-main.conf:/etc/nginx/nginx.conf:ro" in proxy["volumes"]
+    main = (ROOT / "deploy" / "nginx-main.conf").read_text()
+    assert "multi_accept on;" in main and "include /etc/nginx/conf.d/*.conf;" in main
     assert {"media:/data/media:ro", "static:/data/static:ro"} <= set(proxy["volumes"])
     assert "ports" not in web and proxy["ports"] == ["127.0.0.1:8000:80"]
     conf = (ROOT / "deploy" / "nginx.conf").read_text()
