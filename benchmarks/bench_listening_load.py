@@ -73,7 +73,6 @@ REFUSALS = {
     "reached your browser": "sound not yet received whole",
     "Please play the": "not played",
     "please listen to all of it. Only": "heard too little",
-    "began playing": "too soon after its play",
     "Please listen to the": "sound never fetched",
 }
 

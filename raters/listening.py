@@ -5,15 +5,18 @@ The rater's browser is not trusted. A sound counts as heard only when
 
 - the bytes sent cover the whole file, counted once they really left the server (a `HEAD`, a
   `Range: bytes=0-0` fetch or a download abandoned half-way is not a delivery),
-- the page reported playing it, at least `listened_fraction` of its duration ago, and
-- the stretches of media time the page reported as played cover that share of the sound.
+- the page reported playing it, and
+- the stretches of media time the page reported as played cover `listened_fraction` of the
+  sound; since no stretch is credited more than the wall time it had (and one allowance for
+  jitter), that share of its duration has passed since its first play.
 
 A rater hears one sound at a time, and the rater's record says which (`Rater.playing_*`): a
 play of another sound ends the stretch of the one playing. Each stretch is credited no more than
 the wall time since its play began, with one allowance for network jitter per play (not per
 event: checkpoints add nothing), and every play begins no earlier than the listening already
-credited ends (`Rater.listened_until`), so all of a rater's sounds together are never credited
-more than the time that passed. Seeking ahead, playing faster, flooding checkpoints or playing
+credited ends (`Rater.listened_until`), so each allowance is taken from the next play's time and
+all of a rater's sounds together are never credited more than the time that passed and one
+allowance. Seeking ahead, playing faster, flooding checkpoints or playing
 sounds side by side adds nothing.
 
 Plain functions over the rows that carry `Heard`'s fields (trials, familiarization examples,
@@ -165,8 +168,8 @@ def plays_this(rater: Rater, model: type[Heard], pk: int) -> bool:
 def _credit_to(rater: Rater, at: float, moment: datetime, *, slack: bool) -> float:
     """How far (media time) the open stretch may be credited at `moment` when the page reports
     media time `at`: no further than the wall time since the play began, with one allowance for
-    network jitter per play (`slack`) and none when another sound cut it short; never less than
-    what it was already credited."""
+    network jitter per play (`slack`), none for a verdict on a sound still playing; never less
+    than what it was already credited."""
     elapsed = (moment - rater.playing_since).total_seconds() + (SLACK_S if slack else 0.0)
     end = min(at, rater.playing_from + max(0.0, elapsed))
     return max(end, rater.playing_credited or rater.playing_from)
@@ -285,13 +288,22 @@ def record_event(
 
 
 def close_other(rater: Rater, moment: datetime) -> None:
-    """Another sound began: the one playing stops now, credited only the wall time it had (no
-    allowance for jitter: a rater hears one sound at a time). Under the rater's lock."""
+    """Another sound began: the one playing stops now, credited the wall time it had with the
+    play's allowance for jitter (the next sound's play, which starts after what was credited,
+    gives it back), no further than its end. Under the rater's lock.
+
+    The allowance matters when one sound follows another at once: its play may reach the server
+    before the end of the sound before it, which was itself stamped late by a busy network."""
     other_model = KINDS[rater.playing_kind]
     other = other_model.objects.select_for_update(no_key=True).get(pk=rater.playing_id)
-    reached = rater.playing_from + max(0.0, (moment - rater.playing_since).total_seconds())
-    _close(rater, other, reached, moment, slack=False)
+    _close(rater, other, _duration(other), moment, slack=True)
     other.save(update_fields=["heard"])
+
+
+def _duration(row: Heard) -> float:
+    """A sound's duration, from the audio it was made from (delivery keeps the duration)."""
+    audio = row.item.audio if isinstance(row, DiversityTrial) else row.audio
+    return audio.duration_s
 
 
 def page_shown(rater: Rater) -> None:
@@ -379,11 +391,6 @@ def listened(
             f"({round(100 * heard_s / duration)}%); please listen to all of it. Only the "
             "time it really played counts: skipping ahead, playing faster or playing two "
             "sounds at once does not."
-        )
-    elif need > 0 and (waited := (moment - row.first_played_at).total_seconds()) < need:
-        reason = (
-            f"The {what} lasts {duration:.1f} s and began playing {waited:.1f} s ago; "
-            "please listen to all of it."
         )
     return Listened(heard_s, duration, row.plays, row.seeks, reason)
 

@@ -29,6 +29,17 @@ pytestmark = [
 ]
 
 
+# Counts the page's requests still unanswered (`window.postsPending`).
+COUNT_POSTS = """() => {
+  const send = window.fetch;
+  window.postsPending = 0;
+  window.fetch = (...args) => {
+    window.postsPending += 1;
+    return send(...args).finally(() => { window.postsPending -= 1; });
+  };
+}"""
+
+
 def _listen_to_every_sound(page) -> None:
     """Play the page's sounds one after another (a judge hears one at a time) until the
     server has counted each as heard and the form's button opens."""
@@ -188,7 +199,12 @@ def test_prompts_generated_on_a_worker_while_the_judge_types(
                 assert page.evaluate("window.samePage")
                 playing = "form[data-familiarization] audio"
                 assert page.eval_on_selector(playing, "a => !a.paused || a.ended")
+                page.evaluate(COUNT_POSTS)
                 page.eval_on_selector(playing, "a => { a.pause(); a.currentTime = 0; }")
+                # The page reports a sound's events one at a time: the pause and the seek are
+                # answered before it plays again, as they would be before a person's next click
+                # (a play queued behind them is stamped late, and these sounds last 0.5 s).
+                page.wait_for_function("() => window.postsPending === 0")
             assert page.locator("form[data-familiarization] audio").count() == 3
             _listen_to_every_sound(page)
             page.check("input[name=match][value=maybe]")
