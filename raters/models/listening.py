@@ -93,8 +93,8 @@ class ListeningTest(models.Model):
     )
     listened_fraction = models.FloatField(
         default=0.9,
-        help_text="Share of a sound that must be heard (and of its duration that must pass since "
-        "it was first delivered) before it can be rated or an example counts as heard.",
+        help_text="Share of a sound that must be heard, played in real time as the server saw "
+        "it, before it can be rated or an example counts as heard.",
     )
     completion_url = models.URLField(
         blank=True,
