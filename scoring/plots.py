@@ -173,15 +173,25 @@ def _save(pyplot, fig) -> tuple[str, bytes]:
 TRACK_PLOTS = {"fad-dev-eval": fad_dev_vs_eval, "fad-rank": fad_vs_rank, "scores": scores}
 
 
-def render(result: Mapping) -> list[tuple[str, str, str, bytes]]:
+# Written across the top of every plot of an interim snapshot: a plot travels without its page.
+INTERIM = "Interim: the listening test was still open, so these numbers will change"
+
+
+def render(result: Mapping, *, final: bool = True) -> list[tuple[str, str, str, bytes]]:
     """Every plot of a result: (track or "all", kind, SVG text, PNG bytes)."""
     pyplot = _pyplot()
+
+    def save(fig) -> tuple[str, bytes]:
+        if not final:
+            fig.suptitle(INTERIM, color="#9a5b00", fontweight="bold")
+        return _save(pyplot, fig)
+
     out = []
     for track, rows in result["tracks"].items():
         for kind, draw in TRACK_PLOTS.items():
-            out.append((track, kind, *_save(pyplot, draw(pyplot, rows, track))))
+            out.append((track, kind, *save(draw(pyplot, rows, track))))
     if table := result.get("metric_league"):
         for track, entries in table["tracks"].items():
-            out.append((track, "league", *_save(pyplot, league(pyplot, entries, f"track {track}"))))
-        out.append(("all", "league", *_save(pyplot, league(pyplot, table["pooled"], "all tracks"))))
+            out.append((track, "league", *save(league(pyplot, entries, f"track {track}"))))
+        out.append(("all", "league", *save(league(pyplot, table["pooled"], "all tracks"))))
     return out

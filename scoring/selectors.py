@@ -101,15 +101,19 @@ class Table:
             for row in self.rows
         ]
 
-    def to_csv(self) -> str:
-        return to_csv(self.flat_rows(), self.flat_columns)
+    def to_csv(self, status: str) -> str:
+        """The table as CSV, each row saying whether its snapshot is final or interim: a
+        downloaded file travels without the page that labels it."""
+        rows = [{**row, "status": status} for row in self.flat_rows()]
+        return to_csv(rows, [*self.flat_columns, "status"])
 
 
+# The final score first: the column that ranks.
 SCALE_COLUMNS = [
+    Column("final", "Final", ci=True),
     Column("quality", "Quality", ci=True),
     Column("fit", "Fit", ci=True),
     Column("diversity", "Diversity", ci=True),
-    Column("final", "Final", ci=True),
 ]
 
 
@@ -143,16 +147,19 @@ def tables(result: dict) -> list[Table]:
             Table(
                 f"leaderboard-{track}",
                 f"Track {track}: leaderboard",
+                # What ranks the systems first, so that it shows at every width: the rest
+                # scrolls sideways in the table's own box.
                 [
                     Column("rank", "Rank"),
                     Column("system", "System"),
+                    SCALE_COLUMNS[0],
+                    Column("p_above_next", "P(above next)"),
+                    *SCALE_COLUMNS[1:],
                     Column("team", "Team"),
                     Column("fad_dev", "FAD-Dev", ci=True),
                     Column("fad_eval", "FAD-Eval", ci=True),
                     *inf,
                     *kad,
-                    *SCALE_COLUMNS,
-                    Column("p_above_next", "P(above next)"),
                 ],
                 rows,
                 track,
@@ -165,11 +172,11 @@ def tables(result: dict) -> list[Table]:
                 [
                     Column("system", "System"),
                     Column("category", "Category"),
+                    *SCALE_COLUMNS,
                     Column("fad_dev", "FAD-Dev", ci=True),
                     Column("fad_eval", "FAD-Eval", ci=True),
                     *inf,
                     *kad,
-                    *SCALE_COLUMNS,
                 ],
                 [
                     {"system": row["system"], "category": category, **values}

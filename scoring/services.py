@@ -161,7 +161,7 @@ def publish(
             )
         from .plots import render  # matplotlib: where results are published, never in web requests
 
-        plots = render(result)
+        plots = render(result, final=final)
     except Exception:
         if was_open:  # nothing was published: the test goes on
             preparation.set_open(challenge, True)

@@ -183,7 +183,8 @@ def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) 
     if fmt not in ("csv", "json"):
         raise Http404("Downloads are CSV or JSON.")
     snap = _snapshot(request, slug, number)
-    stem = f"{slug}-results-{number}-{name}"
+    status = "final" if snap.final else "interim"
+    stem = f"{slug}-results-{number}{'' if snap.final else '-interim'}-{name}"
     if name == "result":
         if fmt != "json":
             raise Http404("The whole result is JSON only.")
@@ -193,10 +194,15 @@ def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) 
         if table is None:
             raise Http404("No such table.")
         if fmt == "csv":
-            response = HttpResponse(table.to_csv(), content_type="text/csv; charset=utf-8")
+            response = HttpResponse(table.to_csv(status), content_type="text/csv; charset=utf-8")
         else:
             response = JsonResponse(
-                {"table": table.name, "title": table.title, "rows": table.flat_rows()}
+                {
+                    "table": table.name,
+                    "title": table.title,
+                    "status": status,
+                    "rows": table.flat_rows(),
+                }
             )
     response["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
     return response
@@ -206,6 +212,7 @@ def snap_payload(snap: Snapshot) -> dict:
     return {
         "challenge": snap.challenge.slug,
         "number": snap.number,
+        "status": "final" if snap.final else "interim",
         "published_at": snap.published_at.isoformat(),
         "code_version": snap.code_version,
         "input_hashes": snap.input_hashes,

@@ -54,11 +54,13 @@ def latest_snapshot(challenge):
 
 
 def _short_reason(withheld: str) -> str:
-    """The few words a cell has room for; the whole reason is its title."""
+    """The few words a cell has room for, with the count that decided it (diversity rated by
+    two organizers reads "only 2 raters"); the whole reason is its title."""
+    count = withheld.split(" ", 1)[0]
     if "sounds: too few" in withheld:
-        return "too few sounds"
+        return f"only {count} sounds"
     if "all agree" in withheld:
         return "no spread"
     if "raters: too few" in withheld:
-        return "too few raters"
+        return f"only {count} raters"
     return "one rater or sound"

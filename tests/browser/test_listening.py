@@ -4,12 +4,16 @@ reload and a double click in the middle, and an organizer rates diversity."""
 from __future__ import annotations
 
 import re
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from raters import enrolment, preparation, selectors
 from raters.models import DiversityRating, Rater, Rating
 from tests.chromium import chromium_page, log_in
+from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 from tests.listening_setup import build_listening_challenge
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -146,46 +150,95 @@ def test_an_organizer_rates_diversity(live_server, chromium_path, organizer, tmp
     assert sorted(DiversityRating.objects.values_list("diversity", flat=True)) == [3, 4, 5, 6]
 
 
-def test_a_crowd_worker_ends_at_the_completion_url(live_server, chromium_path):
-    challenge = build_listening_challenge(
-        slug="browser-crowd",
-        categories=2,
-        clips_per_system=1,
-        anchors_per_session=3,
-        familiarization_clips=1,
-        categories_min=1,
-        completion_url=f"{live_server.url}/?cc=C0MPLETE",
-    )
-    preparation.set_open(challenge, True)
-    key = selectors.listening_test(challenge).crowd_key
-    link = f"{live_server.url}/listen/{challenge.slug}/crowd/{key}/"
-    with chromium_page(chromium_path) as page:
-        page.goto(f"{link}?PROLIFIC_PID=abc123&STUDY_ID=s1&SESSION_ID=x9")
-        page.check("#agree")
-        with page.expect_navigation():
-            page.click("button[type=submit]")
-        with page.expect_navigation():
-            page.click("button[type=submit]")
-        # One after another: a rater hears one sound at a time (played at once, only the
-        # last begun would count).
-        page.eval_on_selector_all(
-            "ol.examples audio",
-            "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
-            " {once: true}); return a; })",
+@contextmanager
+def _crowd_platform():
+    """A stand-in for the crowd platform on another origin: the completion URL's host, which
+    records the paths it was asked for."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            body = b"<!doctype html><title>Study completed</title><p>Completed.</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_crowd_worker_ends_at_the_completion_url_on_another_origin(
+    live_server, chromium_path, viewport
+):
+    """The crowd platform is on another origin, as Prolific is: Finish shows the completion code
+    on this site, then takes the worker there (the CSP's form-action forbids a form's redirect
+    to it, and chromium_page fails the test on any violation)."""
+    with _crowd_platform() as (platform, asked):
+        slug = f"browser-crowd-{viewport['width']}"
+        challenge = build_listening_challenge(
+            slug=slug,
+            categories=2,
+            clips_per_system=1,
+            anchors_per_session=3,
+            familiarization_clips=1,
+            categories_min=1,
+            completion_url=f"{platform}/submissions/complete?cc=C0MPLETE",
         )
-        page.eval_on_selector("ol.examples audio", "a => a.play()")
-        page.wait_for_selector("#start:not([disabled])")
-        with page.expect_navigation():
-            page.click("#start")
-        while page.query_selector("form[data-listening]"):
-            _listen_to_the_end(page)
-            page.fill("#quality-scale", "5")
-            page.fill("#fit-scale", "5")
+        preparation.set_open(challenge, True)
+        key = selectors.listening_test(challenge).crowd_key
+        link = f"{live_server.url}/listen/{challenge.slug}/crowd/{key}/"
+        with chromium_page(chromium_path, viewport=viewport) as page:
+            page.goto(f"{link}?PROLIFIC_PID=abc123&STUDY_ID=s1&SESSION_ID=x9")
+            page.check("#agree")
             with page.expect_navigation():
-                page.click("#next")
-        with page.expect_navigation():
-            page.click("text=Finish")
-        assert page.url == f"{live_server.url}/?cc=C0MPLETE"
+                page.click("button[type=submit]")
+            with page.expect_navigation():
+                page.click("button[type=submit]")
+            # One after another: a rater hears one sound at a time (played at once, only the
+            # last begun would count).
+            page.eval_on_selector_all(
+                "ol.examples audio",
+                "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
+                " {once: true}); return a; })",
+            )
+            page.eval_on_selector("ol.examples audio", "a => a.play()")
+            page.wait_for_selector("#start:not([disabled])")
+            with page.expect_navigation():
+                page.click("#start")
+            while page.query_selector("form[data-listening]"):
+                _listen_to_the_end(page)
+                page.fill("#quality-scale", "5")
+                page.fill("#fit-scale", "5")
+                with page.expect_navigation():
+                    page.click("#next")
+            with page.expect_navigation():
+                page.click("text=Finish")
+            # The end page, on this site: the code to keep, and the way to the platform.
+            assert page.url == f"{live_server.url}/listen/{slug}/"
+            assert page.inner_text("#completion-code") == "C0MPLETE"
+            assert_in_layout(page)
+            assert page.get_attribute("#completion", "href") == (
+                f"{platform}/submissions/complete?cc=C0MPLETE"
+            )
+            name = "crowd-end-phone.png" if viewport is PHONE else "crowd-end.png"
+            page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
+            # Then the platform, by the page's own refresh.
+            page.wait_for_url(f"{platform}/submissions/complete?cc=C0MPLETE")
+            assert "Completed." in page.inner_text("body")
+        assert asked[0] == "/submissions/complete?cc=C0MPLETE"
     rater = Rater.objects.get(challenge=challenge, participant_id="abc123")
     assert (rater.study_id, rater.crowd_session_id) == ("s1", "x9")
     assert rater.finished_at is not None

@@ -47,6 +47,34 @@ def test_publishing_is_confirmed_and_an_interim_snapshot_is_labelled(
         assert "Only organizers see this snapshot." in page.inner_text("#interim-notice")
         assert page.inner_text("h1 .badge.warn") == "interim"
         assert_in_layout(page)
+
+        # Every page, table, plot and download of the snapshot says "interim".
+        page.click("text=Track A")
+        page.wait_for_selector("figure.plot")
+        assert "interim" in page.title()
+        assert page.inner_text("h1 .badge.warn") == "interim"
+        assert "these numbers will change" in page.inner_text("#interim-notice")
+        titles = page.locator(".result-table h3")
+        assert titles.count() >= 2
+        for n in range(titles.count()):
+            assert titles.nth(n).locator(".badge.warn").inner_text() == "interim"
+        captions = page.locator("figure.plot figcaption")
+        assert captions.count() == 3
+        for n in range(captions.count()):
+            assert "interim" in captions.nth(n).inner_text()
+        assert_in_layout(page)
+        name = "interim-track" + ("" if viewport is DESKTOP else "-phone") + ".png"
+        page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
+        # Nothing rated yet: the systems are listed in the table of those not in the test.
+        href = page.get_attribute("#table-unrated-A >> text=CSV", "href")
+        download = page.request.get(f"{live_server.url}{href}")
+        assert "-interim-unrated-A.csv" in download.headers["content-disposition"]
+        rows = download.text().splitlines()
+        assert rows[0].endswith(",status") and rows[1].endswith(",interim")
+        svg = page.request.get(
+            live_server.url + page.get_attribute("figure.plot figcaption a >> nth=0", "href")
+        ).text()
+        assert "Interim: the listening test was still open" in svg
     assert ListeningTest.objects.get(challenge=challenge).is_open
     snap = Snapshot.objects.get()
     assert (snap.final, snap.public) == (False, False)

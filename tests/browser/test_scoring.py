@@ -45,8 +45,8 @@ def test_public_reads_a_published_leaderboard_with_plots(
         csv_text = page.request.get(f"{live_server.url}{href}").text()
         header = csv_text.splitlines()[0]
         assert header.startswith(
-            "rank,system,team,fad_dev,fad_dev_low,fad_dev_high,fad_eval,fad_eval_low,"
-            "fad_eval_high,quality,quality_low"
+            "rank,system,final,final_low,final_high,p_above_next,quality,quality_low,"
+            "quality_high,fit,fit_low,fit_high,diversity,diversity_low,diversity_high,team,fad_dev"
         )
         page.screenshot(path=str(tmp_path / "track.png"), full_page=True)
         page.goto(f"{live_server.url}/results/{challenge.slug}/1/")

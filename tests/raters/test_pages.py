@@ -109,7 +109,7 @@ def test_a_rater_goes_from_invitation_to_the_end(listening):
     # Three categories exist and the rater rated all of them: finishing ends the test.
     assert "Finish" in page
     response = client.post(f"/listen/{listening.slug}/finish/")
-    assert response.status_code == 302
+    assert response.status_code == 303
     page = client.get(f"/listen/{listening.slug}/").content.decode()
     assert "Your answers are saved" in page and "example.org" not in page  # not a crowd rater
 
@@ -137,7 +137,7 @@ def test_crowd_link_enrols_once_and_ends_at_the_completion_url(listening):
     answer_session(rater, sessions.next_session(rater).session)
     response = client.post(f"/listen/{listening.slug}/finish/")
     # The platform's own code in the URL is the run's code, kept and shown on the last page.
-    assert response.status_code == 302 and response.url == "https://example.org/done?cc=ABC"
+    assert response.status_code == 303 and response.url == f"/listen/{listening.slug}/"
     page = client.get(f"/listen/{listening.slug}/").content.decode()
     assert "https://example.org/done?cc=ABC" in page
     assert '<strong id="completion-code">ABC</strong>' in page
@@ -172,7 +172,7 @@ def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
     enrolment.record_instructions(rater)
     answer_session(rater, sessions.next_session(rater).session)
     response = client.post(f"/listen/{listening.slug}/finish/")
-    assert response.status_code == 302 and response.url == f"/listen/{listening.slug}/"
+    assert response.status_code == 303 and response.url == f"/listen/{listening.slug}/"
     page = client.get(response.url).content.decode()
     assert '<strong id="completion-code">RUN-7</strong>' in page
     assert "Enter it on the study" in page

@@ -133,11 +133,13 @@ def test_published_results_are_public_with_tables_plots_and_downloads(
         got = client.get(f"/results/{challenge.slug}/1/download/{table.name}.csv")
         assert got.status_code == 200, table.name
         reader = csv.DictReader(io.StringIO(got.content.decode()))
-        assert reader.fieldnames == table.flat_columns
+        assert reader.fieldnames == [*table.flat_columns, "status"]
         rows = list(reader)
         assert len(rows) == len(table.rows)
+        assert {row["status"] for row in rows} <= {"final"}
         as_json = client.get(f"/results/{challenge.slug}/1/download/{table.name}.json").json()
         assert as_json["rows"] == json.loads(json.dumps(table.flat_rows()))
+        assert as_json["status"] == "final"
     board = list(
         csv.DictReader(
             io.StringIO(
@@ -288,7 +290,7 @@ def test_the_page_says_where_too_few_raters_leave_no_honest_interval(
     assert row["diversity_ci"] is None
     assert "too few for an honest interval" in row["ci_withheld"]["diversity"]
     page = client.get(f"/results/{challenge.slug}/1/track/A/").content.decode()
-    assert "no interval: too few raters" in page
+    assert "no interval: only 2 raters" in page
     assert row["quality_ci"] is not None
 
 
