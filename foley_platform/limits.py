@@ -117,12 +117,15 @@ def _limits(request: HttpRequest) -> tuple[Limit, ...]:
 
 
 class RateLimitMiddleware:
-    """429 with Retry-After once a client (or a crowd link) is over its limit."""
+    """429 with Retry-After once a client (or a crowd link) is over its limit. Every request
+    carries its client's address as `client_ip`, read once here through the trusted proxies,
+    for the views below this layer (crowd enrolment counts participants per network)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        request.client_ip = client_ip(request)
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view, args, kwargs):

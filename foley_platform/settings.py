@@ -204,6 +204,8 @@ FOLEY_BODY_MAX_BYTES = env.int("FOLEY_BODY_MAX_BYTES", default=2 * 1024 * 1024)
 # How many proxies in front append to X-Forwarded-For (nginx: 1; a TLS proxy before it: 2);
 # 0 trusts only the connection's address. Rate limits and login lockouts count per client.
 FOLEY_PROXY_HOPS = env.int("FOLEY_PROXY_HOPS", default=0)
+# New crowd participant ids one network (IPv4 /24, IPv6 /64) may bring to a run; 0: no limit.
+FOLEY_CROWD_IDS_PER_NETWORK = env.int("FOLEY_CROWD_IDS_PER_NETWORK", default=5)
 FOLEY_RATE_LIMITS_ENABLED = env.bool("FOLEY_RATE_LIMITS_ENABLED", default=True)
 
 # --- Uploads: limits that keep a hostile archive from exhausting the machine ---

@@ -3,9 +3,13 @@ the recruiting platform (with the run's completion code), consent and instructio
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from collections.abc import Callable
+from datetime import timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
@@ -59,11 +63,18 @@ def completion_link(test: ListeningTest) -> str:
 # --- Enrolment -----------------------------------------------------------------------------------
 
 
-def _new_rater(challenge: Challenge, *, unless: Q | None = None, **fields) -> Rater:
+def _new_rater(
+    challenge: Challenge,
+    *,
+    unless: Q | None = None,
+    existing_ok: Callable[[Rater], Rater] = lambda rater: rater,
+    **fields,
+) -> Rater:
     """A rater with the next enrolment index (the test's row is locked while it is taken).
 
-    With `unless`, the challenge's rater matching it is returned instead, looked up under the
-    lock: a link opened twice at once enrols one rater.
+    With `unless`, the challenge's rater matching it is passed to `existing_ok` instead (which
+    returns it or refuses), looked up under the lock: a link opened twice at once enrols one
+    rater, and the second opening is held to the same rule as a later one.
     """
     with transaction.atomic():
         ListeningTest.objects.select_for_update(no_key=True).get(
@@ -72,7 +83,7 @@ def _new_rater(challenge: Challenge, *, unless: Q | None = None, **fields) -> Ra
         if unless is not None:
             existing = Rater.objects.filter(unless, challenge=challenge).first()
             if existing is not None:
-                return existing
+                return existing_ok(existing)
         last = Rater.objects.filter(challenge=challenge).aggregate(n=Max("index"))["n"]
         rater = Rater(
             challenge=challenge, index=(last or 0) + 1 if last is not None else 0, **fields
@@ -158,13 +169,56 @@ CROWD_RETURN = (
 )
 
 
-def crowd_refusal(challenge: Challenge, test: ListeningTest) -> str:
-    """Why a new crowd worker cannot start now ("" when they can): a closed test, or one where
-    every sound already has the ratings it needs, is refused at the link, before consent."""
+# Arrivals not yet at work (no example heard) are admitted, within a short window, up to this
+# many times the sessions still needed, and never fewer than ADMIT_AT_LEAST: a burst of
+# throw-away participant ids is turned away without touching the places, which only listening
+# holds (sessions.holding_places), and the window passes in minutes.
+ADMISSION_WINDOW = timedelta(minutes=2)
+ADMIT_PER_PLACE = 2
+ADMIT_AT_LEAST = 10
+
+
+def network_of(address: str) -> str:
+    """The network an address belongs to (IPv4 /24, IPv6 /64): one household, office or
+    hosting block, where a farm's addresses cluster. "" for no address."""
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return ""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    prefix = 24 if ip.version == 4 else 64
+    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
+
+
+def crowd_refusal(challenge: Challenge, test: ListeningTest, *, network: str = "") -> str:
+    """Why a new crowd worker cannot start now ("" when they can): a closed test, one where
+    every sound already has the ratings it needs, a burst of arrivals that have not begun
+    listening, or a network that brought its share of participant ids already — each refused
+    at the link, before consent."""
     if not test.is_open:
         return f"This study is closed. {CROWD_RETURN}"
-    if not any(n > 0 for n in sessions.category_need(challenge).values()):
+    need = sessions.category_need(challenge)
+    if not any(n > 0 for n in need.values()):
         return f"This study is full: every sound has the ratings it needs. {CROWD_RETURN}"
+    crowd = Rater.objects.filter(challenge=challenge, kind=Rater.Kind.CROWD)
+    limit = settings.FOLEY_CROWD_IDS_PER_NETWORK
+    if network and limit and crowd.filter(network=network).count() >= limit:
+        return (
+            f"This study has taken as many participants from your network as it can ({limit}). "
+            f"{CROWD_RETURN}"
+        )
+    arriving = (
+        crowd.filter(created_at__gte=timezone.now() - ADMISSION_WINDOW, finished_at__isnull=True)
+        .exclude(sessions__familiarized_at__isnull=False)
+        .count()
+    )
+    if arriving >= max(ADMIT_AT_LEAST, ADMIT_PER_PLACE * sum(need.values())):
+        minutes = int(ADMISSION_WINDOW.total_seconds() // 60)
+        return (
+            "Many people are starting this study right now. Nothing was recorded: please open "
+            f"the study's link again in {minutes} minutes."
+        )
     return ""
 
 
@@ -175,39 +229,51 @@ def enrol_crowd(
     participant_id: str,
     study_id: str = "",
     session_id: str = "",
+    address: str = "",
 ) -> Rater:
-    """A crowd worker arriving from the recruiting platform (e.g. Prolific's PROLIFIC_PID)."""
+    """A crowd worker arriving from the recruiting platform (e.g. Prolific's PROLIFIC_PID) from
+    `address` (the client's, as the proxy saw it)."""
     test = selectors.listening_test(challenge)
     if crowd_key != test.crowd_key:
         raise ListeningError("This link is not valid.", 404)
     participant_id = participant_id.strip()
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", participant_id):
         raise ListeningError("The link lacks a valid participant id (PROLIFIC_PID).")
-    existing = Rater.objects.filter(challenge=challenge, participant_id=participant_id).first()
-    if existing:
+    session_id = session_id.strip()[:64]
+
+    def returning(existing: Rater) -> Rater:
         # The link is the same for every worker, so a participant id alone would let anyone
         # who learns one open that worker's session. From another browser, a worker comes back
-        # with the recruiting platform's session id of their first visit too.
-        if existing.crowd_session_id and session_id.strip() == existing.crowd_session_id:
+        # with the recruiting platform's session id of their first visit too. Two openings at
+        # once are held to this rule as well: the one that lost the race is a returning one.
+        if existing.crowd_session_id and session_id == existing.crowd_session_id:
             return existing
         raise ListeningError(
             "This participant has started the test already. Please reopen the study's link "
             "from the recruiting platform, in the browser you began in.",
             409,
         )
-    if refusal := crowd_refusal(challenge, test):  # before any row: the worker was never here
+
+    existing = Rater.objects.filter(challenge=challenge, participant_id=participant_id).first()
+    if existing:
+        return returning(existing)
+    network = network_of(address)
+    # Before any row: the worker was never here.
+    if refusal := crowd_refusal(challenge, test, network=network):
         raise ListeningError(refusal, 409)
     try:
         return _new_rater(
             challenge,
             unless=Q(participant_id=participant_id),
+            existing_ok=returning,
             kind=Rater.Kind.CROWD,
             participant_id=participant_id,
             study_id=study_id.strip()[:64],
-            crowd_session_id=session_id.strip()[:64],
+            crowd_session_id=session_id,
+            network=network,
         )
-    except IntegrityError:
-        return Rater.objects.get(challenge=challenge, participant_id=participant_id)
+    except IntegrityError:  # the (challenge, participant id) constraint decided the race
+        return returning(Rater.objects.get(challenge=challenge, participant_id=participant_id))
 
 
 def record_consent(rater: Rater) -> None:

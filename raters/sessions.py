@@ -43,7 +43,11 @@ SESSION_BLOCKS = 8
 # this often. A link opened and left, by a careless worker or by someone holding places, frees
 # its place soon.
 FIRST_ANSWER_WITHIN = timedelta(minutes=10)
-ABANDONED_AFTER = timedelta(minutes=30)
+ABANDONED_AFTER = timedelta(minutes=15)
+# A crowd worker's session holds a place only once the server heard its examples played to
+# their ends (screening comes before any session), and then its first answer within this long:
+# a throw-away participant id that plays nothing holds no place at all, however many there are.
+CROWD_FIRST_ANSWER_WITHIN = timedelta(minutes=5)
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
@@ -77,7 +81,8 @@ def category_need(challenge: Challenge) -> dict[int, int]:
 
     A session counts for a stimulus while it is closed and not excluded by the rater-quality
     rules, or open and active (answered in the last `ABANDONED_AFTER`, or begun in the last
-    `FIRST_ANSWER_WITHIN` and not answered yet), and only when the rater is not of
+    `FIRST_ANSWER_WITHIN` and not answered yet; a crowd worker's only once its examples were
+    heard, in the last `CROWD_FIRST_ANSWER_WITHIN`), and only when the rater is not of
     the stimulus's team (scoring removes ratings of one's own systems). An abandoned or excluded
     session leaves its place to another rater.
 
@@ -96,11 +101,7 @@ def category_need(challenge: Challenge) -> dict[int, int]:
     counting: dict[int, dict[int | None, int]] = {}
     for category_id, team_id, n in (
         CategorySession.objects.filter(rater__challenge=challenge, excluded=False)
-        .filter(
-            Q(state=CategorySession.State.CLOSED)
-            | Q(last_answer_at__gte=moment - ABANDONED_AFTER)
-            | Q(last_answer_at__isnull=True, created_at__gte=moment - FIRST_ANSWER_WITHIN)
-        )
+        .filter(holding_places(moment))
         .order_by()
         .values("category_id", "rater__team_id")
         .annotate(n=Count("id"))
@@ -116,6 +117,37 @@ def category_need(challenge: Challenge) -> dict[int, int]:
         )
         need[category_id] = max(0, test.target_ratings - fewest)
     return need
+
+
+def holding_places(moment) -> Q:
+    """The sessions that hold their places at `moment` (see `category_need`)."""
+    unanswered = Q(last_answer_at__isnull=True, state=CategorySession.State.OPEN)
+    crowd = Q(rater__kind=Rater.Kind.CROWD)
+    return (
+        Q(state=CategorySession.State.CLOSED)
+        | Q(last_answer_at__gte=moment - ABANDONED_AFTER)
+        | (unanswered & ~crowd & Q(created_at__gte=moment - FIRST_ANSWER_WITHIN))
+        | (unanswered & crowd & Q(familiarized_at__gte=moment - CROWD_FIRST_ANSWER_WITHIN))
+    )
+
+
+def starting_sessions(challenge: Challenge) -> dict[int, int]:
+    """Per category, the crowd sessions begun lately whose examples were not heard yet: they
+    hold no place, but spread the next workers over the categories."""
+    moment = timezone.now()
+    return dict(
+        CategorySession.objects.filter(
+            rater__challenge=challenge,
+            rater__kind=Rater.Kind.CROWD,
+            state=CategorySession.State.OPEN,
+            familiarized_at__isnull=True,
+            created_at__gte=moment - FIRST_ANSWER_WITHIN,
+        )
+        .order_by()
+        .values("category_id")
+        .annotate(n=Count("id"))
+        .values_list("category_id", "n")
+    )
 
 
 def rated_categories(challenge: Challenge) -> int:
@@ -211,9 +243,11 @@ def next_session(rater: Rater) -> NextStep:
             wanted = list(need)
         if not wanted:
             return NextStep(None, "done")
-        # Ties are broken by the rater's own order, so equal categories spread across raters.
+        # Ties are broken by the rater's own order, so equal categories spread across raters;
+        # crowd workers still at the examples steer the choice but hold no place.
         tie = random.Random(rater.index)
-        shuffled = sorted(wanted, key=lambda c: (-need[c], tie.random()))
+        starting = starting_sessions(rater.challenge)
+        shuffled = sorted(wanted, key=lambda c: (-need[c] + starting.get(c, 0), tie.random()))
         session = build_session(rater, Category.objects.get(pk=shuffled[0]), order=len(done))
     return NextStep(session)
 

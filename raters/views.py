@@ -172,6 +172,7 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
             participant_id=participant,
             study_id=request.GET.get("STUDY_ID", ""),
             session_id=request.GET.get("SESSION_ID", ""),
+            address=getattr(request, "client_ip", ""),  # see foley_platform.limits
         )
     except ListeningError as exc:
         return _refuse(request, challenge, exc.message, exc.status, crowd=True)
@@ -333,6 +334,10 @@ def consent(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRes
             "test": test,
             "crowd": rater.kind == Rater.Kind.CROWD,
             "workload": workload(challenge, test, fewest),
+            "hold": {
+                "first_answer": int(sessions.CROWD_FIRST_ANSWER_WITHIN.total_seconds() // 60),
+                "between_answers": int(sessions.ABANDONED_AFTER.total_seconds() // 60),
+            },
             "error": error,
         },
         status=400 if error else 200,

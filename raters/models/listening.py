@@ -333,6 +333,11 @@ class Rater(models.Model):
     participant_id = models.CharField(max_length=64, blank=True)
     study_id = models.CharField(max_length=64, blank=True)
     crowd_session_id = models.CharField(max_length=64, blank=True)
+    network = models.CharField(
+        max_length=49,
+        blank=True,
+        help_text="A crowd worker's network on arrival (IPv4 /24, IPv6 /64), never the address.",
+    )
     label = models.CharField(max_length=120, blank=True, help_text="Organizers' note.")
     diversity_role = models.BooleanField(
         default=False, help_text="Rates diversity only (an organizer who rates no quality or fit)."

@@ -23,9 +23,14 @@ SESSION = re.compile(r'name="session" value="(\d+)"')
 class Browser:
     """One rater's browser: its cookies, the pages it reads and the requests it makes."""
 
-    def __init__(self, base: str, slug: str) -> None:
+    def __init__(self, base: str, slug: str, address: str = "") -> None:
         self.base, self.slug = base, slug
-        self.http = httpx.Client(base_url=base, follow_redirects=False, timeout=120)
+        # From `address` where given: any of loopback's 127.0.0.0/8 is this machine, so a farm
+        # of many networks is a range of source addresses.
+        transport = httpx.HTTPTransport(local_address=address) if address else None
+        self.http = httpx.Client(
+            base_url=base, follow_redirects=False, timeout=120, transport=transport
+        )
 
     def close(self) -> None:
         self.http.close()

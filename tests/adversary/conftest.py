@@ -58,6 +58,7 @@ def _start(kind: str, folder: Path, media: Path):
         _nginx_or_skip()
         env["AUDIO_ACCEL_REDIRECT"] = SOUNDS
         env["PROXY_REQUEST_START"] = "1"
+        env["FOLEY_PROXY_HOPS"] = "1"  # one nginx in front: the client is its $remote_addr
     process, url = start_gunicorn(env, "--workers 2", folder / "gunicorn.log")
     proxy = None
     if kind == "nginx":
@@ -98,8 +99,8 @@ def browser_at(request):
     """A bot's or an honest user's browser on a stack: `browser_at(url, slug)`."""
     opened = []
 
-    def open_(url: str, slug: str) -> Browser:
-        browser = Browser(url, slug)
+    def open_(url: str, slug: str, address: str = "") -> Browser:
+        browser = Browser(url, slug, address)
         opened.append(browser)
         return browser
 

@@ -189,6 +189,28 @@ def test_a_crowd_link_opened_twice_at_once_enrols_one_rater():
     assert challenge.raters.count() == 1
 
 
+@pytest.mark.parametrize("round_", range(3))
+def test_one_participant_id_in_two_browsers_at_once_gets_one_of_them_in(round_):
+    """The same participant id from browsers with other session ids (or none), all at once:
+    one is enrolled, every other is refused as a returning worker would be, never handed the
+    same rater."""
+    challenge = build_listening_challenge(slug=f"id-race-{round_}")
+    preparation.set_open(challenge, True)
+    key = selectors.listening_test(challenge).crowd_key
+
+    def enrol(session_id: str):
+        return lambda: enrolment.enrol_crowd(
+            challenge, key, participant_id="5f00bb22", session_id=session_id
+        )
+
+    results, errors = _race([enrol("s1"), enrol("s2"), enrol(""), enrol("s3")])
+    assert len(results) == 1 and len(errors) == 3
+    assert {error.status for error in errors} == {409}
+    assert challenge.raters.count() == 1
+    winner = challenge.raters.get()
+    assert winner.pk == results[0].pk and winner.crowd_session_id == results[0].crowd_session_id
+
+
 def test_pausing_the_test_while_a_rater_enrols_does_not_deadlock(monkeypatch):
     # Enrolment locks the test's row, then inserts a rater that points at the challenge; pausing
     # locks the challenge's row, then updates the test's. With a plain FOR UPDATE on the

@@ -179,6 +179,10 @@ def _need_by_scan(challenge) -> dict[int, int]:
     ):
         if session.last is not None:
             active = session.last >= moment - sessions.ABANDONED_AFTER
+        elif session.rater.kind == "crowd":  # held only once its examples were heard
+            active = session.familiarized_at is not None and (
+                session.familiarized_at >= moment - sessions.CROWD_FIRST_ANSWER_WITHIN
+            )
         else:  # not answered yet: its place is held a short while only
             active = session.created_at >= moment - sessions.FIRST_ANSWER_WITHIN
         if session.pk in excluded or (session.state != "closed" and not active):
@@ -217,6 +221,7 @@ def _assert_summary_equals_scan(challenge, monkeypatch) -> None:
     # With every open session abandoned (the cut-off in the future) they agree as well.
     monkeypatch.setattr(sessions, "ABANDONED_AFTER", timedelta(hours=-1))
     monkeypatch.setattr(sessions, "FIRST_ANSWER_WITHIN", timedelta(hours=-1))
+    monkeypatch.setattr(sessions, "CROWD_FIRST_ANSWER_WITHIN", timedelta(hours=-1))
     assert sessions.category_need(challenge) == _need_by_scan(challenge)
     monkeypatch.undo()
 
