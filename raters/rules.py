@@ -22,6 +22,12 @@ Rules:
   `min_heard_fraction`.
 - gold: a gold (trapping) trial in the ITU-T P.808 sense, answered more than `tolerance` away
   from what it asks for (a value, or a range), more than `max_failed` times.
+- favouritism: a rater whose answers to one system's sounds sit above the other raters' answers
+  to the same sounds, by more than the rater's own line through the other systems and the
+  panel's spread of tastes allow (`z`), or who is one of a cluster of raters lifting the same
+  system (`cluster_z`, `cluster_p`); judged per rater over the whole panel (`raters.favouritism`),
+  so applied where every rating is at hand (the scoring), its action on every session of the
+  rater.
 - headphones, hearing: the screening stage's checks (`raters.screening`), judged per rater: a
   failed check's result excludes or flags every session of the rater; "exclude" also screens
   the rater out before any session (once the attempts allowed are used up).
@@ -90,6 +96,15 @@ DEFAULTS: dict[str, dict] = {
     },
     "not_listened": {"action": "flag", "min_heard_fraction": 0.9, "max_share": 0.1},
     "gold": {"action": "flag", "tolerance": 1.0, "max_failed": 0},
+    # A rater lifting one system above the other raters' answers to the same sounds, alone or
+    # as one of a cluster (raters.favouritism): applied over the whole panel at scoring.
+    "favouritism": {
+        "action": "flag",
+        "crowd_action": "exclude",
+        "z": 3.5,
+        "cluster_z": 2.5,
+        "cluster_p": 1e-4,
+    },
     # The screening checks: their thresholds are the test's screening settings.
     "headphones": {"action": "exclude"},
     "hearing": {"action": "exclude"},

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 # DCASE 2023 Task 7's anchor rule (DEFAULT_MISRATING) and the other rater-quality rules.
-from raters.rules import ANCHOR_ROLES, GOLD, assess
+from raters import favouritism
+from raters.rules import ANCHOR_ROLES, GOLD, Flag, assess
 
 from .inputs import (
     DIVERSITY_COLUMNS,
@@ -159,10 +160,53 @@ def clean(inputs: Inputs, rules: Rules) -> Cleaned:
     return Cleaned(team_of, track_of, trials, anchors, diversity, self_removed)
 
 
+def _favouritism(cleaned: Cleaned, inputs: Inputs, rater_rules, verdicts) -> dict:
+    """The favouritism rule over the whole panel (raters.favouritism): each rater named adds
+    the rule's flag, with the system and by how much, to every session of theirs. The findings,
+    for the result: every rater named, and every system a cluster of raters lifts."""
+    rule = rater_rules["favouritism"]
+    rows = [(t[0], t[3], t[4], t[5], t[6]) for t in cleaned.trials]
+    if rule["action"] == "off" and rule.get("crowd_action", "off") == "off":
+        every = {(x.rater, x.system): x.points for x in favouritism.lifts(rows)}
+        return {"raters": [], "clusters": [], "lifts": every}
+    crowd = {cell_text(r["rater"]) for r in inputs.ratings if r.get("rater_kind") == "crowd"}
+    finding = favouritism.find(rows, rule)
+    named = []
+    for rater, (lift, words) in sorted(finding.favouring.items()):
+        action = rule["crowd_action" if rater in crowd else "action"]
+        if action == "off":
+            continue
+        for key, verdict in verdicts.items():
+            if key[0] == rater:
+                verdict.flags.append(Flag("favouritism", action, words))
+        named.append(
+            {
+                "rater": rater,
+                "system": lift.system,
+                "points": lift.points,
+                "z": lift.z,
+                "sounds": lift.sounds,
+                "action": action,
+                "reason": words,
+            }
+        )
+    clusters = [
+        {"system": c.system, "raters": c.raters, "expected": c.expected, "p": c.p}
+        for c in finding.clusters
+    ]
+    # Every rater's lift of every system: the robustness of the ranking drops the raters who
+    # lift a system most.
+    lifts = {(lift.rater, lift.system): lift.points for lift in finding.lifts}
+    return {"raters": named, "clusters": clusters, "lifts": lifts}
+
+
 def check(cleaned: Cleaned, inputs: Inputs, rules: Rules) -> Checked:
-    """Judge every session by the rater-quality rules (raters.rules), on all its answers,
-    and keep the rows of the sessions not excluded."""
-    verdicts = assess(inputs.ratings, rules.for_raters())
+    """Judge every session by the rater-quality rules (raters.rules), on all its answers, and
+    every rater by the favouritism rule over the panel; keep the rows of the sessions not
+    excluded."""
+    rater_rules = rules.for_raters()
+    verdicts = assess(inputs.ratings, rater_rules)
+    favoured = _favouritism(cleaned, inputs, rater_rules, verdicts)
     # A session counts as checked when it holds checks or trials that count (not only its
     # team's own systems).
     with_trials = {(t[0], t[2], t[1]) for t in cleaned.trials}
@@ -197,6 +241,8 @@ def check(cleaned: Cleaned, inputs: Inputs, rules: Rules) -> Checked:
         sessions=sessions,
         excluded_sessions=excluded_sessions,
         flagged_sessions=flagged_sessions,
+        favouritism={k: v for k, v in favoured.items() if k != "lifts"},
+        lifts=favoured["lifts"],
         trials=[t for t in cleaned.trials if (t[0], t[2], t[1]) not in excluded_keys],
         anchors=[a for a in cleaned.anchors if (a[0], a[2], a[1]) not in excluded_keys],
         diversity=[d for d in cleaned.diversity if (d[0], d[1]) not in excluded_pairs],
@@ -445,6 +491,48 @@ def rank(
     return Ranking(tracks, pairs, unrated, incomplete)
 
 
+# The share of a system's raters, those who lift it most, that the robustness drops.
+ROBUSTNESS_SHARE = 0.1
+
+
+def robustness(tracks: Mapping[str, list[dict]], checked: Checked, agg: Aggregate) -> None:
+    """How much each rank rests on a few raters, added to the leaderboard rows: the rank each
+    system would have without its most favourable tenth of raters (by their lift of it, see
+    raters.favouritism), and, where the favouritism rule flagged raters it did not exclude,
+    every rank without them."""
+    if not agg.raters:
+        return
+    index = {rater: i for i, rater in enumerate(agg.raters)}
+    units = np.ones(agg.n_units)
+    n_c = max(len(agg.categories), 1)
+
+    def ranks(weights: np.ndarray, rows: list[dict]) -> dict[str, int]:
+        final = agg.estimate(weights, units)["final"]
+        value = {r["system"]: float(final[agg.sys_index[r["system"]]]) for r in rows}
+        order = sorted(value, key=lambda s: -value[s] if math.isfinite(value[s]) else math.inf)
+        return {system: position for position, system in enumerate(order, start=1)}
+
+    flagged = {
+        r["rater"] for r in checked.favouritism.get("raters", []) if r["action"] == "flag"
+    } & set(index)
+    for rows in tracks.values():
+        if flagged:
+            weights = np.ones(len(agg.raters))
+            weights[[index[r] for r in flagged]] = 0
+            without = ranks(weights, rows)
+            for row in rows:
+                row["rank_without_flagged"] = without[row["system"]]
+        for row in rows:
+            i = agg.sys_index[row["system"]]
+            raters = sorted({agg.raters[r] for r in agg.t_rater[agg.t_cell // n_c == i]})
+            drop = math.ceil(ROBUSTNESS_SHARE * len(raters))
+            favour = sorted(raters, key=lambda r: -checked.lifts.get((r, row["system"]), 0.0))
+            weights = np.ones(len(agg.raters))
+            weights[[index[r] for r in favour[:drop]]] = 0
+            row["rank_without_favourable"] = ranks(weights, rows)[row["system"]]
+            row["favourable_dropped"] = drop
+
+
 def analyse(
     ranking: Ranking, checked: Checked, agg: Aggregate, fad: FadTable, inputs: Inputs, rules: Rules
 ) -> Analysis:
@@ -472,12 +560,14 @@ def score_result(
     unc = bootstrap(agg, rules, progress)
     fad = fad_table(inputs, agg.categories)
     ranking = rank(cleaned, agg, unc, fad, rules)
+    robustness(ranking.tracks, checked, agg)
     analysis = analyse(ranking, checked, agg, fad, inputs, rules)
     return Result(
         tracks=ranking.tracks,
         metric_league=analysis.metric_league,
         excluded_sessions=checked.excluded_sessions,
         flagged_sessions=checked.flagged_sessions,
+        favouritism=checked.favouritism,
         pairs=ranking.pairs,
         unrated_systems=ranking.unrated,
         incomplete_systems=ranking.incomplete,

@@ -93,7 +93,14 @@ class Rules:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["misrating"] = {k: list(v) for k, v in self.misrating.items()}
-        data["rater_rules"] = {k: dict(v) for k, v in dict(self.rater_rules or {}).items()}
+        # Every rater-quality rule as applied, defaults included (the anchor rule's settings
+        # are the fields above): a snapshot's settings rescore it as it was published, whatever
+        # a later version's defaults.
+        data["rater_rules"] = {
+            name: values
+            for name, values in self.for_raters().to_dict().items()
+            if name != "anchors"
+        }
         return data
 
     @classmethod

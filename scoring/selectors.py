@@ -117,6 +117,10 @@ SCALE_COLUMNS = [
 ]
 
 
+ROBUSTNESS_COLUMNS = (
+    ("rank_without_favourable", "Rank without its most favourable 10% of raters"),
+    ("rank_without_flagged", "Rank without the flagged raters"),
+)
 # FAD-inf beside FAD where the objective settings computed it (the result says so).
 FAD_INF_COLUMNS = [Column("fad_dev_inf", "FAD∞-Dev"), Column("fad_eval_inf", "FAD∞-Eval")]
 # How much a model's ranking keeps on fewer clips (the league's stability, where computed).
@@ -143,6 +147,12 @@ def tables(result: dict) -> list[Table]:
     inf = FAD_INF_COLUMNS if result.get("fad_infinity") else []
     kad, kad_plain = (KAD_COLUMNS, KAD_PLAIN_COLUMNS) if result.get("kad") else ([], [])
     for track, rows in result["tracks"].items():
+        # How much each rank rests on a few raters (results published since it is computed).
+        robust = [
+            Column(key, label)
+            for key, label in ROBUSTNESS_COLUMNS
+            if any(key in row for row in rows)
+        ]
         out.append(
             Table(
                 f"leaderboard-{track}",
@@ -154,6 +164,7 @@ def tables(result: dict) -> list[Table]:
                     Column("system", "System"),
                     SCALE_COLUMNS[0],
                     Column("p_above_next", "P(above next)"),
+                    *robust,
                     *SCALE_COLUMNS[1:],
                     Column("team", "Team"),
                     Column("fad_dev", "FAD-Dev", ci=True),
@@ -246,6 +257,40 @@ def tables(result: dict) -> list[Table]:
                 Column("reasons", "Why"),
             ],
             [{**s, "reasons": "; ".join(s["reasons"])} for s in result["excluded_sessions"]],
+        )
+    )
+    # Results published before the favouritism rule have no such finding.
+    favoured = result.get("favouritism") or {"raters": [], "clusters": []}
+    out.append(
+        Table(
+            "favouring-raters",
+            "Raters favouring a system",
+            [
+                Column("rater", "Rater"),
+                Column("system", "System"),
+                Column("points", "Lift (points)"),
+                Column("z", "z"),
+                Column("sounds", "Sounds"),
+                Column("action", "Action"),
+                Column("reason", "Why"),
+            ],
+            favoured["raters"],
+            note="Each rater's answers to a system's sounds against the other raters' answers "
+            "to the same sounds, after the rater's own leniency and use of the scale; named "
+            "alone above the rule's z, or as one of a cluster of raters lifting one system.",
+        )
+    )
+    out.append(
+        Table(
+            "favouring-clusters",
+            "Systems lifted by a cluster of raters",
+            [
+                Column("system", "System"),
+                Column("raters", "Raters lifting it"),
+                Column("expected", "Expected by chance"),
+                Column("p", "p"),
+            ],
+            favoured["clusters"],
         )
     )
     analyses = result["analyses"]

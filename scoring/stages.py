@@ -83,6 +83,8 @@ class Checked:
     sessions: Mapping[tuple[str, str, str], Verdict]  # by (rater, category, session)
     excluded_sessions: list[dict]
     flagged_sessions: list[dict]
+    favouritism: dict  # raters named by the favouritism rule, and the clusters found
+    lifts: Mapping[tuple[str, str], float]  # every (rater, system) lift, in scale points
     trials: list[tuple]
     anchors: list[tuple]
     diversity: list[tuple]
@@ -315,6 +317,7 @@ class Result:
     metric_league: dict | None
     excluded_sessions: list[dict]
     flagged_sessions: list[dict]
+    favouritism: dict
     pairs: dict[str, list[dict]]
     unrated_systems: dict[str, list[dict]]
     incomplete_systems: dict[str, list[dict]]
@@ -335,6 +338,7 @@ class Result:
             **league,
             "excluded_sessions": self.excluded_sessions,
             "flagged_sessions": self.flagged_sessions,
+            "favouritism": self.favouritism,
             "pairs": self.pairs,
             "unrated_systems": self.unrated_systems,
             "incomplete_systems": self.incomplete_systems,

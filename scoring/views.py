@@ -25,6 +25,9 @@ from . import selectors, services
 from .inputs import ScoringInputError
 from .models import Snapshot
 
+# The rater-quality findings, shown under "Quality checks".
+CHECK_TABLES = ("excluded-sessions", "favouring-raters", "favouring-clusters")
+
 
 def index(request: HttpRequest) -> HttpResponse:
     published = list(selectors.published_challenges())
@@ -130,8 +133,8 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         "others": sorted(others, key=lambda s: s.number),
         "tracks": list(result["tracks"]),
         "leaderboards": [t for t in all_tables if t.name.startswith("leaderboard-")],
-        "checks": [t for t in all_tables if t.name == "excluded-sessions"],
-        "analyses": [t for t in all_tables if t.track is None and t.name != "excluded-sessions"],
+        "checks": [t for t in all_tables if t.name in CHECK_TABLES],
+        "analyses": [t for t in all_tables if t.track is None and t.name not in CHECK_TABLES],
         "counts": result["counts"],
         "settings": result["settings"],
         "settings_json": json.dumps(snap.settings, indent=2),

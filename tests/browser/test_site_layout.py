@@ -11,7 +11,7 @@ from stimuli.models import System
 from tests.chromium import chromium_page, log_in
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 from tests.listening_setup import build_listening_challenge
-from tests.simulate import simulate
+from tests.simulate import simulate_farm
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -28,8 +28,12 @@ def published(organizer):
     settings = scoring.scoring_settings(challenge)
     settings.bootstrap_samples = 50
     settings.save()
-    sim = simulate(systems_per_track=4, categories=3, sounds=4, raters=6, seed=3)
-    scoring.publish(challenge, organizer, sim.inputs)
+    # A crowd run with a small farm in it: the favouritism tables and the ranks' robustness
+    # have something to show.
+    inputs, _, _ = simulate_farm(
+        honest=14, farm=4, kind="crude", categories=3, categories_per_rater=2, seed=3
+    )
+    scoring.publish(challenge, organizer, inputs)
     return challenge
 
 
@@ -81,6 +85,10 @@ def test_every_organizer_page_is_inside_the_layout_and_no_table_overflows(
             page.wait_for_load_state("networkidle")
             page.screenshot(path=str(DOCS_SCREENSHOTS / "organizer-challenge.png"), full_page=True)
         page.goto(f"{live_server.url}/results/{slug}/1/")
+        board = page.locator("#table-leaderboard-A")
+        assert "Rank without its most favourable 10% of raters" in board.inner_text()
+        assert page.locator("#table-favouring-raters tbody tr").count() >= 4
+        assert "rates system" in page.inner_text("#table-favouring-raters")
         name = "leaderboard.png" if viewport is DESKTOP else "leaderboard-phone.png"
         page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
     assert missing == []  # the favicon included

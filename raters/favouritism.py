@@ -1,0 +1,200 @@
+"""Favouritism: raters who lift one system above what the other raters hear in the same sounds.
+
+Anchors, gold trials and the listening check catch careless raters; they do not catch a team's
+farm of raters who listen, answer every check as expected, and rate one system higher. What
+gives such a rater away is in the ratings themselves: on the sounds of the favoured system the
+rater's answers sit above the other raters' by more than on every other system.
+
+For each rater and each system they rated:
+
+1. The consensus of a sound is the median of the other raters' answers to it (quality and fit
+   averaged): a median, so that a farm rating the same sounds does not carry the consensus with
+   it. A sound fewer than `MIN_OTHERS` other raters answered has none.
+2. The rater's own line through the other systems' sounds (answer against consensus, least
+   squares, the slope held within [0.25, 2]) takes out the rater's leniency and use of the scale,
+   so a harsh or a wide-ranging rater is not a favouring one.
+3. The lift is the mean residual of the system's sounds from that line; its standard error comes
+   from the residuals around the line (at least `MIN_SPREAD`, as for a rater who gives one answer
+   to everything else).
+4. Honest raters have tastes: a system one of them likes more than the others do. The lifts'
+   spread beyond their standard errors is measured over every rater and system (robustly: the
+   median absolute deviation, which a minority of favouring raters hardly moves), and each
+   standardised lift is divided by it, so the score `z` is calibrated to the panel at hand.
+
+A rater whose `z` for a system reaches the rule's `z` is named as favouring it. And a system
+favoured by many raters at once is a cluster: more raters with `z` of at least `cluster_z` than
+the panel's rate of such lifts on the other systems makes likely (a binomial tail under
+`cluster_p`); each of them is named too, as one of the cluster.
+
+Plain Python and numpy over rows of (rater, system, stimulus, quality, fit); the scoring applies
+it with the rater-quality rules (`raters.rules`, the `favouritism` rule) and names each rater
+with the system and by how much.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_OTHERS = 2  # other raters of a sound needed for its consensus
+MIN_SPREAD = 0.5  # floor of a rater's residual spread (scale points)
+SLOPE_RANGE = (0.25, 2.0)
+MIN_OWN_LINE = 4  # sounds of the other systems needed to draw the rater's line
+
+
+@dataclass(frozen=True)
+class Lift:
+    """How far `rater` rates `system` above their own line through the other systems."""
+
+    rater: str
+    system: str
+    points: float  # the mean lift, in scale points
+    z: float  # standardised by its error and the panel's spread of tastes
+    sounds: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A system that more raters favour than the panel's rate of lifts makes likely."""
+
+    system: str
+    raters: int  # with z of at least cluster_z
+    expected: float
+    p: float
+
+
+@dataclass(frozen=True)
+class Finding:
+    lifts: list[Lift]
+    clusters: list[Cluster]
+    favouring: dict[str, tuple[Lift, str]]  # rater -> their largest lift named, and why
+
+
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    return float(
+        min(1.0, sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1)))
+    )
+
+
+def lifts(
+    rows: Iterable[tuple[str, str, str, float, float]], *, not_heard: frozenset[str] = frozenset()
+) -> list[Lift]:
+    """Every (rater, system) lift over trial rows (rater, system, stimulus, quality, fit); the
+    raters in `not_heard` take no part in any sound's consensus."""
+    by_sound: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    system_of: dict[str, str] = {}
+    for rater, system, stimulus, quality, fit in rows:
+        by_sound[stimulus].append((rater, (float(quality) + float(fit)) / 2))
+        system_of[stimulus] = system
+    # Per rater: (system, answer, consensus) of each sound that has a consensus.
+    points: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
+    for stimulus, answers in by_sound.items():
+        heard = [(rater, value) for rater, value in answers if rater not in not_heard]
+        for rater, value in answers:
+            others = [v for r, v in heard if r != rater]
+            if len(others) >= MIN_OTHERS:
+                points[rater].append((system_of[stimulus], value, float(np.median(others))))
+    raw: list[tuple[str, str, float, float, int]] = []  # rater, system, lift, error, sounds
+    for rater, own in points.items():
+        systems = np.array([p[0] for p in own])
+        x = np.array([p[1] for p in own])
+        c = np.array([p[2] for p in own])
+        for system in sorted(set(systems.tolist())):
+            mine = systems == system
+            rest = ~mine
+            n_mine, n_rest = int(mine.sum()), int(rest.sum())
+            if n_rest < MIN_OWN_LINE:
+                continue
+            xr, cr = x[rest], c[rest]
+            if np.var(cr) > 1e-9:
+                slope = float(np.cov(cr, xr, bias=True)[0, 1] / np.var(cr))
+                slope = min(max(slope, SLOPE_RANGE[0]), SLOPE_RANGE[1])
+            else:
+                slope = 1.0
+            intercept = float(np.mean(xr) - slope * np.mean(cr))
+            residual = xr - (intercept + slope * cr)
+            spread = math.sqrt(float(np.sum(residual**2)) / max(n_rest - 2, 1))
+            floored = spread < MIN_SPREAD
+            spread = max(spread, MIN_SPREAD)
+            lift = float(np.mean(x[mine] - (intercept + slope * c[mine])))
+            error = spread * math.sqrt(1 / n_mine + 1 / n_rest)
+            raw.append((rater, system, lift, error, n_mine, floored))
+    if not raw:
+        return []
+    standard = np.array([lift / error for _, _, lift, error, _, _ in raw])
+    # The panel's spread of tastes, beyond chance: a robust scale of the standardised lifts
+    # (1.4826 x MAD estimates a normal's sigma), never below chance's own. Raters who answer
+    # everything else alike (the floored spread: a crude farm's) would shrink it, and so make
+    # every honest taste look larger: they are left out of it, and so are the raters named in
+    # an earlier round (`not_heard`), whose lifts on the systems they do not favour are small.
+    free = np.array([not row[5] and row[0] not in not_heard for row in raw])
+    sample = standard[free] if free.sum() >= 10 else standard
+    taste = max(1.0, 1.4826 * float(np.median(np.abs(sample - np.median(sample)))))
+    return [
+        Lift(rater, system, round(lift, 3), round(float(u) / taste, 3), n)
+        for (rater, system, lift, _, n, _), u in zip(raw, standard, strict=True)
+    ]
+
+
+def find(rows: Iterable[tuple[str, str, str, float, float]], rule: Mapping[str, float]) -> Finding:
+    """The raters favouring a system, alone (`z`) or as one of a cluster (`cluster_z`,
+    `cluster_p`), each with their largest lift and the words that name it.
+
+    In rounds: a farm answering the other systems low drags their consensus down, and so makes
+    honest raters look as if they lifted them; the raters named in a round take no part in the
+    consensus of the next, until the names hold (three rounds at most)."""
+    rows = list(rows)
+    named: frozenset[str] = frozenset()
+    for _ in range(3):
+        finding = _find(lifts(rows, not_heard=named), rule)
+        if frozenset(finding.favouring) == named:
+            break
+        named = frozenset(finding.favouring)
+    return finding
+
+
+def _find(found: list[Lift], rule: Mapping[str, float]) -> Finding:
+    by_system: dict[str, list[Lift]] = defaultdict(list)
+    for lift in found:
+        by_system[lift.system].append(lift)
+    # The panel's rate of lifts at cluster_z, per system and over the others (a system's own
+    # cluster must not raise the rate it is measured against).
+    high = {s: sum(lift.z >= rule["cluster_z"] for lift in ls) for s, ls in by_system.items()}
+    total_high, total = sum(high.values()), len(found)
+    clusters: list[Cluster] = []
+    in_cluster: set[str] = set()
+    for system, ls in sorted(by_system.items()):
+        others = total - len(ls)
+        rate = (total_high - high[system] + 1) / (others + 2)  # a little prior: never zero
+        p = _binomial_tail(high[system], len(ls), rate)
+        if high[system] >= 2 and p < rule["cluster_p"]:
+            clusters.append(Cluster(system, high[system], round(rate * len(ls), 2), p))
+            in_cluster.add(system)
+    favouring: dict[str, tuple[Lift, str]] = {}
+    for lift in sorted(found, key=lambda lift: -lift.z):
+        if lift.rater in favouring:
+            continue
+        if lift.z >= rule["z"]:
+            words = (
+                f"rates system {lift.system} {lift.points:+.1f} points above the other raters "
+                f"over {lift.sounds} sounds (z {lift.z:.1f}, limit {rule['z']:g})"
+            )
+        elif lift.system in in_cluster and lift.z >= rule["cluster_z"] and lift.points > 0:
+            cluster = next(c for c in clusters if c.system == lift.system)
+            words = (
+                f"one of {cluster.raters} raters lifting system {lift.system} (about "
+                f"{cluster.expected:g} expected by chance): {lift.points:+.1f} points over "
+                f"{lift.sounds} sounds (z {lift.z:.1f})"
+            )
+        else:
+            continue
+        favouring[lift.rater] = (lift, words)
+    return Finding(found, clusters, favouring)
