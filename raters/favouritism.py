@@ -84,6 +84,19 @@ def _binomial_tail(k: int, n: int, p: float) -> float:
     )
 
 
+def _median_without_each(values: np.ndarray) -> np.ndarray:
+    """For each element, the median of the others (values sorted ascending), in one pass."""
+    n = len(values)
+    m = n - 1
+    rank = np.arange(n)
+    k = m // 2
+
+    def kth(j: int) -> np.ndarray:  # the j-th smallest of the others, for every element
+        return np.where(j < rank, values[j], values[min(j + 1, n - 1)])
+
+    return kth(k) if m % 2 else (kth(k - 1) + kth(k)) / 2
+
+
 def lifts(
     rows: Iterable[tuple[str, str, str, float, float]], *, not_heard: frozenset[str] = frozenset()
 ) -> list[Lift]:
@@ -97,36 +110,63 @@ def lifts(
     # Per rater: (system, answer, consensus) of each sound that has a consensus.
     points: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
     for stimulus, answers in by_sound.items():
-        heard = [(rater, value) for rater, value in answers if rater not in not_heard]
+        system = system_of[stimulus]
+        heard = sorted(value for rater, value in answers if rater not in not_heard)
+        if len(heard) < MIN_OTHERS:
+            continue
+        values = np.array(heard)
+        median_all = float(np.median(values))
+        # A rater in the consensus is left out of their own sound's: the median of the others.
+        without = _median_without_each(values) if len(heard) > MIN_OTHERS else None
+        position = {}
+        for index, value in enumerate(heard):
+            position.setdefault(value, index)
         for rater, value in answers:
-            others = [v for r, v in heard if r != rater]
-            if len(others) >= MIN_OTHERS:
-                points[rater].append((system_of[stimulus], value, float(np.median(others))))
-    raw: list[tuple[str, str, float, float, int]] = []  # rater, system, lift, error, sounds
+            if rater in not_heard:
+                points[rater].append((system, value, median_all))
+            elif without is not None:
+                # Equal answers are interchangeable: leaving out any one of them is the same.
+                points[rater].append((system, value, float(without[position[value]])))
+    raw: list[tuple[str, str, float, float, int, bool]] = []
     for rater, own in points.items():
-        systems = np.array([p[0] for p in own])
+        names = sorted({p[0] for p in own})
+        code = {name: i for i, name in enumerate(names)}
+        g = np.array([code[p[0]] for p in own])
         x = np.array([p[1] for p in own])
         c = np.array([p[2] for p in own])
-        for system in sorted(set(systems.tolist())):
-            mine = systems == system
-            rest = ~mine
-            n_mine, n_rest = int(mine.sum()), int(rest.sum())
-            if n_rest < MIN_OWN_LINE:
+        k = len(names)
+        # Sums per system, and over every system: the line through the others is the totals
+        # less the system's own.
+        n_s = np.bincount(g, minlength=k).astype(float)
+        sx, sc = np.bincount(g, x, k), np.bincount(g, c, k)
+        sxx, scc, sxc = np.bincount(g, x * x, k), np.bincount(g, c * c, k), np.bincount(g, x * c, k)
+        n_r = n_s.sum() - n_s
+        rx, rc = sx.sum() - sx, sc.sum() - sc
+        rxx, rcc, rxc = sxx.sum() - sxx, scc.sum() - scc, sxc.sum() - sxc
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_x, mean_c = rx / n_r, rc / n_r
+            var_c = rcc / n_r - mean_c**2
+            cov = rxc / n_r - mean_x * mean_c
+            slope = np.where(var_c > 1e-9, cov / np.where(var_c > 1e-9, var_c, 1), 1.0)
+        slope = np.clip(slope, *SLOPE_RANGE)
+        intercept = mean_x - slope * mean_c
+        # Residual sum of squares of the others around their line, from the same sums.
+        rss = (
+            rxx
+            - 2 * intercept * rx
+            - 2 * slope * rxc
+            + n_r * intercept**2
+            + 2 * intercept * slope * rc
+            + slope**2 * rcc
+        )
+        spread = np.sqrt(np.maximum(rss, 0) / np.maximum(n_r - 2, 1))
+        own_mean = (sx - intercept * n_s - slope * sc) / n_s
+        for system, i in code.items():
+            if n_r[i] < MIN_OWN_LINE:
                 continue
-            xr, cr = x[rest], c[rest]
-            if np.var(cr) > 1e-9:
-                slope = float(np.cov(cr, xr, bias=True)[0, 1] / np.var(cr))
-                slope = min(max(slope, SLOPE_RANGE[0]), SLOPE_RANGE[1])
-            else:
-                slope = 1.0
-            intercept = float(np.mean(xr) - slope * np.mean(cr))
-            residual = xr - (intercept + slope * cr)
-            spread = math.sqrt(float(np.sum(residual**2)) / max(n_rest - 2, 1))
-            floored = spread < MIN_SPREAD
-            spread = max(spread, MIN_SPREAD)
-            lift = float(np.mean(x[mine] - (intercept + slope * c[mine])))
-            error = spread * math.sqrt(1 / n_mine + 1 / n_rest)
-            raw.append((rater, system, lift, error, n_mine, floored))
+            floored = bool(spread[i] < MIN_SPREAD)
+            error = max(float(spread[i]), MIN_SPREAD) * math.sqrt(1 / n_s[i] + 1 / n_r[i])
+            raw.append((rater, system, float(own_mean[i]), error, int(n_s[i]), floored))
     if not raw:
         return []
     standard = np.array([lift / error for _, _, lift, error, _, _ in raw])

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from stimuli.models import Challenge
 
-from . import screening, selectors
-from .models import Rater, ScreeningAttempt
+from . import favouritism, screening, selectors
+from .models import Rater, Rating, ScreeningAttempt
 
 # Short column heads for the rules judging sessions (the full name is the column's title); the
 # screening rules (headphones, hearing) show in their steps' columns.
@@ -21,7 +21,10 @@ RULE_CODES = {
     "too_fast": "TF",
     "not_listened": "NL",
     "gold": "GO",
+    "favouritism": "FV",
 }
+# Judged per rater over the whole panel, not per session (raters.favouritism).
+PANEL_RULES = ("favouritism",)
 STEP_CODES = {"level": "LV", "headphones": "HP", "hearing": "HC"}
 # A verdict cell: its code and the word a screen reader and the title say.
 MARKS = {
@@ -95,6 +98,41 @@ def _worst(actions: list[str]) -> str:
     return "ok" if actions else ""
 
 
+def favouring(challenge: Challenge, rules) -> dict[int, tuple[str, str]]:
+    """The favouritism rule over the answers stored so far, as the scoring will apply it: per
+    rater id, the action and the words naming the system and by how much. Every rater with
+    lifts measured is in it ("ok" when not named); self-ratings are left out, as scoring
+    removes them."""
+    rule = rules["favouritism"]
+    answers = Rating.objects.filter(
+        trial__session__rater__challenge=challenge, trial__stimulus__isnull=False
+    ).values_list(
+        "trial__session__rater_id",
+        "trial__session__rater__team_id",
+        "trial__stimulus__system_id",
+        "trial__stimulus__system__team_id",
+        "trial__stimulus_id",
+        "quality",
+        "fit",
+    )
+    rows = [
+        (rater, system, stimulus, quality, fit)
+        for rater, team, system, owner, stimulus, quality, fit in answers
+        if team is None or team != owner
+    ]
+    if not rows:
+        return {}
+    kinds = dict(Rater.objects.filter(challenge=challenge).values_list("pk", "kind"))
+    found = favouritism.find(rows, rule)
+    out = {lift.rater: ("ok", "") for lift in found.lifts}
+    for rater, (_, words) in found.favouring.items():
+        crowd = kinds.get(rater) == Rater.Kind.CROWD
+        action = rule["crowd_action" if crowd else "action"]
+        if action != "off":
+            out[rater] = (action, words)
+    return out
+
+
 def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
     """Every rater's row, and the screening steps the test runs (or any rater took)."""
     progress = selectors.rater_progress(challenge)
@@ -110,6 +148,7 @@ def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
         s for s in STEP_CODES if s in taken or (settings is not None and s in settings.steps())
     ]
     rules = selectors.rater_rules(challenge)
+    favoured = favouring(challenge, rules)
     out = []
     for entry in progress:
         rater, sessions = entry["rater"], entry["sessions"]
@@ -119,7 +158,7 @@ def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
             if session.verdict.session and session.n_answered:
                 named = {flag.rule for flag in session.verdict.flags}
                 for name in RULE_CODES:
-                    if name not in named and name not in screening.RULED:
+                    if name not in named and name not in (*screening.RULED, *PANEL_RULES):
                         per_rule[name].append("ok")
             for flag in session.verdict.flags:
                 if flag.rule in per_rule:
@@ -141,9 +180,13 @@ def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
             note = f"attempt {attempt.number} of {attempt.limit}"
             notes[step] = f"{attempt.summary} ({note})" if attempt.summary else note
         verdicts = {name: _worst(per_rule.get(name, [])) for name in RULE_CODES}
+        action, words = favoured.get(rater.pk, ("", ""))
+        verdicts["favouritism"] = action
+        if words:
+            reasons.append(f"favouritism: {words}")
         if screened_out:
             status = "screened_out"
-        elif entry["failing"]:
+        elif entry["failing"] or action == "exclude":
             status = "excluded"
         elif entry["flagged"] or flagged_step or "flag" in verdicts.values():
             status = "flagged"

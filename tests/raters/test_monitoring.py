@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from raters import monitoring
-from raters.models import Screening
+from raters import enrolment, monitoring, preparation, selectors, sessions
+from raters.models import Screening, Stimulus
 from tests.listening_setup import build_listening_challenge
 from tests.raters.monitor_setup import add_raters
 
@@ -108,3 +108,54 @@ def test_screening_is_switched_on_and_off_and_its_attempts_exported(organizer_cl
     assert any(r["state"] == "failed" and r["summary"] == "2 of 6 right, pass at 5" for r in rows)
     organizer_client.post(f"{base}screening/", {**form, "enabled": "", "headphone_pass": "5"})
     assert not Screening.objects.exists()
+
+
+def _answer(rater, value_of) -> None:
+    """Answer the rater's session: anchors as expected, each trial `value_of(stimulus)`."""
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
+    while (trial := sessions.next_trial(session)) is not None:
+        if trial.role == "trial":
+            q = f = value_of(trial.stimulus)
+        else:
+            q, f = {"anchor_hq_goodfit": (9, 9), "anchor_hq_poorfit": (9, 1)}.get(
+                trial.role, (1, 1)
+            )
+        sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"monitor-{trial.pk}")
+
+
+def test_a_crowd_worker_lifting_one_system_is_named_in_the_monitoring():
+    challenge = build_listening_challenge(
+        slug="monitor-favour",
+        categories=1,
+        systems_per_track=3,
+        clips_per_system=3,
+        target_ratings=50,
+        categories_min=1,
+    )
+    preparation.set_open(challenge, True)
+    systems = sorted(
+        set(Stimulus.objects.filter(challenge=challenge).values_list("system_id", flat=True))
+    )
+    level = {system: 3 + index for index, system in enumerate(systems)}
+    favoured = systems[0]
+    key = selectors.listening_test(challenge).crowd_key
+
+    def honest(n: int):
+        return lambda stimulus: level[stimulus.system_id] + (stimulus.pk * 7 + n) % 3 - 1
+
+    for n in range(8):
+        rater = enrolment.invite(challenge)
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        _answer(rater, honest(n))
+    worker = enrolment.enrol_crowd(challenge, key, participant_id="lifter", session_id="s")
+    enrolment.record_consent(worker)
+    enrolment.record_instructions(worker)
+    _answer(worker, lambda s: 10 if s.system_id == favoured else honest(3)(s))
+    table = monitoring.table(challenge)
+    row = next(r for r in table.rows if r.rater.pk == worker.pk)
+    assert row.rules["favouritism"] == "exclude" and row.status == "excluded"
+    assert any(reason.startswith("favouritism: rates system") for reason in row.reasons)
+    others = [r for r in table.rows if r.rater.pk != worker.pk]
+    assert {r.rules["favouritism"] for r in others} == {"ok"}
