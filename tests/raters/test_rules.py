@@ -182,7 +182,13 @@ def test_scoring_excludes_and_flags_by_the_same_rules():
     assert reasons["R2"] == ["too_fast: median 1.0 s to answer (limit 3 s)"]
     assert len(reasons["R4"]) == 5 and reasons["R4"][0].startswith("anchor_hq_goodfit rated")
     assert result["counts"]["trial_ratings_used"] == 24
-    assert result["settings"]["rater_rules"]["too_fast"] == {"action": "exclude"}
+    # The settings hold each rule as applied: the override, and the defaults beside it.
+    assert result["settings"]["rater_rules"]["too_fast"] == {
+        "action": "exclude",
+        "crowd_action": "exclude",
+        "min_median_answer_s": 3.0,
+        "min_answers": 4,
+    }
 
 
 @pytest.mark.django_db
