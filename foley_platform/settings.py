@@ -305,6 +305,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["stimuli.permissions.IsOrganizer"],
+    # DRF's JSON parser, but a body nested too deep for Python's parser is a 400 like bad JSON.
+    "DEFAULT_PARSER_CLASSES": [
+        "stimuli.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Services raise stimuli.errors.Refused; one handler answers it with its status.
     "EXCEPTION_HANDLER": "foley_platform.api_errors.exception_handler",
