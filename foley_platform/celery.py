@@ -3,7 +3,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
 
@@ -15,3 +15,21 @@ app.autodiscover_tasks()
 app.autodiscover_tasks(
     ["stimuli.uploads", "stimuli.objective", "stimuli.generators", "stimuli.submissions"]
 )
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def refuse_unsafe_start(**kwargs) -> None:
+    """With DEBUG off a worker or the scheduler does not start unsafe (foley_platform/safety.py):
+    the settings were checked when they loaded; the accounts need the database, ready now.
+    Celery logs and swallows a handler's exception, so the refusal leaves by SystemExit."""
+    import django
+    from django.core.exceptions import ImproperlyConfigured
+
+    django.setup()
+    from foley_platform.safety import refuse_unsafe_start as refuse
+
+    try:
+        refuse()
+    except ImproperlyConfigured as exc:
+        raise SystemExit(str(exc)) from None

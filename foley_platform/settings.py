@@ -12,7 +12,7 @@ import environ
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from foley_platform.safety import unsafe_settings
+from foley_platform.safety import REFUSING, unsafe_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -57,11 +57,23 @@ def _secret_key() -> str:
     return key_file.read_text().strip()
 
 
+def _checking() -> bool:
+    """`manage.py check`: it serves and signs nothing, and its checks name every problem at once
+    (foley_platform/safety.py), the accounts with a demo password among them."""
+    launcher = Path(sys.argv[0]).name if sys.argv else ""
+    return launcher in {"manage.py", "django-admin"} and sys.argv[1:2] == ["check"]
+
+
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
-# Production refuses the example SECRET_KEY and an empty ALLOWED_HOSTS, naming each.
-if _unsafe := unsafe_settings(debug=DEBUG, secret_key=SECRET_KEY, allowed_hosts=ALLOWED_HOSTS):
-    raise ImproperlyConfigured("Refusing to start with DEBUG off: " + "; ".join(_unsafe))
+# Production refuses a weak or example SECRET_KEY and an empty or wildcard ALLOWED_HOSTS in
+# every process, naming each; the web process and the workers then check the accounts too.
+_unsafe = unsafe_settings(debug=DEBUG, secret_key=SECRET_KEY, allowed_hosts=ALLOWED_HOSTS)
+if _unsafe and not _checking():
+    raise ImproperlyConfigured(
+        REFUSING + "; ".join(_unsafe) + ". `manage.py check --deploy` lists every problem, "
+        "accounts with a demo password included."
+    )
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -307,6 +319,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["stimuli.permissions.IsOrganizer"],
+    # DRF's JSON parser, but a body nested too deep for Python's parser is a 400 like bad JSON.
+    "DEFAULT_PARSER_CLASSES": [
+        "stimuli.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Services raise stimuli.errors.Refused; one handler answers it with its status.
     "EXCEPTION_HANDLER": "foley_platform.api_errors.exception_handler",

@@ -5,7 +5,8 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
 application = get_wsgi_application()
 
-# With DEBUG off the web process does not start with the demo's published password.
+# With DEBUG off the web process does not start unsafe (foley_platform/safety.py): the settings
+# were checked when they loaded; the accounts with a demo password need the apps.
 from foley_platform.safety import refuse_unsafe_start  # noqa: E402  (needs the apps loaded)
 
 refuse_unsafe_start()

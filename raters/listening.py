@@ -27,6 +27,7 @@ which tests replace instead of sleeping. The pages reach them by the sound's tok
 
 from __future__ import annotations
 
+import json
 import math
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -476,6 +477,57 @@ def redeem_receipt(value: str, completion: str, bytes_sent: str) -> None:
     row = model.objects.filter(pk=pk).first()
     if row is not None and not recorded(row, start, end, size):
         record_delivery(model, row, start, end, size)
+
+
+# A page's event is a few short fields (under 200 bytes); this leaves room for any token.
+EVENT_MAX_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class PlayerEvent:
+    """A player event as the page posts it: `{"token", "event", "t"[, "from"]}`."""
+
+    token: str
+    kind: str
+    t: float
+    seek_from: float | None = None
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def read_player_event(body: bytes) -> PlayerEvent:
+    """The event a page posted, or ListeningError (400) naming every problem of its shape at
+    once. The body is refused before it is parsed when too long to be one, and a body nested
+    deeper than the parser's recursion allows is refused as malformed: neither is a server
+    error. The values (is the token the rater's, is the time within the sound) are checked
+    where the event is applied."""
+    if len(body) > EVENT_MAX_BYTES:
+        raise ListeningError(
+            f"A player event is at most {EVENT_MAX_BYTES} bytes; this one has {len(body)}."
+        )
+    try:
+        data = json.loads(body or b"{}")
+    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep
+        data = None
+    if not isinstance(data, dict):
+        raise ListeningError(
+            'The event must be a JSON object: {"token": ..., "event": ..., "t": ...}.'
+        )
+    problems = [
+        f"{name} must be {what}"
+        for name, what, fits in (
+            ("token", "text", isinstance(data.get("token"), str)),
+            ("event", "text", isinstance(data.get("event"), str)),
+            ("t", "a number of seconds", _number(data.get("t"))),
+            ("from", "a number of seconds", data.get("from") is None or _number(data["from"])),
+        )
+        if not fits
+    ]
+    if problems:
+        raise ListeningError("The event is malformed: " + "; ".join(problems) + ".")
+    return PlayerEvent(data["token"], data["event"], data["t"], data.get("from"))
 
 
 def player_event(rater: Rater, token: str, kind: str, t, *, seek_from=None) -> Listened:

@@ -6,7 +6,6 @@ and crowd links) or the logged-in account; pages show only that rater's own sess
 
 from __future__ import annotations
 
-import json
 import secrets
 from functools import wraps
 
@@ -435,16 +434,15 @@ def delivered(request: HttpRequest) -> HttpResponse:
     return HttpResponse(status=204)
 
 
-def _event(request: HttpRequest) -> dict:
+def _event(request: HttpRequest) -> listening.PlayerEvent:
     """A player event's body, read once per request."""
     if not hasattr(request, "player_event"):
         try:
-            body = json.loads(request.body or b"{}")
-        except ValueError:
-            body = None
-        request.player_event = body if isinstance(body, dict) else None
-    if request.player_event is None:
-        raise ListeningError("The event must be a JSON object.")
+            request.player_event = listening.read_player_event(request.body)
+        except ListeningError as exc:
+            request.player_event = exc
+    if isinstance(request.player_event, ListeningError):
+        raise request.player_event
     return request.player_event
 
 
@@ -452,7 +450,7 @@ def _event_token(request: HttpRequest, kwargs: dict) -> str | None:
     if request.method != "POST":
         return None
     try:
-        return str(_event(request).get("token", ""))
+        return _event(request).token
     except ListeningError:  # said by the view, with the rater known
         return None
 
@@ -461,13 +459,9 @@ def _event_token(request: HttpRequest, kwargs: dict) -> str | None:
 @require_POST
 def player_event(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     """One event of a sound's player; answers the server's verdict on that sound so far."""
-    body = _event(request)
+    event = _event(request)
     verdict = listening.player_event(
-        rater,
-        str(body.get("token", "")),
-        str(body.get("event", "")),
-        body.get("t"),
-        seek_from=body.get("from"),
+        rater, event.token, event.kind, event.t, seek_from=event.seek_from
     )
     return JsonResponse(verdict.as_dict())
 

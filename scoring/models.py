@@ -99,6 +99,12 @@ class Snapshot(models.Model):
     public = models.BooleanField(
         default=True, help_text="Off: an interim snapshot only organizers see."
     )
+    plots_missing = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Plots that could not be drawn, each {"track", "kind", "title"}: the results '
+        "were published without them (the worker's log says why).",
+    )
 
     class Meta:
         ordering = ["challenge", "-number"]

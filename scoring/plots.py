@@ -4,13 +4,25 @@ Runs where results are published (a worker, or the process running the demo); th
 only serves the stored SVG and PNG. Every plot is saved with a tight bounding box, so axis labels,
 system names and the legend (placed beside the axes, never over the points) always lie on the
 canvas.
+
+System names are the teams' own text and are drawn as plain text (`plain`): matplotlib reads a
+`$...$` span as TeX, so a name like `$\\undefinedmacro{x}$` would stop the drawing; its dollars
+are escaped and it is shown as typed. Legends are given their labels explicitly, so a name
+starting with `_` is not hidden. A plot
+that still cannot be drawn is left out and named (`Drawn.missing`): the results are published
+without it, never not at all.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+logger = logging.getLogger(__name__)
 
 # A FAD axis turns logarithmic when its largest value is this many times its smallest.
 LOG_RANGE = 20.0
@@ -34,6 +46,12 @@ def _pyplot():
     return pyplot
 
 
+def plain(text: object) -> str:
+    """`text` as matplotlib draws it literally: every `$` escaped, so no span is read as TeX
+    (mathtext stays on for the axes' own labels, such as a log axis's 10^2)."""
+    return str(text).replace("$", r"\$")
+
+
 def _finite(*values) -> bool:
     return all(v is not None and math.isfinite(float(v)) for v in values)
 
@@ -52,25 +70,25 @@ def fad_dev_vs_eval(pyplot, rows: Sequence[Mapping], track: str):
     values = [v for r in shown for v in (r["fad_dev"], r["fad_eval"])]
     _log_if_wide(ax.set_xscale, values)
     _log_if_wide(ax.set_yscale, values)
+    handles, labels = [], []
     for r in shown:
         xerr = _spread(r, "fad_dev")
         yerr = _spread(r, "fad_eval")
-        ax.errorbar(r["fad_dev"], r["fad_eval"], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
-                    label=r["system"])  # fmt: skip
+        handles.append(ax.errorbar(r["fad_dev"], r["fad_eval"], xerr=xerr, yerr=yerr, fmt="o",
+                                   capsize=3))  # fmt: skip
+        labels.append(plain(r["system"]))
     if values:
         low, high = min(values), max(values)
-        ax.plot(
-            [low, high],
-            [low, high],
-            color="0.6",
-            linestyle="--",
-            linewidth=1,
-            label="FAD-Dev = FAD-Eval",
-        )
+        handles += ax.plot([low, high], [low, high], color="0.6", linestyle="--", linewidth=1)
+        labels.append("FAD-Dev = FAD-Eval")
     ax.set_xlabel("FAD-Dev (mean over categories; bars: min to max)")
     ax.set_ylabel("FAD-Eval (mean over categories; bars: min to max)")
-    ax.set_title(f"Track {track}: FAD against the development and evaluation sets")
-    _legend(ax, shown)
+    ax.set_title(plain(f"Track {track}: FAD against the development and evaluation sets"))
+    if handles:
+        # Labels given, not read from the artists: matplotlib leaves out a label starting with
+        # "_", and a team may name its system so.
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0,
+                  frameon=False)  # fmt: skip
     return fig
 
 
@@ -94,7 +112,7 @@ def fad_vs_rank(pyplot, rows: Sequence[Mapping], track: str):
         ax.set_xticks(sorted(set(ranks)))
     ax.set_xlabel("Final rank (listening test)")
     ax.set_ylabel("FAD (mean over categories; bars: min to max)")
-    ax.set_title(f"Track {track}: FAD against the listening test's ranking")
+    ax.set_title(plain(f"Track {track}: FAD against the listening test's ranking"))
     if values:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)
     return fig
@@ -102,7 +120,7 @@ def fad_vs_rank(pyplot, rows: Sequence[Mapping], track: str):
 
 def scores(pyplot, rows: Sequence[Mapping], track: str):
     fig, ax = pyplot.subplots(figsize=(7, 1.2 + 0.45 * max(len(rows), 1)), layout="constrained")
-    names = [r["system"] for r in rows]
+    names = [plain(r["system"]) for r in rows]
     offsets = {"quality": -0.27, "fit": -0.09, "diversity": 0.09, "final": 0.27}
     for key, label in SCALES:
         ys, xs, errs = [], [], [[], []]
@@ -120,7 +138,7 @@ def scores(pyplot, rows: Sequence[Mapping], track: str):
     ax.invert_yaxis()  # rank 1 on top
     ax.set_xlim(0, 10)
     ax.set_xlabel("Rating (0-10) with its 95% interval")
-    ax.set_title(f"Track {track}: listening-test scores by rank")
+    ax.set_title(plain(f"Track {track}: listening-test scores by rank"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)
     return fig
 
@@ -136,11 +154,11 @@ def league(pyplot, entries: Mapping[str, Mapping], scope: str):
         ax.errorbar(entry["spearman"], i, xerr=[[entry["spearman"] - ci[0]], [ci[1] - entry["spearman"]]],
                     fmt="o", capsize=3, color="C0")  # fmt: skip
     ax.axvline(0, color="0.6", linewidth=1)
-    ax.set_yticks(range(len(models)), models)
+    ax.set_yticks(range(len(models)), [plain(m) for m in models])
     ax.invert_yaxis()
     ax.set_xlim(-1.05, 1.05)
     ax.set_xlabel("Spearman's rho with the final score (+1: lower FAD, better score), 95% interval")
-    ax.set_title(f"Embedding league, {scope}")
+    ax.set_title(plain(f"Embedding league, {scope}"))
     return fig
 
 
@@ -157,11 +175,6 @@ def _stack_err(errors, values):
     return [[e[0][0] for e in errors], [e[1][0] for e in errors]]
 
 
-def _legend(ax, shown) -> None:
-    if shown:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)
-
-
 def _save(pyplot, fig) -> tuple[str, bytes]:
     svg, png = io.BytesIO(), io.BytesIO()
     fig.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -171,27 +184,69 @@ def _save(pyplot, fig) -> tuple[str, bytes]:
 
 
 TRACK_PLOTS = {"fad-dev-eval": fad_dev_vs_eval, "fad-rank": fad_vs_rank, "scores": scores}
+# What each plot shows, for a page that says which one could not be drawn.
+TITLES = {
+    "fad-dev-eval": "FAD against the development and evaluation sets",
+    "fad-rank": "FAD against the listening test's ranking",
+    "scores": "Listening-test scores by rank",
+    "league": "Embedding league",
+}
 
 
 # Written across the top of every plot of an interim snapshot: a plot travels without its page.
 INTERIM = "Interim: the listening test was still open, so these numbers will change"
 
 
-def render(result: Mapping, *, final: bool = True) -> list[tuple[str, str, str, bytes]]:
-    """Every plot of a result: (track or "all", kind, SVG text, PNG bytes)."""
-    pyplot = _pyplot()
+@dataclass
+class Drawn:
+    """The plots of a result: (track or "all", kind, SVG text, PNG bytes) each, and those that
+    could not be drawn, as {"track", "kind", "title"} (the traceback is logged)."""
 
-    def save(fig) -> tuple[str, bytes]:
-        if not final:
-            fig.suptitle(INTERIM, color="#9a5b00", fontweight="bold")
-        return _save(pyplot, fig)
+    plots: list[tuple[str, str, str, bytes]] = field(default_factory=list)
+    missing: list[dict[str, str]] = field(default_factory=list)
 
-    out = []
-    for track, rows in result["tracks"].items():
-        for kind, draw in TRACK_PLOTS.items():
-            out.append((track, kind, *save(draw(pyplot, rows, track))))
+
+def _planned(result: Mapping) -> list[tuple[str, str, Callable]]:
+    """Every plot of a result: (track or "all", kind, draw(pyplot) -> figure)."""
+    planned = [
+        (track, kind, partial(draw, rows=rows, track=track))
+        for track, rows in result["tracks"].items()
+        for kind, draw in TRACK_PLOTS.items()
+    ]
     if table := result.get("metric_league"):
         for track, entries in table["tracks"].items():
-            out.append((track, "league", *save(league(pyplot, entries, f"track {track}"))))
-        out.append(("all", "league", *save(league(pyplot, table["pooled"], "all tracks"))))
-    return out
+            planned.append(
+                (track, "league", partial(league, entries=entries, scope=f"track {track}"))
+            )
+        planned.append(
+            ("all", "league", partial(league, entries=table["pooled"], scope="all tracks"))
+        )
+    return planned
+
+
+def render(result: Mapping, *, final: bool = True) -> Drawn:
+    """Every plot of a result that can be drawn, and the others named."""
+    planned = _planned(result)
+    drawn = Drawn()
+
+    def missing(track: str, kind: str) -> None:
+        drawn.missing.append({"track": track, "kind": kind, "title": TITLES[kind]})
+
+    try:
+        pyplot = _pyplot()
+    except Exception:  # matplotlib missing or broken on this worker: publish without plots
+        logger.exception("No plot could be drawn: matplotlib did not start")
+        for track, kind, _ in planned:
+            missing(track, kind)
+        return drawn
+    for track, kind, draw in planned:
+        try:
+            fig = draw(pyplot)
+            if not final:
+                fig.suptitle(INTERIM, color="#9a5b00", fontweight="bold")
+            drawn.plots.append((track, kind, *_save(pyplot, fig)))
+        except Exception:  # a plot is an illustration of the tables: it never stops a publication
+            logger.exception("The %s plot of track %s could not be drawn", kind, track)
+            pyplot.close("all")  # each plot is closed once saved: only the failed one is open
+            missing(track, kind)
+    return drawn

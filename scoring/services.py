@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max
@@ -23,6 +25,8 @@ from .models import ScoringSettings, Snapshot, SnapshotPlot
 from .rules import Rules
 from .selectors import text_prompt_clap
 from .text_prompts import score_text_prompts
+
+logger = logging.getLogger(__name__)
 
 TEXT_PROMPT_COLUMNS = {
     "interpretability": ("judge", "system", "is_real", "correct"),
@@ -161,7 +165,13 @@ def publish(
             )
         from .plots import render  # matplotlib: where results are published, never in web requests
 
-        plots = render(result, final=final)
+        drawn = render(result, final=final)
+        if drawn.missing:  # published without them; the pages name each (render logged why)
+            logger.warning(
+                "%s: publishing without the plot(s) %s",
+                challenge.slug,
+                ", ".join(f"{m['kind']} of track {m['track']}" for m in drawn.missing),
+            )
     except Exception:
         if was_open:  # nothing was published: the test goes on
             preparation.set_open(challenge, True)
@@ -190,10 +200,11 @@ def publish(
             job=job,
             final=final,
             public=public,
+            plots_missing=drawn.missing,
         )
         SnapshotPlot.objects.bulk_create(
             SnapshotPlot(snapshot=snapshot, track=track, kind=kind, svg=svg, png=png)
-            for track, kind, svg, png in plots
+            for track, kind, svg, png in drawn.plots
         )
         return snapshot
 

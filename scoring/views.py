@@ -164,6 +164,7 @@ def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpRespon
             "track": code,
             "track_tables": [t for t in selectors.tables(snap.result) if t.track == code],
             "plots": plots,
+            "plots_missing": [m for m in snap.plots_missing if m["track"] in (code, "all")],
         },
     )
 

@@ -3,17 +3,16 @@ report, start a generation job. Failed jobs are retried with the jobs endpoint's
 
 from __future__ import annotations
 
-import json
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from ..api import REFUSAL, ChallengeScopedMixin, JobSerializer
 from ..errors import Refused
 from ..models import Generator, Job, System
+from ..parsers import JSONParser, read_json
 from . import services
 
 
@@ -90,7 +89,7 @@ class GeneratorViewSet(
         config = None
         if data.get("config"):
             try:
-                config = json.loads(data["config"])
+                config = read_json(data["config"])
             except ValueError as exc:
                 raise Refused(f"config is not JSON: {exc}") from None
             if not isinstance(config, dict):

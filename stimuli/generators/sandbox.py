@@ -419,7 +419,9 @@ class Sandbox:
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             reply = json.loads(line)
-        except ValueError:
+            if not isinstance(reply, dict):
+                raise ValueError("not an object")
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             self.close()
             raise SandboxError(
                 "protocol", "the generator process sent an unreadable reply"

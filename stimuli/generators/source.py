@@ -245,7 +245,7 @@ def _parse_manifest(raw: bytes) -> dict:
         data = json.loads(raw)
         if not isinstance(data["module"], str) or not isinstance(data.get("model_path") or "", str):
             raise TypeError("module and model_path must be strings")
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: nested
         raise SandboxError("archive", f"{MANIFEST} is invalid: {exc}") from None
     return data
 

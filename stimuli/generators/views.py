@@ -3,8 +3,6 @@ retry generation. htmx partials: every action answers with the refreshed panel."
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST
@@ -14,6 +12,7 @@ from ..errors import Refused, page_status
 from ..jobs import is_stale, log_tail
 from ..models import Challenge, Generator, Job, System
 from ..panels import render_panel
+from ..parsers import read_json
 from ..permissions import challenge_organizer_required
 from ..phases import phase_conflict
 from . import services
@@ -102,7 +101,7 @@ def set_code(request: HttpRequest, slug: str, system_id: int) -> HttpResponse:
     config = None
     try:
         if request.POST.get("config", "").strip():
-            config = json.loads(request.POST["config"])
+            config = read_json(request.POST["config"])
             if not isinstance(config, dict):
                 raise services.GenerationError("settings must be a JSON object")
         services.set_generator(

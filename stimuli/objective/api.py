@@ -7,12 +7,13 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from .. import selectors
 from ..api import ChallengeScopedMixin, JobSerializer
 from ..models import FadResult, Medoid, ObjectiveSettings
+from ..parsers import JSONParser
 from . import config, reference_stats, services
 
 

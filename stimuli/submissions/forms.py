@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from django import forms
+
+from ..parsers import read_json
 
 
 class SignUpForm(forms.Form):
@@ -35,7 +35,7 @@ class SubmissionForm(forms.Form):
         if not text.strip():
             return {}
         try:
-            value = json.loads(text)
+            value = read_json(text)
         except ValueError as exc:
             raise forms.ValidationError(f"not JSON: {exc}") from None
         if not isinstance(value, dict):

@@ -4,7 +4,6 @@ report and the diff between versions; re-run, disqualify, extend a deadline, CSV
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 from zoneinfo import ZoneInfo
 
@@ -15,6 +14,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from ..errors import Refused
+from ..exports import to_csv
 from ..models import Challenge, Team
 from ..permissions import challenge_organizer_or_403, challenge_organizer_required
 from . import diff, schedule, selectors, services, teams
@@ -197,24 +197,8 @@ def export(request: HttpRequest, slug: str) -> HttpResponse:
     response["Content-Disposition"] = (
         f'attachment; filename="{challenge.slug}-submissions-{stamp}.csv"'
     )
-    writer = csv.writer(response)
-    fields = [
-        "id", "team", "system", "track", "version", "created_at", "state", "in_review", "chosen",
-        "archive_sha256", "external_data", "external_data_sources", "report_url", "licence",
-        "description", "disqualified_reason",
-    ]  # fmt: skip
-    writer.writerow(fields)
-    for s in Submission.objects.filter(challenge=challenge).select_related(
-        "team", "system", "track"
-    ):
-        writer.writerow(
-            [
-                s.pk, s.team.name, s.system.name, s.track.code, s.version, s.created_at.isoformat(),
-                s.state, s.in_review, s.chosen, s.archive_sha256, s.external_data,
-                s.external_data_sources, s.report_url, s.licence, s.description,
-                s.disqualified_reason,
-            ]
-        )  # fmt: skip
+    # The one writer: team and system names, descriptions and URLs are the teams' own text.
+    response.write(to_csv(selectors.export_rows(challenge), selectors.EXPORT_COLUMNS))
     return response
 
 

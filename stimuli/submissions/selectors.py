@@ -133,3 +133,27 @@ def counting_version(system) -> Submission | None:
     if chosen is not None:
         return chosen
     return versions.filter(state=Submission.State.VALID).order_by("-version").first()
+
+
+EXPORT_COLUMNS = (
+    "id", "team", "system", "track", "version", "created_at", "state", "in_review", "chosen",
+    "archive_sha256", "external_data", "external_data_sources", "report_url", "licence",
+    "description", "disqualified_reason",
+)  # fmt: skip
+
+
+def export_rows(challenge: Challenge) -> list[dict]:
+    """Every submission's metadata, one row per version, for the organizers' CSV."""
+    return [
+        {
+            "id": s.pk, "team": s.team.name, "system": s.system.name, "track": s.track.code,
+            "version": s.version, "created_at": s.created_at.isoformat(), "state": s.state,
+            "in_review": s.in_review, "chosen": s.chosen, "archive_sha256": s.archive_sha256,
+            "external_data": s.external_data, "external_data_sources": s.external_data_sources,
+            "report_url": s.report_url, "licence": s.licence, "description": s.description,
+            "disqualified_reason": s.disqualified_reason,
+        }
+        for s in Submission.objects.filter(challenge=challenge).select_related(
+            "team", "system", "track"
+        )
+    ]  # fmt: skip

@@ -160,3 +160,13 @@ def test_compose_config_validates(tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_image_build_sets_no_key_production_would_refuse():
+    """The Dockerfile's collectstatic runs with DEBUG off: a fixed short key would stop the build."""
+    from foley_platform.safety import secret_key_problems
+
+    keys = re.findall(r'SECRET_KEY=("\$\(.*?\)"|\S+)', (ROOT / "Dockerfile").read_text())
+    assert keys
+    for key in keys:
+        assert key.startswith('"$(python -c') or secret_key_problems(key) == [], key

@@ -24,62 +24,191 @@ ROOT = ROOT_DIR
 SAFE_KEY = "a-long-random-key-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH"
 
 
-def start_web(tmp_path, **env) -> subprocess.CompletedProcess:
-    """Import the web process's WSGI application as gunicorn does, with DEBUG off."""
+def run_production(tmp_path, command: list[str], **env) -> subprocess.CompletedProcess:
+    """`command` in the repository with DEBUG off and otherwise safe settings, changed by `env`."""
     environment = {
         **os.environ,
         "DEBUG": "0",
         "SECRET_KEY": SAFE_KEY,
+        "ALLOWED_HOSTS": "foley.example.org",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'start.sqlite3'}",
         "FOLEY_DATA_DIR": str(tmp_path),
         **env,
     }
     return subprocess.run(
-        [sys.executable, "-c", "import foley_platform.wsgi; print('started')"],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
+
+
+def start_web(tmp_path, **env) -> subprocess.CompletedProcess:
+    """Import the web process's WSGI application as gunicorn does, with DEBUG off."""
+    return run_production(
+        tmp_path, [sys.executable, "-c", "import foley_platform.wsgi; print('started')"], **env
+    )
+
+
+WEAK = "SECRET_KEY is weak: "
 
 
 @pytest.mark.parametrize(
     "env, named",
     [
-        ({"SECRET_KEY": "change-me-to-a-long-random-string"}, "SECRET_KEY is the example value"),
-        ({"ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS is empty"),
-        ({"SECRET_KEY": ""}, "SECRET_KEY must be set"),
+        ({"SECRET_KEY": "change-me-to-a-long-random-string"}, ["SECRET_KEY is the example value"]),
+        (
+            {"SECRET_KEY": "a"},
+            [WEAK + "length 1 (at least 50), 1 distinct characters (at least 5)"],
+        ),
+        ({"SECRET_KEY": "ab" * 40}, [WEAK + "2 distinct characters (at least 5)"]),
+        ({"SECRET_KEY": "django-insecure-" + SAFE_KEY}, [WEAK + "Django's example prefix"]),
+        ({"ALLOWED_HOSTS": ""}, ["ALLOWED_HOSTS is empty"]),
+        ({"ALLOWED_HOSTS": "*"}, ["ALLOWED_HOSTS has the wildcard '*'"]),
+        ({"ALLOWED_HOSTS": "foley.example.org,*.example.org"}, ["wildcard '*.example.org'"]),
+        ({"SECRET_KEY": ""}, ["SECRET_KEY must be set"]),
+        # Every unsafe setting of one start, named at once.
+        (
+            {"SECRET_KEY": "a", "ALLOWED_HOSTS": "*"},
+            [WEAK + "length 1", "ALLOWED_HOSTS has the wildcard '*'", "check --deploy"],
+        ),
     ],
 )
 def test_a_production_start_refuses_each_unsafe_setting(tmp_path, env, named):
     refused = start_web(tmp_path, **env)
     assert refused.returncode != 0 and "started" not in refused.stdout
-    assert named in refused.stderr
+    line = refused.stderr.strip().splitlines()[-1]  # the error, below its traceback
+    assert line.startswith("django.core.exceptions.ImproperlyConfigured: "), refused.stderr
+    for name in named:
+        assert name in line, line
     # The same start with safe settings comes up.
     assert start_web(tmp_path).stdout.strip() == "started"
 
 
-def test_a_production_start_refuses_the_demo_password(db, settings):
+def test_a_subdomain_pattern_is_not_a_wildcard():
+    assert (
+        safety.unsafe_settings(
+            debug=False, secret_key=SAFE_KEY, allowed_hosts=[".example.org", "foley.example.org"]
+        )
+        == []
+    )
+    assert safety.unsafe_settings(debug=True, secret_key="a", allowed_hosts=["*"]) == []
+
+
+def demo_accounts():
+    """The demo's organizer and its two teams' members, each with the password the demo
+    prints."""
+    from django.contrib.auth import get_user_model
+
+    from stimuli.demo import ensure_organizer
+    from stimuli.submissions.demo import MEMBER_PASSWORD
+
+    users = get_user_model().objects
+    return [
+        ensure_organizer(),
+        users.create_user("ada", "ada@example.org", MEMBER_PASSWORD),
+        users.create_user("ben", "ben@example.org", MEMBER_PASSWORD),
+    ]
+
+
+def test_a_production_start_refuses_the_demo_passwords(db, settings):
     from django.core.management import call_command
     from django.core.management.base import SystemCheckError
 
-    from stimuli.demo import ensure_organizer
+    from foley_platform import celery
 
     settings.DEBUG = False
     safety.refuse_unsafe_start()  # no account yet
-    user = ensure_organizer()
-    with pytest.raises(ImproperlyConfigured, match="'organizer' has the demo's published"):
+    celery.refuse_unsafe_start()
+    organizer, ada, ben = demo_accounts()
+    with pytest.raises(ImproperlyConfigured) as refused:
         safety.refuse_unsafe_start()
+    for name in ("organizer", "ada", "ben"):  # every account, at once
+        assert f"the account '{name}' has the demo's published password" in str(refused.value)
     with pytest.raises(SystemCheckError, match=r"foley\.E001"):  # runserver's checks
         call_command("check")
-    user.set_password("a-new-and-private-passphrase")
-    user.save()
+    with pytest.raises(SystemExit, match="the account 'ada'"):  # a worker's start
+        celery.refuse_unsafe_start()
+    for user in (organizer, ada):
+        user.set_password("a-new-and-private-passphrase")
+        user.save()
+    with pytest.raises(ImproperlyConfigured, match="'ben'") as refused:
+        safety.refuse_unsafe_start()
+    assert "'ada'" not in str(refused.value)
+    ben.is_active = False
+    ben.save()
     safety.refuse_unsafe_start()
+    celery.refuse_unsafe_start()
     settings.DEBUG = True
-    user.set_password("foley-demo")
-    user.save()
+    organizer.set_password("foley-demo")
+    organizer.save()
     safety.refuse_unsafe_start()  # the demo itself runs with DEBUG on
+
+
+def test_a_staff_account_on_a_demo_password_is_refused_too(db, settings, django_user_model):
+    from stimuli.submissions.demo import MEMBER_PASSWORD
+
+    settings.DEBUG = False
+    django_user_model.objects.create_user("boss", password=MEMBER_PASSWORD, is_staff=True)
+    django_user_model.objects.create_user("rater", password=MEMBER_PASSWORD)  # not tried
+    assert safety.demo_passwords_in_use() == [
+        "the account 'boss' has the demo's published password: change it "
+        "(manage.py changepassword) or deactivate the account"
+    ]
+
+
+def test_the_checks_name_every_problem_at_once(db, settings):
+    from django.core import checks
+
+    settings.DEBUG = False
+    settings.SECRET_KEY = "a"
+    settings.ALLOWED_HOSTS = ["*"]
+    demo_accounts()
+    found = [(m.id, m.level) for m in checks.run_checks(tags=[checks.Tags.security])]
+    ours = sorted(f for f in found if f[0].startswith("foley."))
+    assert ours == [("foley.E001", checks.ERROR)] * 3 + [
+        ("foley.E002", checks.ERROR),
+        ("foley.E003", checks.ERROR),
+    ]
+    settings.DEBUG = True
+    assert not [m for m in checks.run_checks(tags=[checks.Tags.security]) if "foley" in m.id]
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_check_deploy_the_web_process_and_a_worker_refuse_the_demo_accounts(tmp_path, settings):
+    """The real start commands, on the test database that holds the demo's accounts."""
+    from tests.conftest import _database_url
+
+    # Hashed as production hashes (the tests' fast hasher is not among production's).
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    demo_accounts()
+    database = {"DATABASE_URL": _database_url()}
+    accounts = [f"the account '{name}' has the demo's published" for name in ("ada", "ben")]
+
+    # `manage.py check --deploy`: every problem at once, the unsafe settings among them.
+    checked = run_production(
+        tmp_path,
+        [sys.executable, "manage.py", "check", "--deploy"],
+        SECRET_KEY="a",
+        ALLOWED_HOSTS="*",
+        **database,
+    )
+    assert checked.returncode != 0
+    for text in [*accounts, "foley.E001", "foley.E002", WEAK + "length 1", "foley.E003"]:
+        assert text in checked.stderr, checked.stderr
+
+    # The web process, with safe settings: refused for the accounts.
+    served = start_web(tmp_path, **database)
+    assert served.returncode != 0 and "started" not in served.stdout
+    assert all(text in served.stderr for text in accounts), served.stderr
+
+    # A worker: it stops before it reads a task.
+    worker = run_production(
+        tmp_path,
+        [sys.executable, "-m", "celery", "-A", "foley_platform", "worker", "-P", "solo"],
+        CELERY_BROKER_URL="redis://127.0.0.1:1/0",  # never reached
+        **database,
+    )
+    assert worker.returncode != 0
+    assert all(text in worker.stderr for text in accounts), worker.stderr
 
 
 @pytest.mark.parametrize("url", ["/admin/login/", "/accounts/login/"])

