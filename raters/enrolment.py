@@ -230,9 +230,11 @@ def enrol_crowd(
     study_id: str = "",
     session_id: str = "",
     address: str = "",
+    user=None,
 ) -> Rater:
     """A crowd worker arriving from the recruiting platform (e.g. Prolific's PROLIFIC_PID) from
-    `address` (the client's, as the proxy saw it)."""
+    `address` (the client's, as the proxy saw it). A worker logged in to an account of a team
+    of the challenge rates as that team's member: their ratings of it are self-ratings."""
     test = selectors.listening_test(challenge)
     if crowd_key != test.crowd_key:
         raise ListeningError("This link is not valid.", 404)
@@ -257,7 +259,14 @@ def enrol_crowd(
     existing = Rater.objects.filter(challenge=challenge, participant_id=participant_id).first()
     if existing:
         return returning(existing)
+    if test.crowd_study_id and study_id.strip() != test.crowd_study_id:
+        raise ListeningError(
+            "This link belongs to another study than the one it was opened from. Please open "
+            f"the study's link from the recruiting platform. {CROWD_RETURN}",
+            409,
+        )
     network = network_of(address)
+    team = team_of(user, challenge) if user is not None and user.is_authenticated else None
     # Before any row: the worker was never here.
     if refusal := crowd_refusal(challenge, test, network=network):
         raise ListeningError(refusal, 409)
@@ -271,6 +280,7 @@ def enrol_crowd(
             study_id=study_id.strip()[:64],
             crowd_session_id=session_id,
             network=network,
+            team=team,
         )
     except IntegrityError:  # the (challenge, participant id) constraint decided the race
         return returning(Rater.objects.get(challenge=challenge, participant_id=participant_id))

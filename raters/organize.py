@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -16,7 +17,7 @@ from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
 from stimuli.permissions import challenge_organizer_or_403, challenge_organizer_required
 
-from . import enrolment, gold, monitoring, preparation, screening, selectors
+from . import enrolment, gold, monitoring, platform, preparation, screening, selectors
 from .errors import ListeningError
 from .models import GoldSound, ListeningTest, Rater, Screening
 from .workload import workload
@@ -145,6 +146,14 @@ class GoldForm(forms.Form):
     fit_max = forms.CharField(label="Fit, highest expected", max_length=4, required=False)
 
 
+class PlatformExportForm(forms.Form):
+    file = forms.FileField(
+        label="The crowd platform's submissions export (CSV)",
+        help_text="On Prolific: the study's submissions, Download CSV. Loaded whole, replacing "
+        "the previous one.",
+    )
+
+
 class InviteForm(forms.Form):
     label = forms.CharField(max_length=120, required=False)
     team = forms.ModelChoiceField(queryset=Team.objects.none(), required=False)
@@ -179,6 +188,9 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "form": SettingsForm(instance=test),
         "invite_form": InviteForm(challenge=challenge),
         "gold_form": GoldForm(),
+        "platform_form": PlatformExportForm(),
+        "platform_left": platform.unreconciled(challenge),
+        "platform_count": test.platform_submissions.count(),
         "screening_form": ScreeningForm(
             instance=screening.settings_of(test) or Screening(test=test),
             initial={"enabled": screening.settings_of(test) is not None},
@@ -293,6 +305,35 @@ def add_gold(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect("listening:monitor", slug=slug)
     return render(
         request, "raters/organize.html", _context(request, challenge, gold_form=form), status=400
+    )
+
+
+@challenge_organizer_required
+@require_POST
+def platform_export(request: HttpRequest, slug: str) -> HttpResponse:
+    """Load the crowd platform's submissions export: the crowd workers it does not list as
+    valid leave the scoring (raters.platform)."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = PlatformExportForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            loaded = platform.load_export(challenge, form.cleaned_data["file"].read())
+        except ListeningError as exc:
+            form.add_error("file", exc.message)
+        else:
+            statuses = ", ".join(f"{n} {s.lower()}" for s, n in sorted(loaded.by_status.items()))
+            messages.success(
+                request,
+                f"Loaded {loaded.rows} submissions ({statuses}). {loaded.unknown} crowd "
+                f"worker{pluralize(loaded.unknown)} of this test leave{'' if loaded.unknown != 1 else 's'} "
+                "the scoring by it (see the reasons below).",
+            )
+            return redirect("listening:monitor", slug=slug)
+    return render(
+        request,
+        "raters/organize.html",
+        _context(request, challenge, platform_form=form),
+        status=400,
     )
 
 

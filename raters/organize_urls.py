@@ -17,6 +17,7 @@ urlpatterns = [
     path("ratings.csv", organize.ratings_csv, name="ratings_csv"),
     path("diversity.csv", organize.diversity_csv, name="diversity_csv"),
     path("crowd.csv", organize.crowd_csv, name="crowd_csv"),
+    path("platform/", organize.platform_export, name="platform_export"),
     path("screening/", organize.screening_settings, name="screening"),
     path("screening.csv", organize.screening_csv, name="screening_csv"),
 ]

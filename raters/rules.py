@@ -28,6 +28,9 @@ Rules:
   system (`cluster_z`, `cluster_p`); judged per rater over the whole panel (`raters.favouritism`),
   so applied where every rating is at hand (the scoring), its action on every session of the
   rater.
+- platform: a crowd worker whom the crowd platform's submissions export, once loaded, does not
+  list, lists as returned, timed out, rejected or screened out, or lists with another submission
+  id (`raters.platform`); the rows carry the reason in `platform`.
 - headphones, hearing: the screening stage's checks (`raters.screening`), judged per rater: a
   failed check's result excludes or flags every session of the rater; "exclude" also screens
   the rater out before any session (once the attempts allowed are used up).
@@ -105,6 +108,8 @@ DEFAULTS: dict[str, dict] = {
         "cluster_z": 2.5,
         "cluster_p": 1e-4,
     },
+    # The crowd platform's record (raters.platform): a participant it does not list as valid.
+    "platform": {"action": "exclude"},
     # The screening checks: their thresholds are the test's screening settings.
     "headphones": {"action": "exclude"},
     "hearing": {"action": "exclude"},
@@ -282,6 +287,9 @@ def assess_session(
             add("straight_lining", f"answers vary by {variance:.2f} (variance), too little")
 
     _speed_and_listening(answers, rules, add)
+
+    if reason := next((str(r["platform"]) for r in answers if r.get("platform")), ""):
+        add("platform", reason)
 
     rule = rules["gold"]
     failed = 0

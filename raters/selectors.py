@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 
 from django.db import connection, models
@@ -13,7 +14,7 @@ from django.template.defaultfilters import pluralize
 
 from stimuli.models import Category, Challenge
 
-from . import statements
+from . import platform, statements
 from .models import (
     CategorySession,
     DiversityRating,
@@ -25,7 +26,7 @@ from .models import (
     Stimulus,
     Trial,
 )
-from .rules import RaterRules, Verdict, assess, screening_flags
+from .rules import Flag, RaterRules, Verdict, assess, screening_flags
 
 RATING_COLUMNS = (
     "rater",
@@ -48,6 +49,8 @@ RATING_COLUMNS = (
     "seeks",
     "heard_fraction",
     "answer_s",
+    # Why the crowd platform's record takes the rater's ratings out ("" when it does not).
+    "platform",
     "flags",
 )
 # The organizers' export: each crowd worker's id on the recruiting platform beside the
@@ -172,9 +175,13 @@ def session_verdicts(
     # scoring, exports). A save assessing its own session skips them: a rater a check excludes
     # was screened out before any session.
     screened = screening_failures(challenge) if whole else {}
+    # So does the crowd platform's record (raters.platform).
+    left = platform.unreconciled(challenge) if whole else {}
     for verdict in verdicts.values():
         failed, crowd = screened.get(verdict.rater, ({}, False))
         verdict.flags.extend(screening_flags(failed, rules, crowd=crowd))
+        if verdict.rater in left and rules["platform"]["action"] != "off":
+            verdict.flags.append(Flag("platform", rules["platform"]["action"], left[verdict.rater]))
     return {int(v.session.rsplit("-", 1)[1]): v for v in verdicts.values()}
 
 
@@ -216,6 +223,7 @@ def rating_rows(challenge: Challenge) -> list[dict]:
         .order_by("trial__session__rater__index", "trial__session__order", "trial__position")
     )
     verdicts = {pk: v.summary() for pk, v in session_verdicts(challenge).items()}
+    left = platform.unreconciled(challenge)
     rows = []
     for rating in ratings:
         trial = rating.trial
@@ -241,6 +249,7 @@ def rating_rows(challenge: Challenge) -> list[dict]:
                 "rater_kind": rater.kind,
                 **_expected(trial.gold),
                 **_listening(rating),
+                "platform": left.get(rater.code, ""),
                 FLAGS_COLUMN: verdicts.get(session.pk, ""),
             }
         )
@@ -276,12 +285,25 @@ def crowd_decisions(challenge: Challenge) -> list[dict]:
             message = "Screening not passed: " + "; ".join(
                 f"{step} check {result}" for step, result in sorted(failed.items())
             )
-        elif row["failing"]:
+        elif row["failing"] and (failed_gold := _failed_gold(row["sessions"])) >= 2:
+            # Prolific lets a study reject for failed attention checks of its approved kind: an
+            # explicit instruction to follow (a spoken gold trial is one), failed twice or more.
             action, category = "REJECT", "FAILED_CHECK"
+            message = (
+                f"Failed {failed_gold} attention checks: each an instruction to set the sliders "
+                "to a stated value."
+            )
+        elif row["failing"]:
+            # Hidden anchors and the other rules judge the answers' quality, which Prolific does
+            # not accept as grounds to reject: the answers leave the scoring, the worker is paid.
+            action = "APPROVE"
             n = len(row["sessions"])
             message = (
-                f"Failed the attention checks: {row['misrated']} of {checks} hidden anchors "
-                f"misrated, {row['failing']} of {n} categor{pluralize(n, 'y,ies')} excluded."
+                f"Approve, though the answers are not used: {row['misrated']} of {checks} hidden "
+                f"anchors misrated, {row['failing']} of {n} categor{pluralize(n, 'y,ies')} "
+                "excluded. Prolific permits rejection only for failed attention checks of its "
+                "approved kind (an instruction to follow, failed twice), which hidden anchors "
+                "are not."
             )
         elif rater.finished_at is not None:
             action, message = "APPROVE", ""
@@ -302,6 +324,16 @@ def crowd_decisions(challenge: Challenge) -> list[dict]:
             }
         )
     return rows
+
+
+def _failed_gold(sessions) -> int:
+    """How many gold (instructed) trials the gold rule found answered other than they ask."""
+    failed = 0
+    for session in sessions:
+        for flag in session.verdict.flags:
+            if flag.rule == "gold" and (found := re.match(r"(\d+) gold", flag.reason)):
+                failed += int(found.group(1))
+    return failed
 
 
 def _expected(gold: GoldSound | None) -> dict:

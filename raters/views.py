@@ -172,6 +172,7 @@ def crowd(request: HttpRequest, slug: str, key: str) -> HttpResponse:
             study_id=request.GET.get("STUDY_ID", ""),
             session_id=request.GET.get("SESSION_ID", ""),
             address=getattr(request, "client_ip", ""),  # see foley_platform.limits
+            user=request.user,
         )
     except ListeningError as exc:
         return _refuse(request, challenge, exc.message, exc.status, crowd=True)

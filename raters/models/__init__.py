@@ -1,6 +1,8 @@
-"""The raters' models: the DCASE listening test's (`listening`), its screening stage's (`screening`)
-and the text-prompt protocol's (`text_prompts`), one app."""
+"""The raters' models: the DCASE listening test's (`listening`), its screening stage's (`screening`),
+the crowd platform's record of the participants (`crowd`) and the text-prompt protocol's
+(`text_prompts`), one app."""
 
+from .crowd import PlatformSubmission  # noqa: F401
 from .listening import (  # noqa: F401
     ANCHOR_KINDS,
     TRIAL_ROLES,

@@ -109,6 +109,19 @@ class ListeningTest(models.Model):
         "(as cc=..., Prolific's form): the proof of completion they are paid for.",
     )
     crowd_key = models.CharField(max_length=32, default=new_token, unique=True, editable=False)
+    crowd_study_id = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[RegexValidator(r"^[A-Za-z0-9_.-]{1,64}$", "Letters, digits, '.', '-', '_'.")],
+        help_text="The crowd platform's study id (Prolific's STUDY_ID): a link arriving with "
+        "another is refused. Empty: not checked.",
+    )
+    platform_export_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the crowd platform's submissions export was last loaded; from then on "
+        "crowd workers it does not list as valid leave the scoring.",
+    )
     # The rater-quality rules (raters/rules.py): read with the rater on every request, so an
     # answer is assessed with no query of its own; scoring reads them from here too.
     low_threshold = models.FloatField(

@@ -206,7 +206,7 @@ def test_a_normal_listen_is_accepted_and_recorded(challenge, clock):
     assert (row["plays"], row["seeks"], row["heard_fraction"]) == (2, 0, 1.0)
     assert row["answer_s"] == rating.answer_s
     header = to_csv([row], selectors.RATING_COLUMNS).splitlines()[0]
-    assert header.endswith("plays,seeks,heard_fraction,answer_s,flags")
+    assert header.endswith("plays,seeks,heard_fraction,answer_s,platform,flags")
 
 
 def test_familiarization_needs_every_example_heard(challenge, clock):

@@ -335,7 +335,7 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
         text.splitlines()[0]
         == "rater,participant_id,rater_team,session,category,system,track,stimulus,role,quality,"
         "fit,rater_kind,expected_quality_min,expected_quality_max,expected_fit_min,"
-        "expected_fit_max,plays,seeks,heard_fraction,answer_s,flags"
+        "expected_fit_max,plays,seeks,heard_fraction,answer_s,platform,flags"
     )
     assert len(rows) == 32
     assert {r["rater_team"] for r in rows} == {team.name, ""}
