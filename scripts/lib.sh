@@ -26,11 +26,21 @@ ensure_venv() {
     say "Creating a virtual environment in $VENV"
     "$PYTHON" -m venv "$VENV"
   fi
+  # One record for every command: the pyproject's hash and the extras installed so far. A
+  # command asking for extras already there installs nothing, whichever ran first.
   local stamp="$VENV/.foley-deps"
-  local want
-  want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16) $extras"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    return
+  local hash have=""
+  hash="$(sha256sum < "$ROOT/pyproject.toml" | cut -c1-16)"
+  if [ -f "$stamp" ] && [ "$(cut -d' ' -f1 < "$stamp")" = "$hash" ]; then
+    have="$(cut -s -d' ' -f2 < "$stamp")"
+    local missing=0 extra
+    for extra in ${extras//,/ }; do
+      [[ ",$have," == *",$extra,"* ]] || missing=1
+    done
+    if [ "$missing" = 0 ]; then
+      return
+    fi
+    extras="$(printf '%s\n' ${have//,/ } ${extras//,/ } | sort -u | paste -sd, -)"
   fi
   say "Installing dependencies (first run only)"
   "$PY" -m pip install -q --upgrade pip
@@ -48,7 +58,7 @@ ensure_venv() {
   if [ "${#nodeps[@]}" -gt 0 ]; then
     "$PY" -m pip install -q --no-deps "${nodeps[@]}"
   fi
-  echo "$want" > "$stamp"
+  echo "$hash $extras" > "$stamp"
 }
 
 pg_up() { "$PY" - <<'PYEOF' 2>/dev/null

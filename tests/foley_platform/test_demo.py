@@ -1,4 +1,9 @@
-"""The demo challenge is built through the same import path as real uploads."""
+"""The demo challenge is built through the same import path as real uploads; the demo command
+prints its help without doing anything else."""
+
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -10,6 +15,7 @@ from stimuli.models import Clip
 from stimuli.permissions import is_organizer
 
 pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_seed_demo_creates_reference_sets_systems_and_an_organizer(django_user_model):
@@ -85,3 +91,27 @@ def _rows(result: dict) -> list[dict]:
         for track, rows in result["tracks"].items()
         for row in (rows if isinstance(rows, list) else rows.get("systems", []))
     ]
+
+
+def _demo(*args: str, tmp_path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FOLEY_DATA_DIR": str(tmp_path / "data"), "FOLEY_VENV": "/nonexistent"}
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "demo"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.django_db(False)
+def test_the_demo_commands_help_prints_help_and_does_nothing_else(tmp_path):
+    done = _demo("--help", tmp_path=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.startswith("Usage: scripts/demo [--port N]")
+    assert "--port N" in done.stdout and "--simulate-raters" in done.stdout
+    # Nothing installed, migrated or served: no virtual environment was looked for, no data.
+    assert "Installing" not in done.stderr and not (tmp_path / "data").exists()
+    refused = _demo("--port", "eighty", tmp_path=tmp_path)
+    assert refused.returncode == 2 and "--port must be a number" in refused.stderr

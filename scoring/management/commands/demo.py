@@ -63,8 +63,9 @@ class Command(BaseCommand):
         else:
             listen = (
                 f"{url}{run.listen_path}\n"
-                "              (the demo listener's personal invitation: any browser that opens it\n"
-                "              continues that one rater's session, without the consent page)\n"
+                "              (the demo listener's personal invitation: the first browser to open\n"
+                "              it gives consent; any browser that opens it later continues that one\n"
+                "              rater's session)\n"
                 f"  New rater:  make an invitation link per listener at "
                 f"{url}/organize/{slug}/listening/\n"
             )
@@ -82,7 +83,7 @@ class Command(BaseCommand):
                 f"              team {team}: {user} / {password}\n"
                 for team, user, password in teams.members
             )
-            + f"  API docs:   {url}/api/docs/\n"
+            + f"  API docs:   {url}/api/docs/ (log in as the organizer first)\n"
             f"  Log in as:  {run.username} / {run.password}  (for this machine only: the password\n"
             f"              is published with the code, and a start with DEBUG=0 refuses it)\n"
         )
