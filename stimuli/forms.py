@@ -10,6 +10,7 @@ class ChallengeForm(forms.ModelForm):
             "name",
             "slug",
             "description",
+            "contact_email",
             "clip_duration_s",
             "sample_rate",
             "channels",

@@ -36,6 +36,10 @@ class Challenge(models.Model):
     channels = models.PositiveSmallIntegerField(default=1)
     bit_depth = models.PositiveSmallIntegerField(default=16)
     phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.SETUP)
+    contact_email = models.EmailField(
+        blank=True,
+        help_text="Where teams and volunteers write to the organizers; shown on the public pages.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -24,6 +24,8 @@ from .permissions import (
     readable_challenges,
 )
 from .phases import phase_conflict
+from .submissions.models import ChallengeSchedule
+from .submissions.selectors import public_phase
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -33,9 +35,22 @@ def home(request: HttpRequest) -> HttpResponse:
         if is_organizer(request.user)
         else set()
     )
-    return render(
-        request, "home.html", {"challenges": Challenge.objects.all(), "organized": organized}
+    challenges = list(Challenge.objects.all())
+    with_teams = set(
+        ChallengeSchedule.objects.filter(challenge__in=challenges).values_list(
+            "challenge_id", flat=True
+        )
     )
+    rows = [
+        {
+            "challenge": c,
+            "phase": public_phase(c),
+            "teams": c.pk in with_teams,
+            "organized": c.pk in organized,
+        }
+        for c in challenges
+    ]
+    return render(request, "home.html", {"rows": rows})
 
 
 @organizer_required

@@ -96,6 +96,21 @@ def phase_at(schedule_: ChallengeSchedule, now: dt.datetime | None = None) -> st
     return current
 
 
+def public_phase(challenge: Challenge) -> str:
+    """The one phase word a visitor reads for the challenge, on every page: the teams'
+    timeline while it has dates (Registration, Development, Review...), else the stage the
+    organizers run (Setup, Objective stage, Listening test, Published)."""
+    found = ChallengeSchedule.objects.filter(challenge=challenge).first()
+    if found is not None and challenge.phase != Challenge.Phase.PUBLISHED:
+        current = phase_at(found)
+        if current == "closed":
+            return "Submissions closed"
+        labels = {key: label for key, label, _ in PHASES}
+        if current in labels:
+            return labels[current]
+    return challenge.get_phase_display()
+
+
 def timeline(schedule_: ChallengeSchedule, now: dt.datetime | None = None) -> list[TimelineEntry]:
     current = phase_at(schedule_, now)
     return [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from raters import preparation
 from scoring import services as scoring
 from stimuli.models import System
 from tests.chromium import chromium_page, log_in
@@ -114,3 +115,57 @@ def test_error_pages_are_styled(live_server, chromium_path, organizer, viewport)
 
         icon = page.request.get(f"{live_server.url}/favicon.ico")
         assert icon.ok and icon.headers["content-type"].startswith("image/svg")
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_home_page_leads_a_visitor_to_each_challenges_pages(
+    live_server, chromium_path, viewport
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from stimuli.services import create_challenge
+    from stimuli.submissions.models import ChallengeSchedule
+
+    weeks = create_challenge(name="Foley weeks", slug="foley-weeks")
+    weeks.contact_email = "organizers@example.org"
+    weeks.save()
+    now = timezone.now()
+    ChallengeSchedule.objects.create(
+        challenge=weeks,
+        registration_opens=now - timedelta(days=10),
+        development_opens=now - timedelta(days=3),
+        submission_deadline=now + timedelta(days=20),
+        self_registration=True,
+    )
+    build_listening_challenge(slug="home-listening", categories=1)
+    with chromium_page(chromium_path, viewport=viewport) as page:
+        page.goto(live_server.url + "/")
+        assert_in_layout(page)
+        item = page.locator("#challenges li", has_text="Foley weeks")
+        # One phase word: the teams' timeline says Development, so does the home page.
+        assert item.locator(".badge").inner_text() == "Development"
+        assert item.locator("strong a").get_attribute("href") == "/teams/foley-weeks/"
+        name = "home.png" if viewport is DESKTOP else "home-phone.png"
+        page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
+        with page.expect_navigation():
+            item.locator("text=Register a team").click()
+        assert page.url.endswith("/teams/foley-weeks/register/")
+        assert_in_layout(page)
+        page.go_back()
+        with page.expect_navigation():
+            page.locator("#challenges li", has_text="Foley weeks").locator(
+                "text=Dates and rules"
+            ).click()
+        assert page.url.endswith("/teams/foley-weeks/")
+        assert "Development" in page.inner_text("main")
+    # A test by invitation names where to write.
+    invited_only = build_listening_challenge(slug="home-contact", categories=1)
+    invited_only.contact_email = "listen@example.org"
+    invited_only.save()
+    preparation.set_open(invited_only, True)
+    with chromium_page(chromium_path, viewport=viewport) as page:
+        page.goto(f"{live_server.url}/listen/{invited_only.slug}/")
+        assert "listen@example.org" in page.inner_text("#contact")
+        assert_in_layout(page)
