@@ -547,6 +547,24 @@ def text_prompt_rows(challenge: Challenge) -> dict[str, list[dict]]:
     }
 
 
+# The anchor rule's identifiers in words, for the organizer's page.
+ANCHOR_WORDS = {
+    "anchor_hq_goodfit": "a high-quality sound of the category",
+    "anchor_hq_poorfit": "a high-quality sound of another category",
+    "anchor_lq_poorfit": "a degraded sound of another category",
+}
+CONDITION_WORDS = {
+    "quality_low": "quality low",
+    "quality_high": "quality high",
+    "fit_low": "fit low",
+    "fit_high": "fit high",
+    "quality_not_high": "quality not high",
+    "quality_not_low": "quality not low",
+    "fit_not_high": "fit not high",
+    "fit_not_low": "fit not low",
+}
+
+
 def rules_table(challenge: Challenge) -> list[dict]:
     """The rater-quality rules as the organizer's page states them: per rule, its action for
     invited raters and for crowd workers, and its parameters in words."""
@@ -557,7 +575,7 @@ def rules_table(challenge: Challenge) -> list[dict]:
         if name == "anchors":
             misrating = values.pop("misrating")
             values["misrated when"] = "; ".join(
-                f"{role.removeprefix('anchor_')}: {' or '.join(conditions)}"
+                f"{ANCHOR_WORDS.get(role, role)}: {' or '.join(CONDITION_WORDS.get(c, c) for c in conditions)}"
                 for role, conditions in misrating.items()
             )
         rows.append(

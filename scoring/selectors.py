@@ -201,7 +201,7 @@ def tables(result: dict) -> list[Table]:
         out.append(
             Table(
                 f"unrated-{track}",
-                f"Track {track}: systems not in the listening test",
+                f"Track {track}: systems without ratings (not finalists, or not rated yet)",
                 [
                     Column("system", "System"),
                     Column("team", "Team"),
