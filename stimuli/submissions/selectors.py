@@ -133,3 +133,12 @@ def counting_version(system) -> Submission | None:
     if chosen is not None:
         return chosen
     return versions.filter(state=Submission.State.VALID).order_by("-version").first()
+
+
+def frozen_version(system) -> Submission | None:
+    """The version a review-window fix is compared with: the one that counted when the window
+    opened. While a fix counts, that fix's own frozen version, so fixes never drift from it."""
+    counting = counting_version(system)
+    if counting is None or counting.review_base_id is None:
+        return counting
+    return counting.review_base

@@ -9,11 +9,13 @@ another, each seeing the ones before it committed.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from django.core.exceptions import ValidationError
 from django.core.files.base import File
@@ -26,18 +28,10 @@ from ..errors import Conflict, Refused
 from ..jobs import enqueue, fail_if_stale
 from ..models import Job, System, Team, Track
 from ..services import create_system
-from . import notifications, selectors
+from . import notifications, review, selectors
 from .models import ChallengeSchedule, Submission, TeamRegistration
 from .schedule import lock_challenge
 
-# Files whose bytes are the model: in the review window they must stay what was submitted.
-WEIGHTS_SUFFIXES = (
-    ".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".npz", ".npy", ".h5", ".hdf5", ".onnx",
-    ".pkl", ".pickle", ".joblib", ".msgpack", ".tflite", ".pb", ".params", ".model", ".weights",
-)  # fmt: skip
-# A file this large is weights whatever it is called (code is never this large).
-WEIGHTS_MIN_BYTES = 1024**2
-CODE_SUFFIXES = (".py", ".txt", ".md", ".rst", ".toml", ".cfg", ".ini", ".yaml", ".yml")
 KIND = "validate_submission"  # a kind of job of its own, registered in stimuli/apps.py
 
 
@@ -59,30 +53,58 @@ class Metadata:
     config: dict = field(default_factory=dict)
 
 
-def is_weights(name: str, size: int) -> bool:
-    lower = name.lower()
-    if lower.endswith(CODE_SUFFIXES):
-        return False
-    return lower.endswith(WEIGHTS_SUFFIXES) or size >= WEIGHTS_MIN_BYTES
-
-
-def archive_manifest(path: Path) -> dict[str, dict]:
-    """Every file of a checked archive with its sha256, size and whether it is weights."""
-    manifest = {}
-    with zipfile.ZipFile(path) as zf:
+def archive_manifest(archive: Path | BinaryIO) -> dict[str, dict]:
+    """Every file of a checked archive with its sha256, its size and whether it is UTF-8 text
+    (without NUL bytes): what the review window compares, by content, never by name."""
+    manifest: dict[str, dict] = {}
+    seen: dict[str, str] = {}
+    repeated = []
+    with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             if info.is_dir():
                 continue
+            # Two members unpacked to one file: the manifest would hash one, the worker run the
+            # other.
+            key = PurePosixPath(info.filename).as_posix()
+            if key in seen:
+                repeated.append(f"archive: {info.filename} is stored twice (as {seen[key]})")
+                continue
+            seen[key] = info.filename
             digest = hashlib.sha256()
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            text = True
             with zf.open(info) as member:
                 for chunk in iter(lambda: member.read(1024**2), b""):
                     digest.update(chunk)
+                    if text:  # binary data fails at once; nothing more is decoded
+                        try:
+                            decoder.decode(chunk)
+                            text = b"\0" not in chunk
+                        except UnicodeDecodeError:
+                            text = False
+            if text:
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    text = False
             manifest[info.filename] = {
                 "sha256": digest.hexdigest(),
                 "size": info.file_size,
-                "weights": is_weights(info.filename, info.file_size),
+                "text": text,
             }
+    if repeated:
+        raise Refused(repeated)
     return manifest
+
+
+def frozen_manifest(submission: Submission) -> dict[str, dict]:
+    """A version's manifest with each file's text flag; versions stored before the flag was
+    kept have it read again from their archive."""
+    manifest = submission.manifest or {}
+    if all("text" in entry for entry in manifest.values()):
+        return manifest
+    with default_storage.open(submission.archive, "rb") as handle:
+        return archive_manifest(handle)
 
 
 def _check_metadata(
@@ -174,8 +196,8 @@ def submit(
     """A new version of one of the team's systems, queued for the worker's check.
 
     Refused, naming every problem, for bad metadata; refused under the challenge lock when the
-    deadline has passed (outside the review window), when a review fix changes weights or
-    settings, when the team has used the day's submissions or its systems on the track.
+    deadline has passed (outside the review window), when a review fix changes anything but
+    code, when the team has used the day's submissions or its systems on the track.
     """
     from ..generators.services import GenerationError, check_archive
 
@@ -223,14 +245,15 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
                 f"track: system {system.name!r} is on Track {system.track.code}; a system "
                 "stays on its track (submit a new system for another track)"
             )
+        review_base = None
         if in_review:
-            previous = selectors.counting_version(system) if system is not None else None
-            if previous is None:
+            review_base = selectors.frozen_version(system) if system is not None else None
+            if review_base is None:
                 raise Conflict(
                     "The submission deadline has passed: in the review window only a fix of a "
                     "system submitted before the deadline is accepted."
                 )
-            check_review_fix(previous, files["manifest"], meta.config)
+            check_review_fix(review_base, files["manifest"], meta.config, schedule)
         day = timezone.localdate(now, timezone=_zone(schedule))
         used = Submission.objects.filter(team=team, day=day, counts_in_quota=True).count()
         if used >= schedule.submissions_per_day:
@@ -254,7 +277,7 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
         received = files["received"]
         written: list[str] = []
         try:
-            submission = _create(challenge, team, track, system, user, day, in_review, meta,
+            submission = _create(challenge, team, track, system, user, day, review_base, meta,
                                  received, files, written)  # fmt: skip
         except BaseException:
             for name in written:  # the row is not there: nothing names what this call stored
@@ -263,7 +286,7 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
     return submission
 
 
-def _create(challenge, team, track, system, user, day, in_review, meta, received, files, written):
+def _create(challenge, team, track, system, user, day, review_base, meta, received, files, written):
     """Store the accepted files and the version's row, and queue its check (under the lock)."""
     archive_name = _put(received, written)
     audio_name = _put(files["audio"], written)
@@ -275,7 +298,8 @@ def _create(challenge, team, track, system, user, day, in_review, meta, received
         version=selectors.next_version(system.pk),
         submitted_by=user if user is not None and user.is_authenticated else None,
         day=day,
-        in_review=in_review,
+        in_review=review_base is not None,
+        review_base=review_base,
         archive=archive_name,
         archive_name=received.name,
         archive_sha256=received.sha,
@@ -323,30 +347,16 @@ def _deadline_check(team: Team, schedule: ChallengeSchedule, now) -> tuple[str, 
     )
 
 
-def check_review_fix(previous: Submission, manifest: dict, config: dict) -> None:
-    """A review-window fix keeps every weights file byte-identical and the declared settings;
-    refused naming each file (or setting) that changed."""
-    problems = []
-    before = {n: e for n, e in previous.manifest.items() if e.get("weights")}
-    after = {n: e for n, e in manifest.items() if e.get("weights")}
-    for name in sorted(before.keys() | after.keys()):
-        if name not in after:
-            problems.append(f"weights file {name} was removed")
-        elif name not in before:
-            problems.append(f"weights file {name} was added")
-        elif before[name]["sha256"] != after[name]["sha256"]:
-            problems.append(
-                f"weights file {name} changed (sha256 {before[name]['sha256'][:12]}… became "
-                f"{after[name]['sha256'][:12]}…)"
-            )
-    if (previous.config or {}) != (config or {}):
-        changed = sorted(
-            k for k in (previous.config or {}).keys() | (config or {}).keys()
-            if (previous.config or {}).get(k) != (config or {}).get(k)
-        )  # fmt: skip
-        problems.append("declared settings changed: " + ", ".join(changed))
+def check_review_fix(
+    frozen: Submission, manifest: dict, config: dict, schedule: ChallengeSchedule
+) -> None:
+    """A review-window fix changes code only (`review.fix_problems`): refused naming every other
+    file, and every declared setting, that it adds, removes, renames or changes."""
+    problems = review.fix_problems(
+        frozen_manifest(frozen), manifest, review.CodeRule.of(schedule), frozen.config, config
+    )
     if problems:
-        raise Conflict([f"In the review window only code may change: {p}" for p in problems])
+        raise Conflict(problems)
 
 
 def start_check(submission: Submission, user=None) -> Job:
