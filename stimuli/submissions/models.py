@@ -355,3 +355,73 @@ class SubmissionClip(models.Model):
 
     def __str__(self) -> str:
         return f"example {self.index} of {self.category_id} of {self.submission}"
+
+
+class Disqualification(models.Model):
+    """An organizer's disqualification of one version, and what it refuses afterwards.
+
+    While it stands, the team may not submit again, as a version of any system or as a new one:
+    the version's archive (its sha256), an archive holding every file of it (the same files
+    repacked or renamed), or one holding any of its model data that none of the team's versions
+    in good standing held when it was disqualified. An organizer lifts it with a reason; the row
+    stays as the record."""
+
+    challenge = models.ForeignKey(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    team = models.ForeignKey(
+        "stimuli.Team", on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    system = models.ForeignKey(
+        "stimuli.System", on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    reason = models.TextField(help_text="Why, as the team reads it.")
+    archive_sha256 = models.CharField(max_length=64)
+    files = models.JSONField(
+        default=list, blank=True, help_text="The sha256 of every file of the version, sorted."
+    )
+    model_data = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The model data refused on its own: sha256 -> the file's name in the version.",
+    )
+    disqualified_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    disqualified_at = models.DateTimeField(auto_now_add=True)
+    lifted_reason = models.TextField(blank=True)
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    lifted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-disqualified_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(reason=""), name="disqualification_has_reason"),
+            models.CheckConstraint(
+                condition=Q(archive_sha256__regex=r"^[0-9a-f]{64}$"),
+                name="disqualification_archive_sha256_hex",
+            ),
+            # Lifted only with a reason, and a reason only when lifted.
+            models.CheckConstraint(
+                condition=(Q(lifted_at__isnull=True) & Q(lifted_reason=""))
+                | (Q(lifted_at__isnull=False) & ~Q(lifted_reason="")),
+                name="disqualification_lifted_with_reason",
+            ),
+            models.UniqueConstraint(
+                fields=["submission"],
+                condition=Q(lifted_at__isnull=True),
+                name="disqualification_one_standing",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"disqualification of {self.submission}"
+
+    @property
+    def standing(self) -> bool:
+        return self.lifted_at is None

@@ -1,6 +1,7 @@
 """The organizer's pages of the submission weeks, under /organize/<challenge>/submissions/:
 teams with their invitation links and registrations, every submission with its state, its
-report and the diff between versions; re-run, disqualify, extend a deadline, CSV."""
+report and the diff between versions; re-run, disqualify and lift a disqualification, extend a
+deadline, CSV."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..errors import Refused
 from ..models import Challenge, Team
 from ..permissions import challenge_organizer_or_403, challenge_organizer_required
 from . import diff, schedule, selectors, services, teams
-from .models import Submission, TeamRegistration
+from .models import Disqualification, Submission, TeamRegistration
 
 
 def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200, **extra):
@@ -66,6 +67,9 @@ def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200,
         "teams": team_rows,
         "submissions": Submission.objects.filter(challenge=challenge).select_related(
             "team", "system", "track"
+        ),
+        "disqualifications": Disqualification.objects.filter(challenge=challenge).select_related(
+            "team", "system", "submission", "disqualified_by", "lifted_by"
         ),
         "problems": problems or [],
         **extra,
@@ -168,6 +172,20 @@ def disqualify(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         slug,
         lambda c: services.disqualify(
             _submission(c, pk), reason=request.POST.get("reason", ""), by=request.user
+        ),
+    )
+
+
+@challenge_organizer_required
+@require_POST
+def lift(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        slug,
+        lambda c: services.lift_disqualification(
+            get_object_or_404(Disqualification, challenge=c, pk=pk),
+            reason=request.POST.get("reason", ""),
+            by=request.user,
         ),
     )
 

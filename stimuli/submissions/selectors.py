@@ -14,6 +14,7 @@ from ..models import Challenge, Team
 from .models import (
     ChallengeSchedule,
     DeadlineExtension,
+    Disqualification,
     Submission,
     TeamMembership,
     TeamRegistration,
@@ -142,3 +143,10 @@ def frozen_version(system) -> Submission | None:
     if counting is None or counting.review_base_id is None:
         return counting
     return counting.review_base
+
+
+def standing_disqualifications(team: Team) -> QuerySet[Disqualification]:
+    """The team's disqualifications not lifted: what its submissions may not hold."""
+    return Disqualification.objects.filter(team=team, lifted_at__isnull=True).select_related(
+        "system", "submission"
+    )

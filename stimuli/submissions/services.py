@@ -29,7 +29,7 @@ from ..jobs import enqueue, fail_if_stale
 from ..models import Job, System, Team, Track
 from ..services import create_system
 from . import notifications, review, selectors
-from .models import ChallengeSchedule, Submission, TeamRegistration
+from .models import ChallengeSchedule, Disqualification, Submission, TeamRegistration
 from .schedule import lock_challenge
 
 KIND = "validate_submission"  # a kind of job of its own, registered in stimuli/apps.py
@@ -245,15 +245,20 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
                 f"track: system {system.name!r} is on Track {system.track.code}; a system "
                 "stays on its track (submit a new system for another track)"
             )
+        # Under the lock: a disqualification decided meanwhile refuses this request too.
+        problems = disqualified_problems(team, files["received"].sha, files["manifest"])
         review_base = None
         if in_review:
             review_base = selectors.frozen_version(system) if system is not None else None
             if review_base is None:
-                raise Conflict(
+                problems.append(
                     "The submission deadline has passed: in the review window only a fix of a "
                     "system submitted before the deadline is accepted."
                 )
-            check_review_fix(review_base, files["manifest"], meta.config, schedule)
+                raise Conflict(problems)
+            problems += review_fix_problems(review_base, files["manifest"], meta.config, schedule)
+        if problems:
+            raise Conflict(problems)
         day = timezone.localdate(now, timezone=_zone(schedule))
         used = Submission.objects.filter(team=team, day=day, counts_in_quota=True).count()
         if used >= schedule.submissions_per_day:
@@ -347,16 +352,39 @@ def _deadline_check(team: Team, schedule: ChallengeSchedule, now) -> tuple[str, 
     )
 
 
-def check_review_fix(
+def review_fix_problems(
     frozen: Submission, manifest: dict, config: dict, schedule: ChallengeSchedule
-) -> None:
-    """A review-window fix changes code only (`review.fix_problems`): refused naming every other
-    file, and every declared setting, that it adds, removes, renames or changes."""
-    problems = review.fix_problems(
+) -> list[str]:
+    """What a review-window fix may not change (`review.fix_problems`): every file other than
+    code, and every declared setting, that it adds, removes, renames or changes."""
+    return review.fix_problems(
         frozen_manifest(frozen), manifest, review.CodeRule.of(schedule), frozen.config, config
     )
-    if problems:
-        raise Conflict(problems)
+
+
+def disqualified_problems(team: Team, archive_sha256: str, manifest: dict) -> list[str]:
+    """Why the team's standing disqualifications refuse this archive, one problem each: the
+    disqualified archive itself, every file of it repacked, or any of its model data."""
+    problems = []
+    held: dict[str, str] = {}
+    for name in sorted(manifest):
+        held.setdefault(manifest[name]["sha256"], name)
+    for found in selectors.standing_disqualifications(team).order_by("pk"):
+        label = (
+            f"{found.system.name} v{found.submission.version} was disqualified ({found.reason}); "
+            "it stays refused until the organizers lift the disqualification"
+        )
+        if found.archive_sha256 == archive_sha256:
+            problems.append(f"archive: this is the archive of {label}")
+        elif found.files and set(found.files) <= held.keys():
+            problems.append(f"archive: it holds every file of {label}")
+        else:
+            problems.extend(
+                f"archive: {held[sha]} is {name} of {label}"
+                for sha, name in sorted(found.model_data.items(), key=lambda item: item[1])
+                if sha in held
+            )
+    return problems
 
 
 def start_check(submission: Submission, user=None) -> Job:
@@ -403,30 +431,92 @@ def rerun(submission: Submission, user) -> Job:
         return start_check(current, user)
 
 
-def disqualify(submission: Submission, *, reason: str, by) -> Submission:
-    """Take a version out of the challenge, with a reason the team sees."""
+def disqualify(submission: Submission, *, reason: str, by) -> Disqualification:
+    """Take a version out of the challenge, with a reason the team sees; until an organizer
+    lifts it, the team's submissions of the same content are refused (`Disqualification`)."""
     if not reason.strip():
         raise Refused("reason: say why; the team sees the reason")
     with transaction.atomic():
-        lock_challenge(submission.challenge_id)
-        Submission.objects.filter(pk=submission.pk).update(
-            disqualified_reason=reason.strip(), disqualified_at=timezone.now(), chosen=False
+        challenge = lock_challenge(submission.challenge_id)
+        current = Submission.objects.select_for_update(no_key=True).get(pk=submission.pk)
+        if current.disqualified_at is not None:
+            raise Conflict(f"{current.system.name} v{current.version} is disqualified already.")
+        manifest = frozen_manifest(current)
+        found = Disqualification.objects.create(
+            challenge=challenge,
+            team=current.team,
+            system=current.system,
+            submission=current,
+            reason=reason.strip(),
+            archive_sha256=current.archive_sha256,
+            files=sorted({e["sha256"] for e in manifest.values() if e["size"]}),
+            model_data=_refused_model_data(current, manifest),
+            disqualified_by=by if by is not None and by.is_authenticated else None,
         )
-        sync_generator(submission.system)
+        Submission.objects.filter(pk=current.pk).update(
+            disqualified_reason=found.reason, disqualified_at=found.disqualified_at, chosen=False
+        )
+        sync_generator(current.system)
     submission.refresh_from_db()
     notifications.disqualified(submission)
-    return submission
+    return found
+
+
+def _refused_model_data(submission: Submission, manifest: dict) -> dict[str, str]:
+    """The version's model data refused on its own: every file that is not code under the
+    challenge's rule, except empty ones and those a version of the team in good standing holds
+    (its own earlier weights were not what was disqualified)."""
+    rule = review.CodeRule.of(selectors.schedule(submission.challenge))
+    kept: set[str] = set()
+    others = Submission.objects.filter(team_id=submission.team_id, disqualified_at__isnull=True)
+    for manifest_ in others.exclude(pk=submission.pk).values_list("manifest", flat=True):
+        kept.update(e["sha256"] for e in (manifest_ or {}).values())
+    refused: dict[str, str] = {}
+    for name in sorted(manifest):
+        entry = manifest[name]
+        if entry["size"] and entry["sha256"] not in kept and rule.why_not_code(name, entry):
+            refused.setdefault(entry["sha256"], name)
+    return refused
+
+
+def lift_disqualification(found: Disqualification, *, reason: str, by) -> Disqualification:
+    """An organizer lifts a disqualification, with a reason that is recorded: the version may
+    count again and its content is no longer refused."""
+    if not reason.strip():
+        raise Refused("reason: say why the disqualification is lifted; the reason is recorded")
+    with transaction.atomic():
+        lock_challenge(found.challenge_id)
+        current = Disqualification.objects.select_for_update(no_key=True).get(pk=found.pk)
+        if current.lifted_at is not None:
+            raise Conflict("This disqualification was lifted already.")
+        current.lifted_reason = reason.strip()
+        current.lifted_by = by if by is not None and by.is_authenticated else None
+        current.lifted_at = timezone.now()
+        current.save(update_fields=["lifted_reason", "lifted_by", "lifted_at"])
+        Submission.objects.filter(pk=current.submission_id).update(
+            disqualified_reason="", disqualified_at=None
+        )
+        sync_generator(current.system)
+    notifications.lifted(current)
+    return current
 
 
 def sync_generator(system: System) -> None:
     """Make the system's generator code its counting version, so the organizers' generation at
-    evaluation runs what counts (or leave it when no version counts). The generator gets its own
-    copy of the archive (generators/<sha256>), which the generators' stage may delete when code
-    is replaced: a version's own file stays."""
+    evaluation runs what counts. The generator gets its own copy of the archive
+    (generators/<sha256>), which the generators' stage may delete when code is replaced: a
+    version's own file stays. When no version counts, the generator is marked invalid, so that
+    generation refuses to run a disqualified version's code."""
     from ..models import Generator
 
     counting = selectors.counting_version(system)
     if counting is None:
+        # Every valid version disqualified: nothing of this system may run at evaluation.
+        if Submission.objects.filter(system=system).exists():
+            Generator.objects.filter(system=system).update(
+                state=Generator.State.INVALID,
+                report={"ok": False, "summary": "No version of this system counts."},
+            )
         return
     suffix = ".whl" if counting.archive.endswith(".whl") else ".zip"
     copy = f"generators/{counting.archive_sha256}{suffix}"
