@@ -256,7 +256,10 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
                     "system submitted before the deadline is accepted."
                 )
                 raise Conflict(problems)
-            problems += review_fix_problems(review_base, files["manifest"], meta.config, schedule)
+            audio = files["audio"].sha if files["audio"] is not None else ""
+            problems += review_fix_problems(
+                review_base, files["manifest"], meta.config, schedule, audio
+            )
         if problems:
             raise Conflict(problems)
         day = timezone.localdate(now, timezone=_zone(schedule))
@@ -353,13 +356,26 @@ def _deadline_check(team: Team, schedule: ChallengeSchedule, now) -> tuple[str, 
 
 
 def review_fix_problems(
-    frozen: Submission, manifest: dict, config: dict, schedule: ChallengeSchedule
+    frozen: Submission,
+    manifest: dict,
+    config: dict,
+    schedule: ChallengeSchedule,
+    audio_sha256: str = "",
 ) -> list[str]:
     """What a review-window fix may not change (`review.fix_problems`): every file other than
-    code, and every declared setting, that it adds, removes, renames or changes."""
-    return review.fix_problems(
+    code, and every declared setting, that it adds, removes, renames or changes; and the
+    generated audio, which is data too."""
+    problems = review.fix_problems(
         frozen_manifest(frozen), manifest, review.CodeRule.of(schedule), frozen.config, config
     )
+    # Stored under its sha256 (`_put`): the name is the content's.
+    frozen_audio = PurePosixPath(frozen.audio_archive).stem if frozen.audio_archive else ""
+    if audio_sha256 != frozen_audio:
+        problems.append(
+            review.PREFIX + "the generated audio differs from the frozen version's; attach the "
+            "same audio zip (or none, where it had none)"
+        )
+    return problems
 
 
 def disqualified_problems(team: Team, archive_sha256: str, manifest: dict) -> list[str]:

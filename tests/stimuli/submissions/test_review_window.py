@@ -315,3 +315,17 @@ def test_fix_problems_by_content_not_by_name():
         "In the review window only code may change: M/A.PY was added and is not code (not "
         f"UTF-8 text); 10 bytes, sha256 {'a' * 12}…"
     ]
+
+
+def test_the_generated_audio_is_frozen_too(open_challenge, barkers, queued_only):
+    schedule.set_schedule(open_challenge, audio_allowed=True)
+    user, team = barkers
+    audio = archive({"dog_bark/1.wav": b"RIFF one"})
+    _counts(submit(team, user, meta(), upload(archive()), upload(audio, "audio.zip")))
+    _into_review(open_challenge)
+    fix = archive(code_suffix="\n# fixed\n")
+    other = archive({"dog_bark/1.wav": b"RIFF two"})
+    for attached in (None, upload(other, "audio.zip")):
+        with pytest.raises(Refused, match="the generated audio differs from the frozen version"):
+            submit(team, user, meta(), upload(fix), attached)
+    assert submit(team, user, meta(), upload(fix), upload(audio, "audio.zip")).in_review
