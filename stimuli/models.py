@@ -750,6 +750,7 @@ class TextClip(models.Model):
 from .submissions.models import (  # noqa: E402, F401
     ChallengeSchedule,
     DeadlineExtension,
+    Disqualification,
     Submission,
     SubmissionClip,
     TeamInvitation,

@@ -5,6 +5,7 @@ from django.contrib import admin
 from .models import (
     ChallengeSchedule,
     DeadlineExtension,
+    Disqualification,
     Submission,
     TeamInvitation,
     TeamMembership,
@@ -23,6 +24,14 @@ class SubmissionAdmin(admin.ModelAdmin):
     list_filter = ("state", "challenge")
     # Versions are immutable records: the admin reads them.
     readonly_fields = [f.name for f in Submission._meta.fields]
+
+
+@admin.register(Disqualification)
+class DisqualificationAdmin(admin.ModelAdmin):
+    list_display = ("submission", "team", "disqualified_at", "lifted_at")
+    list_filter = ("challenge",)
+    # Disqualified and lifted on the organizer's page, with the challenge's lock: here, read.
+    readonly_fields = [f.name for f in Disqualification._meta.fields]
 
 
 admin.site.register(TeamMembership)

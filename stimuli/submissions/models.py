@@ -10,8 +10,21 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+
+# The review window's rule of code, as a challenge starts (stimuli/submissions/review.py applies
+# it). Source files a bug fix touches; not .txt, .json, .yaml, .toml, .cfg or .ini: those hold
+# data and settings (a path to a checkpoint, a table of numbers) as easily as code does.
+DEFAULT_CODE_SUFFIXES = ".py .pyi .pyx .pxd .c .h .cc .cpp .hpp .cu .cuh .sh .md .rst"
+# Larger than any hand-written module a fix touches, far smaller than a model's weights.
+DEFAULT_FILE_MAX_BYTES = 256 * 1024
+# All the code a review window may add or change: weights split over small modules stop here.
+DEFAULT_FIX_MAX_BYTES = 512 * 1024
+SUFFIXES_PATTERN = r"^\.[a-z0-9_+-]{1,15}( \.[a-z0-9_+-]{1,15})*$"
+# A code file is read whole to check and show it: the cap an organizer may set stays small.
+REVIEW_FILE_MAX_BYTES_LIMIT = 16 * 1024**2
 
 
 def new_invitation_token() -> str:
@@ -126,6 +139,27 @@ class ChallengeSchedule(models.Model):
     review_days = models.PositiveSmallIntegerField(
         default=4, help_text="Days after the deadline in which only code fixes are accepted."
     )
+    review_code_suffixes = models.CharField(
+        max_length=300,
+        default=DEFAULT_CODE_SUFFIXES,
+        validators=[
+            RegexValidator(
+                SUFFIXES_PATTERN, "list the code suffixes, lower case, one space between them"
+            )
+        ],
+        help_text="The review window's code: files with these suffixes (UTF-8 text, each within "
+        "the cap) are the only ones a fix may change.",
+    )
+    review_file_max_bytes = models.PositiveIntegerField(
+        default=DEFAULT_FILE_MAX_BYTES,
+        validators=[MinValueValidator(1), MaxValueValidator(REVIEW_FILE_MAX_BYTES_LIMIT)],
+        help_text="The largest a code file may be; a larger file is model data.",
+    )
+    review_fix_max_bytes = models.PositiveIntegerField(
+        default=DEFAULT_FIX_MAX_BYTES,
+        validators=[MinValueValidator(1)],
+        help_text="The most bytes of code a fix may add or change since the frozen version.",
+    )
     evaluation_opens = models.DateTimeField(null=True, blank=True)
     listening_opens = models.DateTimeField(null=True, blank=True)
     results_published = models.DateTimeField(null=True, blank=True)
@@ -156,6 +190,18 @@ class ChallengeSchedule(models.Model):
                 condition=Q(submissions_per_day__gte=1), name="schedule_submissions_per_day"
             ),
             models.CheckConstraint(condition=Q(compute_budget_s__gt=0), name="schedule_budget"),
+            models.CheckConstraint(
+                condition=Q(review_code_suffixes__regex=SUFFIXES_PATTERN),
+                name="schedule_review_code_suffixes",
+            ),
+            models.CheckConstraint(
+                condition=Q(review_file_max_bytes__gte=1)
+                & Q(review_file_max_bytes__lte=REVIEW_FILE_MAX_BYTES_LIMIT),
+                name="schedule_review_file_max_bytes",
+            ),
+            models.CheckConstraint(
+                condition=Q(review_fix_max_bytes__gte=1), name="schedule_review_fix_max_bytes"
+            ),
             models.CheckConstraint(
                 condition=Q(examples_per_category__gte=1) & Q(examples_per_category__lte=20),
                 name="schedule_examples_range",
@@ -215,6 +261,15 @@ class Submission(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     day = models.DateField(help_text="The day of submission in the challenge's time zone.")
     in_review = models.BooleanField(default=False, help_text="Submitted as a review-window fix.")
+    review_base = models.ForeignKey(
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="A fix's frozen version: what counted when the review window opened, the "
+        "version every fix of the window is compared with.",
+    )
     archive = models.CharField(max_length=300)
     archive_name = models.CharField(max_length=255)
     archive_sha256 = models.CharField(max_length=64)
@@ -223,7 +278,9 @@ class Submission(models.Model):
     module = models.CharField(max_length=200)
     config = models.JSONField(default=dict, blank=True, help_text="Declared settings.")
     manifest = models.JSONField(
-        default=dict, blank=True, help_text="Each file of the archive: sha256, size, weights."
+        default=dict,
+        blank=True,
+        help_text="Each file of the archive: sha256, size, and whether it is UTF-8 text.",
     )
     external_data = models.BooleanField(default=False)
     external_data_sources = models.TextField(blank=True)
@@ -260,6 +317,11 @@ class Submission(models.Model):
                 name="submission_archive_sha256_hex",
             ),
             models.CheckConstraint(condition=Q(version__gte=1), name="submission_version_pos"),
+            # Only a fix has a frozen version to be compared with.
+            models.CheckConstraint(
+                condition=Q(in_review=True) | Q(review_base__isnull=True),
+                name="submission_review_base_of_fix",
+            ),
             # A platform failure never counts against the team's quota.
             models.CheckConstraint(
                 condition=~Q(state="platform_error") | Q(counts_in_quota=False),
@@ -293,3 +355,73 @@ class SubmissionClip(models.Model):
 
     def __str__(self) -> str:
         return f"example {self.index} of {self.category_id} of {self.submission}"
+
+
+class Disqualification(models.Model):
+    """An organizer's disqualification of one version, and what it refuses afterwards.
+
+    While it stands, the team may not submit again, as a version of any system or as a new one:
+    the version's archive (its sha256), an archive holding every file of it (the same files
+    repacked or renamed), or one holding any of its model data that none of the team's versions
+    in good standing held when it was disqualified. An organizer lifts it with a reason; the row
+    stays as the record."""
+
+    challenge = models.ForeignKey(
+        "stimuli.Challenge", on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    team = models.ForeignKey(
+        "stimuli.Team", on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    system = models.ForeignKey(
+        "stimuli.System", on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="disqualifications"
+    )
+    reason = models.TextField(help_text="Why, as the team reads it.")
+    archive_sha256 = models.CharField(max_length=64)
+    files = models.JSONField(
+        default=list, blank=True, help_text="The sha256 of every file of the version, sorted."
+    )
+    model_data = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The model data refused on its own: sha256 -> the file's name in the version.",
+    )
+    disqualified_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    disqualified_at = models.DateTimeField(auto_now_add=True)
+    lifted_reason = models.TextField(blank=True)
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    lifted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-disqualified_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(reason=""), name="disqualification_has_reason"),
+            models.CheckConstraint(
+                condition=Q(archive_sha256__regex=r"^[0-9a-f]{64}$"),
+                name="disqualification_archive_sha256_hex",
+            ),
+            # Lifted only with a reason, and a reason only when lifted.
+            models.CheckConstraint(
+                condition=(Q(lifted_at__isnull=True) & Q(lifted_reason=""))
+                | (Q(lifted_at__isnull=False) & ~Q(lifted_reason="")),
+                name="disqualification_lifted_with_reason",
+            ),
+            models.UniqueConstraint(
+                fields=["submission"],
+                condition=Q(lifted_at__isnull=True),
+                name="disqualification_one_standing",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"disqualification of {self.submission}"
+
+    @property
+    def standing(self) -> bool:
+        return self.lifted_at is None

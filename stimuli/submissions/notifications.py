@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from ..models import Team
 from . import selectors
-from .models import ChallengeSchedule, Submission, TeamNotice
+from .models import ChallengeSchedule, Disqualification, Submission, TeamNotice
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,16 @@ def disqualified(submission: Submission) -> bool:
         f"{submission.system.name} v{submission.version} disqualified",
         f"The organizers disqualified {submission.system.name} v{submission.version}: "
         f"{submission.disqualified_reason}",
+    )
+
+
+def lifted(disqualification: Disqualification) -> bool:
+    submission = disqualification.submission
+    return _send(
+        disqualification.team,
+        f"{submission.system.name} v{submission.version}: disqualification lifted",
+        f"The organizers lifted the disqualification of {submission.system.name} "
+        f"v{submission.version}: {disqualification.lifted_reason}",
     )
 
 

@@ -1,6 +1,7 @@
 """The organizer's pages of the submission weeks, under /organize/<challenge>/submissions/:
 teams with their invitation links and registrations, every submission with its state, its
-report and the diff between versions; re-run, disqualify, extend a deadline, CSV."""
+report and the diff between versions; re-run, disqualify and lift a disqualification, extend a
+deadline, CSV."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..exports import to_csv
 from ..models import Challenge, Team
 from ..permissions import challenge_organizer_or_403, challenge_organizer_required
 from . import diff, schedule, selectors, services, teams
-from .models import Submission, TeamRegistration
+from .models import Disqualification, Submission, TeamRegistration
 
 
 def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200, **extra):
@@ -58,10 +59,17 @@ def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200,
             (name, name.replace("_", " ").capitalize(), getattr(schedule_, name))
             for name in NUMBER_FIELDS
         ],
+        "texts": [
+            (name, name.replace("_", " ").capitalize(), getattr(schedule_, name))
+            for name in TEXT_FIELDS
+        ],
         "phase": selectors.phase_at(schedule_),
         "teams": team_rows,
         "submissions": Submission.objects.filter(challenge=challenge).select_related(
             "team", "system", "track"
+        ),
+        "disqualifications": Disqualification.objects.filter(challenge=challenge).select_related(
+            "team", "system", "submission", "disqualified_by", "lifted_by"
         ),
         "problems": problems or [],
         **extra,
@@ -169,11 +177,26 @@ def disqualify(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 
 @challenge_organizer_required
+@require_POST
+def lift(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        slug,
+        lambda c: services.lift_disqualification(
+            get_object_or_404(Disqualification, challenge=c, pk=pk),
+            reason=request.POST.get("reason", ""),
+            by=request.user,
+        ),
+    )
+
+
+@challenge_organizer_required
 def version_diff(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    """The code diff of a version against the system's previous one."""
+    """What a version changed: a review-window fix against its frozen version (what the rule
+    compared), any other version against the system's previous one."""
     challenge = get_object_or_404(Challenge, slug=slug)
     after = _submission(challenge, pk)
-    before = (
+    before = after.review_base or (
         Submission.objects.filter(system=after.system, version__lt=after.version)
         .order_by("-version")
         .first()
@@ -182,8 +205,7 @@ def version_diff(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "challenge": challenge,
         "after": after,
         "before": before,
-        "diff": diff.code_diff(before, after) if before else "",
-        "weights": diff.weights_changes(before, after) if before else [],
+        "diff": diff.version_diff(before, after) if before else None,
     }
     return render(request, "submissions/diff.html", context)
 
@@ -209,8 +231,9 @@ DATE_FIELDS = (
 NUMBER_FIELDS = {
     "review_days": int, "systems_per_track": int, "submissions_per_day": int,
     "archive_max_bytes": int, "compute_budget_s": float, "evaluation_clips_per_category": int,
-    "examples_per_category": int,
+    "examples_per_category": int, "review_file_max_bytes": int, "review_fix_max_bytes": int,
 }  # fmt: skip
+TEXT_FIELDS = ("review_code_suffixes",)
 FLAGS = ("self_registration", "audio_allowed")
 
 
@@ -229,10 +252,15 @@ def set_schedule(request: HttpRequest, slug: str) -> HttpResponse:
                 problems.append(f"{name}: give a date and time, like 2026-06-01T12:00")
             fields[name] = value
         for name, kind in NUMBER_FIELDS.items():
+            if name not in request.POST:  # a form of an earlier page: the limit stays as it is
+                continue
             try:
-                fields[name] = kind(request.POST.get(name, ""))
+                fields[name] = kind(request.POST[name])
             except ValueError:
                 problems.append(f"{name}: give a number")
+        for name in TEXT_FIELDS:
+            if name in request.POST:
+                fields[name] = " ".join(request.POST[name].split())
         for name in FLAGS:
             fields[name] = request.POST.get(name) == "on"
         if problems:

@@ -16,4 +16,5 @@ urlpatterns = [
     path("<int:pk>/diff/", organize.version_diff, name="diff"),
     path("<int:pk>/rerun/", organize.rerun, name="rerun"),
     path("<int:pk>/disqualify/", organize.disqualify, name="disqualify"),
+    path("disqualifications/<int:pk>/lift/", organize.lift, name="lift"),
 ]

@@ -14,6 +14,7 @@ from ..models import Challenge, Team
 from .models import (
     ChallengeSchedule,
     DeadlineExtension,
+    Disqualification,
     Submission,
     TeamMembership,
     TeamRegistration,
@@ -172,3 +173,19 @@ def export_rows(challenge: Challenge) -> list[dict]:
             "team", "system", "track"
         )
     ]  # fmt: skip
+
+
+def frozen_version(system) -> Submission | None:
+    """The version a review-window fix is compared with: the one that counted when the window
+    opened. While a fix counts, that fix's own frozen version, so fixes never drift from it."""
+    counting = counting_version(system)
+    if counting is None or counting.review_base_id is None:
+        return counting
+    return counting.review_base
+
+
+def standing_disqualifications(team: Team) -> QuerySet[Disqualification]:
+    """The team's disqualifications not lifted: what its submissions may not hold."""
+    return Disqualification.objects.filter(team=team, lifted_at__isnull=True).select_related(
+        "system", "submission"
+    )

@@ -9,11 +9,13 @@ another, each seeing the ones before it committed.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from django.core.exceptions import ValidationError
 from django.core.files.base import File
@@ -26,18 +28,10 @@ from ..errors import Conflict, Refused
 from ..jobs import enqueue, fail_if_stale
 from ..models import Job, System, Team, Track
 from ..services import create_system
-from . import notifications, selectors
-from .models import ChallengeSchedule, Submission, TeamRegistration
+from . import notifications, review, selectors
+from .models import ChallengeSchedule, Disqualification, Submission, TeamRegistration
 from .schedule import lock_challenge
 
-# Files whose bytes are the model: in the review window they must stay what was submitted.
-WEIGHTS_SUFFIXES = (
-    ".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".npz", ".npy", ".h5", ".hdf5", ".onnx",
-    ".pkl", ".pickle", ".joblib", ".msgpack", ".tflite", ".pb", ".params", ".model", ".weights",
-)  # fmt: skip
-# A file this large is weights whatever it is called (code is never this large).
-WEIGHTS_MIN_BYTES = 1024**2
-CODE_SUFFIXES = (".py", ".txt", ".md", ".rst", ".toml", ".cfg", ".ini", ".yaml", ".yml")
 KIND = "validate_submission"  # a kind of job of its own, registered in stimuli/apps.py
 
 
@@ -59,30 +53,58 @@ class Metadata:
     config: dict = field(default_factory=dict)
 
 
-def is_weights(name: str, size: int) -> bool:
-    lower = name.lower()
-    if lower.endswith(CODE_SUFFIXES):
-        return False
-    return lower.endswith(WEIGHTS_SUFFIXES) or size >= WEIGHTS_MIN_BYTES
-
-
-def archive_manifest(path: Path) -> dict[str, dict]:
-    """Every file of a checked archive with its sha256, size and whether it is weights."""
-    manifest = {}
-    with zipfile.ZipFile(path) as zf:
+def archive_manifest(archive: Path | BinaryIO) -> dict[str, dict]:
+    """Every file of a checked archive with its sha256, its size and whether it is UTF-8 text
+    (without NUL bytes): what the review window compares, by content, never by name."""
+    manifest: dict[str, dict] = {}
+    seen: dict[str, str] = {}
+    repeated = []
+    with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             if info.is_dir():
                 continue
+            # Two members unpacked to one file: the manifest would hash one, the worker run the
+            # other.
+            key = PurePosixPath(info.filename).as_posix()
+            if key in seen:
+                repeated.append(f"archive: {info.filename} is stored twice (as {seen[key]})")
+                continue
+            seen[key] = info.filename
             digest = hashlib.sha256()
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            text = True
             with zf.open(info) as member:
                 for chunk in iter(lambda: member.read(1024**2), b""):
                     digest.update(chunk)
+                    if text:  # binary data fails at once; nothing more is decoded
+                        try:
+                            decoder.decode(chunk)
+                            text = b"\0" not in chunk
+                        except UnicodeDecodeError:
+                            text = False
+            if text:
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    text = False
             manifest[info.filename] = {
                 "sha256": digest.hexdigest(),
                 "size": info.file_size,
-                "weights": is_weights(info.filename, info.file_size),
+                "text": text,
             }
+    if repeated:
+        raise Refused(repeated)
     return manifest
+
+
+def frozen_manifest(submission: Submission) -> dict[str, dict]:
+    """A version's manifest with each file's text flag; versions stored before the flag was
+    kept have it read again from their archive."""
+    manifest = submission.manifest or {}
+    if all("text" in entry for entry in manifest.values()):
+        return manifest
+    with default_storage.open(submission.archive, "rb") as handle:
+        return archive_manifest(handle)
 
 
 def _check_metadata(
@@ -174,8 +196,8 @@ def submit(
     """A new version of one of the team's systems, queued for the worker's check.
 
     Refused, naming every problem, for bad metadata; refused under the challenge lock when the
-    deadline has passed (outside the review window), when a review fix changes weights or
-    settings, when the team has used the day's submissions or its systems on the track.
+    deadline has passed (outside the review window), when a review fix changes anything but
+    code, when the team has used the day's submissions or its systems on the track.
     """
     from ..generators.services import GenerationError, check_archive
 
@@ -223,14 +245,23 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
                 f"track: system {system.name!r} is on Track {system.track.code}; a system "
                 "stays on its track (submit a new system for another track)"
             )
+        # Under the lock: a disqualification decided meanwhile refuses this request too.
+        problems = disqualified_problems(team, files["received"].sha, files["manifest"])
+        review_base = None
         if in_review:
-            previous = selectors.counting_version(system) if system is not None else None
-            if previous is None:
-                raise Conflict(
+            review_base = selectors.frozen_version(system) if system is not None else None
+            if review_base is None:
+                problems.append(
                     "The submission deadline has passed: in the review window only a fix of a "
                     "system submitted before the deadline is accepted."
                 )
-            check_review_fix(previous, files["manifest"], meta.config)
+                raise Conflict(problems)
+            audio = files["audio"].sha if files["audio"] is not None else ""
+            problems += review_fix_problems(
+                review_base, files["manifest"], meta.config, schedule, audio
+            )
+        if problems:
+            raise Conflict(problems)
         day = timezone.localdate(now, timezone=_zone(schedule))
         used = Submission.objects.filter(team=team, day=day, counts_in_quota=True).count()
         if used >= schedule.submissions_per_day:
@@ -254,7 +285,7 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
         received = files["received"]
         written: list[str] = []
         try:
-            submission = _create(challenge, team, track, system, user, day, in_review, meta,
+            submission = _create(challenge, team, track, system, user, day, review_base, meta,
                                  received, files, written)  # fmt: skip
         except BaseException:
             for name in written:  # the row is not there: nothing names what this call stored
@@ -263,7 +294,7 @@ def _record(team, user, meta, track, schedule, **files) -> Submission:
     return submission
 
 
-def _create(challenge, team, track, system, user, day, in_review, meta, received, files, written):
+def _create(challenge, team, track, system, user, day, review_base, meta, received, files, written):
     """Store the accepted files and the version's row, and queue its check (under the lock)."""
     archive_name = _put(received, written)
     audio_name = _put(files["audio"], written)
@@ -275,7 +306,8 @@ def _create(challenge, team, track, system, user, day, in_review, meta, received
         version=selectors.next_version(system.pk),
         submitted_by=user if user is not None and user.is_authenticated else None,
         day=day,
-        in_review=in_review,
+        in_review=review_base is not None,
+        review_base=review_base,
         archive=archive_name,
         archive_name=received.name,
         archive_sha256=received.sha,
@@ -323,30 +355,52 @@ def _deadline_check(team: Team, schedule: ChallengeSchedule, now) -> tuple[str, 
     )
 
 
-def check_review_fix(previous: Submission, manifest: dict, config: dict) -> None:
-    """A review-window fix keeps every weights file byte-identical and the declared settings;
-    refused naming each file (or setting) that changed."""
+def review_fix_problems(
+    frozen: Submission,
+    manifest: dict,
+    config: dict,
+    schedule: ChallengeSchedule,
+    audio_sha256: str = "",
+) -> list[str]:
+    """What a review-window fix may not change (`review.fix_problems`): every file other than
+    code, and every declared setting, that it adds, removes, renames or changes; and the
+    generated audio, which is data too."""
+    problems = review.fix_problems(
+        frozen_manifest(frozen), manifest, review.CodeRule.of(schedule), frozen.config, config
+    )
+    # Stored under its sha256 (`_put`): the name is the content's.
+    frozen_audio = PurePosixPath(frozen.audio_archive).stem if frozen.audio_archive else ""
+    if audio_sha256 != frozen_audio:
+        problems.append(
+            review.PREFIX + "the generated audio differs from the frozen version's; attach the "
+            "same audio zip (or none, where it had none)"
+        )
+    return problems
+
+
+def disqualified_problems(team: Team, archive_sha256: str, manifest: dict) -> list[str]:
+    """Why the team's standing disqualifications refuse this archive, one problem each: the
+    disqualified archive itself, every file of it repacked, or any of its model data."""
     problems = []
-    before = {n: e for n, e in previous.manifest.items() if e.get("weights")}
-    after = {n: e for n, e in manifest.items() if e.get("weights")}
-    for name in sorted(before.keys() | after.keys()):
-        if name not in after:
-            problems.append(f"weights file {name} was removed")
-        elif name not in before:
-            problems.append(f"weights file {name} was added")
-        elif before[name]["sha256"] != after[name]["sha256"]:
-            problems.append(
-                f"weights file {name} changed (sha256 {before[name]['sha256'][:12]}… became "
-                f"{after[name]['sha256'][:12]}…)"
+    held: dict[str, str] = {}
+    for name in sorted(manifest):
+        held.setdefault(manifest[name]["sha256"], name)
+    for found in selectors.standing_disqualifications(team).order_by("pk"):
+        label = (
+            f"{found.system.name} v{found.submission.version} was disqualified ({found.reason}); "
+            "it stays refused until the organizers lift the disqualification"
+        )
+        if found.archive_sha256 == archive_sha256:
+            problems.append(f"archive: this is the archive of {label}")
+        elif found.files and set(found.files) <= held.keys():
+            problems.append(f"archive: it holds every file of {label}")
+        else:
+            problems.extend(
+                f"archive: {held[sha]} is {name} of {label}"
+                for sha, name in sorted(found.model_data.items(), key=lambda item: item[1])
+                if sha in held
             )
-    if (previous.config or {}) != (config or {}):
-        changed = sorted(
-            k for k in (previous.config or {}).keys() | (config or {}).keys()
-            if (previous.config or {}).get(k) != (config or {}).get(k)
-        )  # fmt: skip
-        problems.append("declared settings changed: " + ", ".join(changed))
-    if problems:
-        raise Conflict([f"In the review window only code may change: {p}" for p in problems])
+    return problems
 
 
 def start_check(submission: Submission, user=None) -> Job:
@@ -393,30 +447,92 @@ def rerun(submission: Submission, user) -> Job:
         return start_check(current, user)
 
 
-def disqualify(submission: Submission, *, reason: str, by) -> Submission:
-    """Take a version out of the challenge, with a reason the team sees."""
+def disqualify(submission: Submission, *, reason: str, by) -> Disqualification:
+    """Take a version out of the challenge, with a reason the team sees; until an organizer
+    lifts it, the team's submissions of the same content are refused (`Disqualification`)."""
     if not reason.strip():
         raise Refused("reason: say why; the team sees the reason")
     with transaction.atomic():
-        lock_challenge(submission.challenge_id)
-        Submission.objects.filter(pk=submission.pk).update(
-            disqualified_reason=reason.strip(), disqualified_at=timezone.now(), chosen=False
+        challenge = lock_challenge(submission.challenge_id)
+        current = Submission.objects.select_for_update(no_key=True).get(pk=submission.pk)
+        if current.disqualified_at is not None:
+            raise Conflict(f"{current.system.name} v{current.version} is disqualified already.")
+        manifest = frozen_manifest(current)
+        found = Disqualification.objects.create(
+            challenge=challenge,
+            team=current.team,
+            system=current.system,
+            submission=current,
+            reason=reason.strip(),
+            archive_sha256=current.archive_sha256,
+            files=sorted({e["sha256"] for e in manifest.values() if e["size"]}),
+            model_data=_refused_model_data(current, manifest),
+            disqualified_by=by if by is not None and by.is_authenticated else None,
         )
-        sync_generator(submission.system)
+        Submission.objects.filter(pk=current.pk).update(
+            disqualified_reason=found.reason, disqualified_at=found.disqualified_at, chosen=False
+        )
+        sync_generator(current.system)
     submission.refresh_from_db()
     notifications.disqualified(submission)
-    return submission
+    return found
+
+
+def _refused_model_data(submission: Submission, manifest: dict) -> dict[str, str]:
+    """The version's model data refused on its own: every file that is not code under the
+    challenge's rule, except empty ones and those a version of the team in good standing holds
+    (its own earlier weights were not what was disqualified)."""
+    rule = review.CodeRule.of(selectors.schedule(submission.challenge))
+    kept: set[str] = set()
+    others = Submission.objects.filter(team_id=submission.team_id, disqualified_at__isnull=True)
+    for manifest_ in others.exclude(pk=submission.pk).values_list("manifest", flat=True):
+        kept.update(e["sha256"] for e in (manifest_ or {}).values())
+    refused: dict[str, str] = {}
+    for name in sorted(manifest):
+        entry = manifest[name]
+        if entry["size"] and entry["sha256"] not in kept and rule.why_not_code(name, entry):
+            refused.setdefault(entry["sha256"], name)
+    return refused
+
+
+def lift_disqualification(found: Disqualification, *, reason: str, by) -> Disqualification:
+    """An organizer lifts a disqualification, with a reason that is recorded: the version may
+    count again and its content is no longer refused."""
+    if not reason.strip():
+        raise Refused("reason: say why the disqualification is lifted; the reason is recorded")
+    with transaction.atomic():
+        lock_challenge(found.challenge_id)
+        current = Disqualification.objects.select_for_update(no_key=True).get(pk=found.pk)
+        if current.lifted_at is not None:
+            raise Conflict("This disqualification was lifted already.")
+        current.lifted_reason = reason.strip()
+        current.lifted_by = by if by is not None and by.is_authenticated else None
+        current.lifted_at = timezone.now()
+        current.save(update_fields=["lifted_reason", "lifted_by", "lifted_at"])
+        Submission.objects.filter(pk=current.submission_id).update(
+            disqualified_reason="", disqualified_at=None
+        )
+        sync_generator(current.system)
+    notifications.lifted(current)
+    return current
 
 
 def sync_generator(system: System) -> None:
     """Make the system's generator code its counting version, so the organizers' generation at
-    evaluation runs what counts (or leave it when no version counts). The generator gets its own
-    copy of the archive (generators/<sha256>), which the generators' stage may delete when code
-    is replaced: a version's own file stays."""
+    evaluation runs what counts. The generator gets its own copy of the archive
+    (generators/<sha256>), which the generators' stage may delete when code is replaced: a
+    version's own file stays. When no version counts, the generator is marked invalid, so that
+    generation refuses to run a disqualified version's code."""
     from ..models import Generator
 
     counting = selectors.counting_version(system)
     if counting is None:
+        # Every valid version disqualified: nothing of this system may run at evaluation.
+        if Submission.objects.filter(system=system).exists():
+            Generator.objects.filter(system=system).update(
+                state=Generator.State.INVALID,
+                report={"ok": False, "summary": "No version of this system counts."},
+            )
         return
     suffix = ".whl" if counting.archive.endswith(".whl") else ".zip"
     copy = f"generators/{counting.archive_sha256}{suffix}"

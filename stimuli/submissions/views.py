@@ -107,6 +107,7 @@ def _team_context(request: HttpRequest) -> dict:
         "approved": selectors.is_approved(team),
         "members": team.memberships.select_related("user"),
         "submissions": selectors.team_submissions(team),
+        "disqualifications": selectors.standing_disqualifications(team),
         "tracks": challenge.tracks.all(),
         "invitation": invitation,
         "invitation_url": request.build_absolute_uri(

@@ -102,7 +102,7 @@ def test_review_window_takes_a_code_fix_and_refuses_changed_weights(open_challen
     assert fix.in_review and fix.version == 2
     with pytest.raises(Refused) as refused:
         submit(team, user, meta(), upload(baseline_archive(weights=b"retrained")))
-    assert "weights file foley_baseline/weights.npy changed" in refused.value.message
+    assert "foley_baseline/weights.npy changed (model data" in refused.value.message
     with pytest.raises(Refused, match="declared settings changed: brightness"):
         submit(team, user, meta(config={"brightness": 0.2}), upload(baseline_archive()))
     with pytest.raises(Refused, match="only a fix of a system submitted before the deadline"):
