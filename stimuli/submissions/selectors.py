@@ -175,6 +175,21 @@ def export_rows(challenge: Challenge) -> list[dict]:
     ]  # fmt: skip
 
 
+def latest_frozen(team: Team) -> Submission | None:
+    """The frozen version of the team's system submitted to last: what a review-window fix
+    most likely starts from (the team's page fills its form from it)."""
+    latest = (
+        Submission.objects.filter(team=team, disqualified_at__isnull=True)
+        .select_related("system")
+        .order_by("-created_at")
+        .first()
+    )
+    if latest is None:
+        return None
+    found = frozen_version(latest.system)
+    return Submission.objects.select_related("system", "track").get(pk=found.pk) if found else None
+
+
 def frozen_version(system) -> Submission | None:
     """The version a review-window fix is compared with: the one that counted when the window
     opened. While a fix counts, that fix's own frozen version, so fixes never drift from it."""

@@ -3,6 +3,8 @@ team's own pages (its submissions with the worker's feedback, polled while it ru
 
 from __future__ import annotations
 
+import json
+
 from django.contrib.auth import login
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -103,6 +105,10 @@ def _team_context(request: HttpRequest) -> dict:
         "team": team,
         "schedule": schedule,
         "phase": selectors.phase_at(schedule),
+        "review_ends": selectors.local(
+            schedule,
+            selectors.review_ends(selectors.team_deadline(team, schedule), schedule),
+        ),
         "deadline": selectors.local(schedule, selectors.team_deadline(team, schedule)),
         "approved": selectors.is_approved(team),
         "members": team.memberships.select_related("user"),
@@ -120,11 +126,26 @@ def _team_context(request: HttpRequest) -> dict:
 
 @team_member_required
 def team(request: HttpRequest, slug: str) -> HttpResponse:
-    """The team's page: members, the submit form, every version with its state."""
-    form = SubmissionForm(
-        initial={"track": request.challenge.tracks.values_list("code", flat=True).first()}
+    """The team's page: members, the submit form, every version with its state. In the review
+    window the form starts from the frozen version's metadata and declared settings, which a
+    code fix must keep (only the archive's code may change)."""
+    initial = {"track": request.challenge.tracks.values_list("code", flat=True).first()}
+    context = _team_context(request)
+    if context["phase"] == "review" and (frozen := selectors.latest_frozen(request.team)):
+        initial = {
+            "system": frozen.system.name,
+            "track": frozen.track.code,
+            "licence": frozen.licence,
+            "external_data": frozen.external_data,
+            "external_data_sources": frozen.external_data_sources,
+            "report_url": frozen.report_url,
+            "description": frozen.description,
+            "config": json.dumps(frozen.config) if frozen.config else "",
+        }
+        context["prefilled_from"] = frozen
+    return render(
+        request, "submissions/team.html", {**context, "form": SubmissionForm(initial=initial)}
     )
-    return render(request, "submissions/team.html", {**_team_context(request), "form": form})
 
 
 @team_member_required
@@ -172,6 +193,7 @@ def _submission_context(request: HttpRequest, pk: int) -> dict:
         "challenge": request.challenge,
         "team": request.team,
         "submission": submission,
+        "config_json": json.dumps(submission.config, sort_keys=True),
         "job": submission.job,
         "clips": clips,
         "fad": fad.get("categories", {}),

@@ -329,3 +329,35 @@ def test_the_generated_audio_is_frozen_too(open_challenge, barkers, queued_only)
         with pytest.raises(Refused, match="the generated audio differs from the frozen version"):
             submit(team, user, meta(), upload(fix), attached)
     assert submit(team, user, meta(), upload(fix), upload(audio, "audio.zip")).in_review
+
+
+def test_the_team_page_in_review_states_the_rules_and_starts_from_the_frozen_settings(
+    open_challenge, barkers, queued_only, client
+):
+    """A code-only fix is refused when the form's settings differ from the frozen version's:
+    in the window the form starts from them, the page says what the window allows and when it
+    ends, and the version page shows the declared settings."""
+    user, team = barkers
+    frozen = _counts(
+        submit(
+            team, user, meta(description="A barker", config={"brightness": 0.25}),
+            upload(archive({"README.md": b"# Barker\n"})),
+        )
+    )  # fmt: skip
+    client.force_login(user)
+    page = client.get(reverse("teams:team", args=["teams"])).content.decode()
+    assert 'id="review-rules"' not in page  # development: the form starts empty
+    _into_review(open_challenge)
+    page = client.get(reverse("teams:team", args=["teams"])).content.decode()
+    assert 'id="review-rules"' in page and "code fixes only" in page and "until" in page
+    assert f"{frozen.system.name} v{frozen.version}, the version a fix is compared with" in page
+    assert 'value="Barker"' in page and "A barker</textarea>" in page
+    assert "{&quot;brightness&quot;: 0.25}" in page
+    # What the form holds, submitted with a fixed archive, is accepted as a fix.
+    fix = submit(
+        team, user, meta(description="A barker", config={"brightness": 0.25}),
+        upload(archive({"README.md": b"# Barker, fixed\n"})),
+    )  # fmt: skip
+    assert fix.in_review and fix.review_base == frozen
+    version = client.get(reverse("teams:submission", args=["teams", frozen.pk])).content.decode()
+    assert 'id="declared-settings"' in version and "{&quot;brightness&quot;: 0.25}" in version
