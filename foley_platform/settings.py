@@ -4,8 +4,10 @@ Every value comes from the environment with a safe default, so a bare checkout r
 SQLite with in-process tasks, and production sets DATABASE_URL, CELERY_BROKER_URL and the rest.
 """
 
+import os
 import secrets
 import sys
+import tempfile
 from pathlib import Path
 
 import environ
@@ -148,6 +150,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent readers (the page polling a job) must not fail while a writer holds the file.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+    # Tests on SQLite use a file, as the demo does, never Django's shared-cache in-memory
+    # database: its table locks (SQLITE_LOCKED, "database table is locked") ignore the busy
+    # timeout, so the live server's threads failed each other under load. One file per process
+    # (each test worker makes its own test database).
+    DATABASES["default"].setdefault(
+        "TEST",
+        {"NAME": str(Path(tempfile.gettempdir()) / f"foley-test-{os.getpid()}.sqlite3")},
     )
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)

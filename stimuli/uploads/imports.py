@@ -174,7 +174,11 @@ def import_clips(
                     entry.errors.append(read_error or "unreadable")
                 elif not check.ok:
                     entry.errors.extend(check.errors)
-                else:
+                if category is None and not read_error:
+                    # Sound audio in the wrong place is no valid clip: it cannot be stored.
+                    where = f"its folder '{member.folder}'" if member.folder else "it"
+                    entry.errors.append(f"{where} names no category of this challenge")
+                if not entry.errors:
                     entry.status = "valid"
                     entry.sha256 = check.sha256
                     entry.warnings.extend(check.conversions + check.warnings)

@@ -297,11 +297,14 @@ def test_every_problem_of_an_archive_is_reported_in_one_pass(challenge, tmp_path
     ]
     assert report.skipped == ["rain/notes.txt: not an audio file"]
     errors = {f.path: " ".join(f.errors) for f in report.files}
-    assert errors["rain/good.wav"] == "" and errors["cats/meow.wav"] == ""
+    assert errors["rain/good.wav"] == ""
+    # Sound audio in an unknown folder is not listed as valid: it cannot be stored either.
+    assert errors["cats/meow.wav"] == "its folder 'cats' names no category of this challenge"
+    assert {f.path: f.status for f in report.files}["cats/meow.wav"] == "rejected"
     assert "sample rate is 44,100 Hz; expected 22,050 Hz" in errors["rain/fast.wav"]
     assert "2 channels" in errors["rain/wide.wav"] and "5.0" in errors["rain/wide.wav"]
     assert report.summary() == (
-        "Upload rejected: 1 problem with the archive and 2 of 4 files are invalid. "
+        "Upload rejected: 1 problem with the archive and 3 of 4 files are invalid. "
         "Nothing was stored."
     )
     assert_nothing_stored(media_root)
