@@ -86,8 +86,12 @@ def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_pa
                 page.focus("button.play")
                 page.keyboard.press("Tab")
                 assert page.evaluate("document.activeElement.id") == "quality-scale"
-            # Keyboard only: the arrow keys set a scale.
+            # Keyboard only: the arrow keys set a scale. An untouched scale's first press
+            # gives it the middle, shown; the next moves from there.
             page.focus("#quality-scale")
+            page.keyboard.press("ArrowRight")
+            assert page.input_value("input[name=quality]") == "5"
+            assert page.inner_text("#quality-value") == "5"
             page.keyboard.press("ArrowRight")
             assert page.is_disabled("#next")
             page.focus("#fit-scale")
@@ -304,8 +308,10 @@ def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path
         page.eval_on_selector("#stimulus", "a => { a.currentTime = 0; a.play(); }")
         page.wait_for_selector("input[data-scale]:not([disabled])")
         page.focus("#quality-scale")
+        page.keyboard.press("ArrowRight")  # the middle first, then one up
         page.keyboard.press("ArrowRight")
         page.focus("#fit-scale")
+        page.keyboard.press("ArrowLeft")
         page.keyboard.press("ArrowLeft")
         with page.expect_navigation():
             page.click("#next")

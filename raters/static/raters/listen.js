@@ -108,6 +108,17 @@
       }
     });
     scales.forEach(function (s) {
+      // An untouched slider has no value yet (its thumb rests in the middle unseen): the first
+      // arrow or page key gives it the middle, 5, shown; the next ones move from there. Home
+      // and End go to their ends as always.
+      s.addEventListener("keydown", function (event) {
+        var moves = /^(Arrow(Up|Down|Left|Right)|Page(Up|Down))$/.test(event.key);
+        if (moves && s.classList.contains("untouched")) {
+          event.preventDefault();
+          s.value = 5;
+          s.dispatchEvent(new Event("input", { bubbles: true }));
+        }
+      });
       s.addEventListener("input", function () {
         s.classList.remove("untouched");
         form.elements[s.dataset.scale].value = s.value;
