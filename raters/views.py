@@ -186,6 +186,10 @@ def _is_judge(rater: Rater) -> bool:
         return False
 
 
+# A pause offered within a category after this many sounds (about 10 minutes of 4-s sounds).
+BREAK_EVERY = 40
+
+
 @rater_view
 def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
     """Where a rater always comes back to: the next thing to do, resumed where it was left."""
@@ -246,6 +250,9 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "number": point.position + 1,
             "total": point.total,
             "percent": round(100 * point.position / point.total),
+            # A long category asks for a pause every BREAK_EVERY sounds: tired ears rate worse.
+            "pause": point.position > 0 and point.position % BREAK_EVERY == 0,
+            "hold_minutes": int(sessions.ABANDONED_AFTER.total_seconds() // 60),
             **_progress(rater, test, closed, rated),
         },
     )

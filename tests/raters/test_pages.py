@@ -545,3 +545,28 @@ def test_the_completion_url_must_be_a_web_address(listening, url):
     test.completion_url = url
     with pytest.raises(ValidationError):
         test.full_clean()
+
+
+def test_a_long_category_offers_a_pause_every_forty_sounds(db):
+    challenge = build_listening_challenge(
+        slug="long-category", categories=1, systems_per_track=4, clips_per_system=5
+    )
+    preparation.set_open(challenge, True)
+    rater = enrolment.invite(challenge)
+    enrolment.record_consent(rater)
+    enrolment.record_instructions(rater)
+    session = sessions.next_session(rater).session
+    sessions.complete_familiarization(session, require_heard=False)
+    assert session.trials.count() > 41
+    client = Client()
+    client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
+    assert 'id="pause"' not in client.get(f"/listen/{challenge.slug}/").content.decode()
+    for _ in range(40):
+        trial = sessions.next_trial(session)
+        sessions.save_rating(rater, trial.token, quality=6, fit=6, key=f"pause-{trial.pk}")
+    page = client.get(f"/listen/{challenge.slug}/").content.decode()
+    assert 'id="pause"' in page and "40 sounds rated in this category" in page
+    assert "your place is kept for 15 minutes" in page
+    trial = sessions.next_trial(session)
+    sessions.save_rating(rater, trial.token, quality=6, fit=6, key=f"pause-{trial.pk}")
+    assert 'id="pause"' not in client.get(f"/listen/{challenge.slug}/").content.decode()
