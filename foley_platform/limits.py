@@ -7,11 +7,15 @@ holds the same limits for nginx).
 - Rates: per client (its address, through FOLEY_PROXY_HOPS proxies) on login, the admin, join
   and crowd links and player events; crowd enrolment also per link, so a leaked link cannot
   enrol without end. Counted in the cache (shared between processes when CACHE_URL is set).
+- The proxies: what a request says of its client, its arrival or a sound sent is believed only
+  when it comes from FOLEY_PROXY_ADDRESSES (`from_proxy`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -32,15 +36,44 @@ UPLOAD_VIEWS = {
 MULTIPART_ROOM = 1024 * 1024
 
 
+@lru_cache(maxsize=8)
+def _networks(
+    addresses: tuple[str, ...],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(a.strip(), strict=False) for a in addresses if a.strip())
+
+
+def is_proxy_address(address: str) -> bool:
+    """Whether `address` is one of settings.FOLEY_PROXY_ADDRESSES (addresses or networks)."""
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in _networks(tuple(settings.FOLEY_PROXY_ADDRESSES)))
+
+
+def from_proxy(request: HttpRequest) -> bool:
+    """Whether the request's connection comes from a proxy in front: only then are the headers
+    it sets (X-Forwarded-For, X-Request-Start, the delivery receipt) its own, not a browser's."""
+    return is_proxy_address(request.META.get("REMOTE_ADDR", ""))
+
+
 def client_ip(request: HttpRequest) -> str:
-    """The client's address: the connection's, or the one the trusted proxies saw."""
-    hops = settings.FOLEY_PROXY_HOPS
-    if hops > 0:
-        forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
-        forwarded = [a for a in forwarded if a]
-        if len(forwarded) >= hops:
-            return forwarded[-hops]  # what the outermost trusted proxy saw; the rest is claimed
-    return request.META.get("REMOTE_ADDR", "")
+    """The client's address: the connection's, or the one the trusted proxies saw.
+
+    X-Forwarded-For is read from its end, one address per proxy (FOLEY_PROXY_HOPS at most), and
+    only while the address in hand is a proxy's: a browser that reaches the web process directly
+    names no address but its own, and an entry a proxy did not write is never reached."""
+    address = request.META.get("REMOTE_ADDR", "")
+    forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    forwarded = [a for a in forwarded if a]
+    for _ in range(settings.FOLEY_PROXY_HOPS):
+        if not forwarded or not is_proxy_address(address):
+            break
+        address = forwarded.pop()  # what that proxy saw; the rest is what came to it
+    return address
 
 
 def body_limit(view_name: str | None) -> int:
@@ -119,13 +152,15 @@ def _limits(request: HttpRequest) -> tuple[Limit, ...]:
 class RateLimitMiddleware:
     """429 with Retry-After once a client (or a crowd link) is over its limit. Every request
     carries its client's address as `client_ip`, read once here through the trusted proxies,
-    for the views below this layer (crowd enrolment counts participants per network)."""
+    for the views below this layer (crowd enrolment counts participants per network), and
+    `via_proxy`, whether it came through a proxy in front (`from_proxy`: the sounds' views)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request.client_ip = client_ip(request)
+        request.via_proxy = from_proxy(request)
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view, args, kwargs):

@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound
 from django.shortcuts import render
 from django.utils import timezone
 
+from foley_platform.limits import from_proxy
 from raters import delivery, listening
 from raters import views as raters_views
 
@@ -52,10 +53,12 @@ def request_arrival(
     set by deploy/nginx.conf over anything a browser sends), for the listening checks: a busy
     moment queues requests in front of the workers, and the wall time between a player's
     events is the time between the browser's sends, not between their turns. Read only where
-    settings.PROXY_REQUEST_START says that server is there; kept within the last 30 s."""
+    settings.PROXY_REQUEST_START says that server is there, and only from it (`from_proxy`): a
+    browser's own stamp would buy it time; kept within the last 30 s."""
 
     def middleware(request: HttpRequest) -> HttpResponse:
-        arrived = _arrival(request) if settings.PROXY_REQUEST_START else None
+        trusted = settings.PROXY_REQUEST_START and from_proxy(request)
+        arrived = _arrival(request) if trusted else None
         token = listening.ARRIVED.set(arrived)
         try:
             return get_response(request)
@@ -152,7 +155,9 @@ def receipts_first(application: Callable) -> Callable:
             return application(environ, start_response)
         close_old_connections()
         try:
-            response = raters_views.delivered(WSGIRequest(environ))
+            request = WSGIRequest(environ)
+            request.via_proxy = from_proxy(request)  # as RateLimitMiddleware marks the others
+            response = raters_views.delivered(request)
         except Http404:
             response = HttpResponseNotFound()
         finally:

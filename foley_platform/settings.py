@@ -4,6 +4,7 @@ Every value comes from the environment with a safe default, so a bare checkout r
 SQLite with in-process tasks, and production sets DATABASE_URL, CELERY_BROKER_URL and the rest.
 """
 
+import ipaddress
 import os
 import secrets
 import sys
@@ -119,7 +120,8 @@ MIDDLEWARE = [
     "foley_platform.middleware.request_arrival",
 ]
 # nginx in front stamps each request with when it arrived (deploy/nginx.conf's X-Request-Start);
-# only then may the listening checks read it. Off where browsers reach the web process directly.
+# only then may the listening checks read it, and only from FOLEY_PROXY_ADDRESSES: a browser that
+# reaches the web process directly sends what it likes.
 PROXY_REQUEST_START = env.bool("PROXY_REQUEST_START", default=False)
 
 ROOT_URLCONF = "foley_platform.urls"
@@ -223,8 +225,21 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 # --- Request bodies: small everywhere but on the upload paths (foley_platform/limits.py) ---
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
 FOLEY_BODY_MAX_BYTES = env.int("FOLEY_BODY_MAX_BYTES", default=2 * 1024 * 1024)
-# How many proxies in front append to X-Forwarded-For (nginx: 1; a TLS proxy before it: 2);
-# 0 trusts only the connection's address. Rate limits and login lockouts count per client.
+# The addresses (or networks) the proxies in front connect from: only a request that comes from
+# one of them is believed about its client (X-Forwarded-For), its arrival (X-Request-Start) and a
+# sound it sent (the delivery receipt); anyone else is a browser, whatever its headers say.
+# Loopback by default (nginx on the same host); docker-compose names nginx's fixed address.
+FOLEY_PROXY_ADDRESSES = env.list("FOLEY_PROXY_ADDRESSES", default=["127.0.0.0/8", "::1"])
+for _address in FOLEY_PROXY_ADDRESSES:
+    try:
+        ipaddress.ip_network(_address.strip(), strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"FOLEY_PROXY_ADDRESSES: {_address!r} is not an address or network"
+        ) from None
+# How many proxies in front append to X-Forwarded-For (nginx: 1; a TLS proxy before it that
+# appends too: 2, with its address in FOLEY_PROXY_ADDRESSES as nginx sees it); 0 trusts only the
+# connection's address. Rate limits and login lockouts count per client.
 FOLEY_PROXY_HOPS = env.int("FOLEY_PROXY_HOPS", default=0)
 # New crowd participant ids one network (IPv4 /24, IPv6 /64) may bring to a run; 0: no limit.
 FOLEY_CROWD_IDS_PER_NETWORK = env.int("FOLEY_CROWD_IDS_PER_NETWORK", default=5)

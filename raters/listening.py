@@ -442,10 +442,13 @@ def _sound(
     raise ListeningError("No such audio.", 404)
 
 
-def serve_audio(rater: Rater, token: str, range_header: str = "", *, sock=None) -> HttpResponse:
+def serve_audio(
+    rater: Rater, token: str, range_header: str = "", *, sock=None, accel: bool = True
+) -> HttpResponse:
     """The delivered audio behind one of the rater's tokens. The bytes are recorded as sent
     once they have left the server (`delivery.Sent`, acknowledged on `sock` where it is known)
-    or the web server in front (its receipt); a range already recorded is not written again."""
+    or the web server in front (its receipt; only when `accel`, the request having come through
+    it); a range already recorded is not written again."""
     model, row, audio = _sound(rater, token)
 
     def sent(start: int, end: int, size: int) -> None:
@@ -461,6 +464,7 @@ def serve_audio(rater: Rater, token: str, range_header: str = "", *, sock=None) 
         sent=None if whole else sent,
         receipt_for=None if whole else (KIND_OF[model], row.pk),
         sock=sock,
+        accel=accel,
     )
 
 

@@ -425,14 +425,19 @@ def audio(request: HttpRequest, challenge: Challenge, rater: Rater, token: str) 
         token,
         request.headers.get("Range", ""),
         sock=request.environ.get("gunicorn.socket"),
+        # Handed to the web server in front only when the request came through it: a browser
+        # that reaches this process directly gets the bytes from here, and never a receipt.
+        accel=getattr(request, "via_proxy", False),
     )
 
 
 def delivered(request: HttpRequest) -> HttpResponse:
     """The web server in front has finished sending a sound (deploy/nginx.conf's post_action):
     its receipt is redeemed when the file went out whole. Reachable only through that server's
-    internal location, and a receipt is signed by the process that wrote it."""
-    if not settings.AUDIO_ACCEL_REDIRECT:
+    internal location and from its address (`via_proxy`, set from FOLEY_PROXY_ADDRESSES: a
+    browser that reaches this process directly is a 404 here), and a receipt is signed by the
+    process that wrote it."""
+    if not settings.AUDIO_ACCEL_REDIRECT or not getattr(request, "via_proxy", False):
         raise Http404
     listening.redeem_receipt(
         request.headers.get(delivery.RECEIPT_HEADER, ""),

@@ -7,6 +7,7 @@ import datetime as dt
 import itertools
 from zoneinfo import ZoneInfo, available_timezones
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -52,6 +53,15 @@ def set_schedule(challenge: Challenge, **fields) -> ChallengeSchedule:
         for (first, a), (second, b) in itertools.pairwise(dates):
             if a > b:
                 problems.append(f"{second}: comes before {first}")
+        # The web server in front and Django refuse a larger body before it is read
+        # (deploy/nginx.conf, foley_platform/limits.py): a larger limit would promise what no
+        # upload can reach.
+        ceiling = settings.FOLEY_GENERATOR_MAX_BYTES
+        if schedule.archive_max_bytes > ceiling:
+            problems.append(
+                f"archive_max_bytes: at most {ceiling:,} bytes on this site "
+                "(FOLEY_GENERATOR_MAX_BYTES)"
+            )
         try:
             schedule.full_clean()
         except ValidationError as exc:

@@ -170,3 +170,26 @@ def test_the_image_build_sets_no_key_production_would_refuse():
     assert keys
     for key in keys:
         assert key.startswith('"$(python -c') or secret_key_problems(key) == [], key
+
+
+def test_the_web_process_trusts_only_nginx_and_one_hop(compose):
+    """The client address, arrival stamp and delivery receipts are believed from nginx's fixed
+    address only, and .env.example counts the one proxy that appends to X-Forwarded-For."""
+    import ipaddress
+
+    services = compose["services"]
+    nginx = services["proxy"]["networks"]["default"]["ipv4_address"]
+    subnet = compose["networks"]["default"]["ipam"]["config"][0]["subnet"]
+    assert ipaddress.ip_address(nginx) in ipaddress.ip_network(subnet)
+    env = dict(
+        line.split("=", 1)
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert env["FOLEY_PROXY_ADDRESSES"] == nginx and env["FOLEY_PROXY_HOPS"] == "1"
+    assert "FOLEY_PROXY_ADDRESSES" not in services["web"]["environment"]  # .env's holds
+    # nginx keeps the receipt from the browser and sets the arrival stamp over the browser's.
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "proxy_hide_header X-Foley-Receipt;" in conf
+    assert 'proxy_set_header X-Request-Start "t=${msec}";' in conf
+    assert "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;" in conf

@@ -4,6 +4,7 @@ login, admin, join and crowd links (crowd enrolment per link too) and player eve
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,9 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from tests.nginx_site import nginx_binary, start_nginx, stop_nginx
-
-pytestmark = pytest.mark.skipif(not nginx_binary(), reason="nginx is not installed")
+from foley_platform import limits
+from tests.nginx_site import ROOT, nginx_binary, start_nginx, stop_nginx
 
 
 class Upstream(BaseHTTPRequestHandler):
@@ -39,6 +39,8 @@ class Upstream(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def proxy(tmp_path):
+    if not nginx_binary():
+        pytest.skip("nginx is not installed")
     Upstream.seen = Counter()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -76,6 +78,8 @@ def test_bodies_are_small_but_on_the_upload_paths(proxy):
             "/organize/demo/text-prompts/reference/",
             "/organize/demo/generators/systems/3/code/",
             "/api/challenges/demo/generators/",
+            "/teams/demo/team/submit/",
+            "/api/challenges/demo/submissions/",
         ):
             assert http.post(url + path, content=body).status_code == 200, path
             assert Upstream.seen[path] == 1
@@ -125,3 +129,68 @@ def test_pages_and_sounds_are_not_rate_limited(proxy):
     url, _ = proxy
     with client() as http:
         assert burst(http, url + "/listen/demo/rate/", 80, "post") == [200] * 80
+
+
+# --- The shipped configuration against Django's limits (no nginx needed) ---------------------
+
+UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _size(value: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)", value.lower()).groups()
+    return int(number) * UNITS[unit]
+
+
+def _body_limits() -> tuple[int, list[tuple[re.Pattern, int | None]]]:
+    """deploy/nginx.conf's server-wide body limit and, per regular-expression location in its
+    order, the limit it sets (None: the server's)."""
+    text = (ROOT / "deploy" / "nginx.conf").read_text()
+    server = _size(re.search(r"^    client_max_body_size (\S+);", text, re.M).group(1))
+    found = []
+    for pattern, block in re.findall(r"^    location ~ (\S+) \{\n(.*?)^    \}", text, re.M | re.S):
+        size = re.search(r"client_max_body_size (\S+);", block)
+        found.append((re.compile(pattern), _size(size.group(1)) if size else None))
+    return server, found
+
+
+def _nginx_limit(path: str) -> int:
+    server, locations = _body_limits()
+    for pattern, size in locations:  # nginx takes the first regular expression that matches
+        if pattern.search(path):
+            return server if size is None else size
+    return server
+
+
+UPLOAD_URLS = {
+    "stimuli:upload": "/organize/demo/upload/",
+    "upload-list": "/api/challenges/demo/uploads/",
+    "text_prompts:reference": "/organize/demo/text-prompts/reference/",
+    "generators:code": "/organize/demo/generators/systems/3/code/",
+    "generator-list": "/api/challenges/demo/generators/",
+    "teams:submit": "/teams/demo/team/submit/",
+    "team-submission-list": "/api/challenges/demo/submissions/",
+}
+
+
+def test_every_upload_path_has_djangos_limit_in_nginx(settings):
+    """Each view that takes an upload gets, in nginx, exactly the body limit Django holds it to:
+    a lower one would refuse in nginx what the platform accepts (a team's archive of real size),
+    a higher one would buffer to disk what Django then refuses."""
+    from django.urls import resolve
+
+    assert set(UPLOAD_URLS) == set(limits.UPLOAD_VIEWS)
+    for name, path in UPLOAD_URLS.items():
+        assert resolve(path).view_name == name, path
+        assert _nginx_limit(path) == limits.body_limit(name), (name, path)
+    assert limits.body_limit("teams:submit") == settings.FOLEY_GENERATOR_MAX_BYTES + 1024**2
+    # Everywhere else the small limit, the same in both.
+    server, _ = _body_limits()
+    assert server == settings.FOLEY_BODY_MAX_BYTES == limits.body_limit(None)
+    for path in ("/teams/demo/team/", "/api/challenges/demo/submissions/1/", "/accounts/login/"):
+        assert _nginx_limit(path) == server, path
+
+
+def test_bodies_go_to_a_file_not_to_memory():
+    text = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert _size(re.search(r"client_body_buffer_size (\S+);", text).group(1)) <= 64 * 1024
+    assert "proxy_request_buffering on;" in text and "client_body_in_single_buffer" not in text

@@ -389,6 +389,8 @@ def test_the_client_is_the_address_the_trusted_proxy_saw(settings, rf):
     request = rf.get("/", HTTP_X_FORWARDED_FOR="6.6.6.6, 1.2.3.4", REMOTE_ADDR="172.18.0.5")
     assert limits.client_ip(request) == "172.18.0.5"  # no proxy trusted: the connection's
     settings.FOLEY_PROXY_HOPS = 1
+    assert limits.client_ip(request) == "172.18.0.5"  # not a proxy's address: its own
+    settings.FOLEY_PROXY_ADDRESSES = ["172.18.0.5"]
     assert limits.client_ip(request) == "1.2.3.4"  # nginx's view; the rest is the client's claim
 
 
