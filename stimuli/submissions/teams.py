@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from ..errors import Conflict, Refused
 from ..models import Challenge, Team
-from ..services import create_team
+from ..services import create_team, team_name_problems
 from . import selectors
 from .models import TeamInvitation, TeamMembership, TeamRegistration
 
@@ -123,10 +123,7 @@ def register_team(
     if not selectors.schedule(challenge).self_registration:
         raise Refused("Teams of this challenge are registered by its organizers.")
     problems = _check_account(username, email, password)
-    if not team_name.strip():
-        problems.append("team: name the team")
-    elif Team.objects.filter(challenge=challenge, name__iexact=team_name).exists():
-        problems.append(f"team: a team named {team_name!r} is registered already")
+    problems += [p.replace("name: ", "team: ", 1) for p in team_name_problems(challenge, team_name)]
     if problems:
         raise Refused(problems)
     User = get_user_model()

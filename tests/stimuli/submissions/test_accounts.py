@@ -63,3 +63,43 @@ def test_reset_flooding_is_refused_per_address_and_per_client(
     got = [one.post(url, {"email": f"x{i}@example.org"}).status_code for i in range(11)]
     assert 429 not in got[:10] and got[-1] == 429
     assert Client(REMOTE_ADDR="10.2.0.2").post(url, {"email": "y@example.org"}).status_code == 302
+
+
+@pytest.mark.parametrize(
+    "look_alike",
+    [
+        "barkers",
+        "  Barkers  ",
+        "Bark ers",
+        "B\u0430rkers",  # a Cyrillic a
+        "Barkers\u200b",  # a zero-width space
+        "\uff22\uff41\uff52\uff4b\uff45\uff52\uff53",  # full-width
+        "B\u0391RKERS",  # Greek Alpha
+        "Bárkers",
+        "Bark-ers",
+    ],
+)
+def test_look_alike_team_names_are_refused(open_challenge, look_alike):
+    from stimuli.errors import Refused
+    from stimuli.models import Team
+    from stimuli.submissions import teams
+
+    teams.create_team_with_invitation(open_challenge, name="Barkers")
+    with pytest.raises(Refused, match="looks the same"):
+        teams.create_team_with_invitation(open_challenge, name=look_alike)
+    assert Team.objects.filter(challenge=open_challenge).count() == 1
+
+
+def test_team_names_are_stored_normalised_and_the_database_refuses_look_alikes(open_challenge):
+    from django.db import IntegrityError, transaction
+
+    from stimuli.models import Team
+    from stimuli.submissions import teams
+
+    invitation = teams.create_team_with_invitation(open_challenge, name="  Rain\u00a0 \uff2dakers ")
+    assert invitation.team.name == "Rain Makers"
+    # The constraint holds however a team is stored, the admin and fixtures included.
+    other = teams.create_team_with_invitation(open_challenge, name="Barkers").team
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Team.objects.create(challenge=open_challenge, name="RAIN MAKERS")
+    assert Team.objects.filter(challenge=open_challenge).count() == 2 and other.pk
