@@ -12,7 +12,7 @@ import secrets
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 # The review window's rule of code, as a challenge starts (stimuli/submissions/review.py applies
 # it). Source files a bug fix touches; not .txt, .json, .yaml, .toml, .cfg or .ini: those hold
@@ -56,12 +56,24 @@ class TeamMembership(models.Model):
 
 
 class TeamInvitation(models.Model):
-    """A link that makes whoever signs up from it a member of one team, until it expires."""
+    """A link that makes whoever signs up from it a member of one team: at most `max_uses`
+    people, until it expires or the organizers revoke it. A leaked link cannot make accounts
+    without end."""
 
     team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="invitations")
     token = models.CharField(max_length=64, unique=True, default=new_invitation_token)
     expires_at = models.DateTimeField()
+    max_uses = models.PositiveIntegerField(default=5)
+    uses = models.PositiveIntegerField(default=0)
     revoked = models.BooleanField(default=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
@@ -69,9 +81,24 @@ class TeamInvitation(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # Two sign-ups at the same moment cannot both take the last use.
+            models.CheckConstraint(
+                condition=Q(max_uses__gte=1) & Q(uses__lte=F("max_uses")),
+                name="invitation_uses_within_limit",
+            ),
+            models.CheckConstraint(
+                condition=Q(revoked=False) | Q(revoked_at__isnull=False),
+                name="invitation_revoked_when",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"invitation to {self.team}"
+
+    @property
+    def uses_left(self) -> int:
+        return self.max_uses - self.uses
 
 
 class TeamRegistration(models.Model):

@@ -9,7 +9,6 @@ from django.contrib.auth import login
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
@@ -55,7 +54,7 @@ def join(request: HttpRequest, slug: str, token: str) -> HttpResponse:
             request,
             "submissions/join.html",
             {"challenge": challenge, "refusal": refusal},
-            status=400,
+            status=refusal.status,
         )
     form = SignUpForm(request.POST or None)
     problems: list[str] = []
@@ -99,7 +98,7 @@ def register(request: HttpRequest, slug: str) -> HttpResponse:
 def _team_context(request: HttpRequest) -> dict:
     challenge, team = request.challenge, request.team
     schedule = selectors.schedule(challenge)
-    invitation = team.invitations.filter(revoked=False).order_by("-expires_at").first()
+    invitation = teams.live_invitations(team).first()
     return {
         "challenge": challenge,
         "team": team,
@@ -116,11 +115,7 @@ def _team_context(request: HttpRequest) -> dict:
         "disqualifications": selectors.standing_disqualifications(team),
         "tracks": challenge.tracks.all(),
         "invitation": invitation,
-        "invitation_url": request.build_absolute_uri(
-            reverse("teams:join", args=[challenge.slug, invitation.token])
-        )
-        if invitation
-        else "",
+        "invitation_url": teams.invitation_url(invitation) if invitation else "",
     }
 
 

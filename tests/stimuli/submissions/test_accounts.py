@@ -103,3 +103,93 @@ def test_team_names_are_stored_normalised_and_the_database_refuses_look_alikes(o
     with pytest.raises(IntegrityError), transaction.atomic():
         Team.objects.create(challenge=open_challenge, name="RAIN MAKERS")
     assert Team.objects.filter(challenge=open_challenge).count() == 2 and other.pk
+
+
+def _join_page(invitation) -> tuple[int, str]:
+    url = reverse("teams:join", args=[invitation.team.challenge.slug, invitation.token])
+    response = Client().get(url)
+    return response.status_code, response.content.decode()
+
+
+def test_an_invitation_makes_as_many_members_as_it_was_for(open_challenge):
+    from stimuli.errors import Refused
+    from stimuli.submissions import teams
+
+    invitation = teams.create_team_with_invitation(open_challenge, name="Barkers")
+    two = teams.create_invitation(invitation.team, uses=2)
+    for name in ("ann", "bob"):
+        teams.sign_up(two.token, username=name, email=f"{name}@example.org", password=PASSWORD)
+    with pytest.raises(Refused, match="used by the 2 people"):
+        teams.sign_up(two.token, username="cy", email="cy@example.org", password=PASSWORD)
+    status, html = _join_page(two)
+    assert status == 410 and "used by the 2 people it was for" in html and "id_username" not in html
+    two.refresh_from_db()
+    assert two.uses == 2 and invitation.team.memberships.count() == 2
+    # A refused sign-up takes no use: the other link still has all of its own.
+    with pytest.raises(Refused):
+        teams.sign_up(invitation.token, username="ann", email="x@example.org", password=PASSWORD)
+    invitation.refresh_from_db()
+    assert invitation.uses == 0
+
+
+def test_an_invitation_is_refused_once_expired_and_the_database_holds_its_limit(open_challenge):
+    import datetime as dt
+
+    from django.db import IntegrityError, transaction
+    from django.utils import timezone
+
+    from stimuli.submissions import teams
+    from stimuli.submissions.models import TeamInvitation
+
+    invitation = teams.create_team_with_invitation(open_challenge, name="Late")
+    TeamInvitation.objects.filter(pk=invitation.pk).update(
+        expires_at=timezone.now() - dt.timedelta(seconds=1)
+    )
+    status, html = _join_page(invitation)
+    assert status == 410 and "has expired" in html
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TeamInvitation.objects.filter(pk=invitation.pk).update(uses=invitation.max_uses + 1)
+
+
+def test_the_organizer_makes_and_revokes_links_on_the_page(open_challenge, organizer_client):
+    from stimuli.submissions import teams
+    from stimuli.submissions.models import TeamInvitation
+
+    first = teams.create_team_with_invitation(open_challenge, name="Barkers")
+    team = first.team
+    index = reverse("submissions_organize:index", args=["teams"])
+    invite = reverse("submissions_organize:invite", args=["teams", team.pk])
+    # Bad numbers: every problem named at once, nothing made.
+    response = organizer_client.post(invite, {"uses": "0", "days": "999"})
+    html = response.content.decode()
+    assert response.status_code == 400 and "uses:" in html and "days:" in html
+    assert team.invitations.count() == 1
+    assert organizer_client.post(invite, {"uses": "3", "days": "2"})["Location"] == index
+    second = team.invitations.exclude(pk=first.pk).get()
+    assert second.max_uses == 3
+    page = organizer_client.get(index).content.decode()
+    assert first.token in page and second.token in page and "used 0 of 3" in page
+
+    revoke = reverse("submissions_organize:revoke_invitation", args=["teams", team.pk, first.pk])
+    assert organizer_client.post(revoke)["Location"] == index
+    first.refresh_from_db()
+    assert first.revoked and first.revoked_at is not None
+    page = organizer_client.get(index).content.decode()
+    assert first.token not in page and second.token in page
+    status, html = _join_page(first)
+    assert status == 410 and "withdrawn by the organizers" in html
+    assert _join_page(second)[0] == 200
+    # A link of another team is not revoked through this team's address.
+    other = teams.create_team_with_invitation(open_challenge, name="Rainers")
+    wrong = reverse("submissions_organize:revoke_invitation", args=["teams", team.pk, other.pk])
+    assert organizer_client.post(wrong).status_code == 404
+    assert not TeamInvitation.objects.get(pk=other.pk).revoked
+    # A team member cannot revoke.
+    member = teams.sign_up(second.token, username="ann", email="a@example.org", password=PASSWORD)
+    client = Client()
+    client.force_login(member)
+    revoke_second = reverse(
+        "submissions_organize:revoke_invitation", args=["teams", team.pk, second.pk]
+    )
+    assert client.post(revoke_second).status_code in (302, 403)
+    assert not TeamInvitation.objects.get(pk=second.pk).revoked
