@@ -452,3 +452,40 @@ class Disqualification(models.Model):
     @property
     def standing(self) -> bool:
         return self.lifted_at is None
+
+
+class PendingSignUp(models.Model):
+    """A sign-up (from an invitation link) or a team's registration, waiting for its e-mail link.
+    The form's answer is the same whether the username or the address is in use; what is taken
+    is told only to whoever follows the link, that is, to the address's owner. The password is
+    kept as its hash, like an account's."""
+
+    class Kind(models.TextChoices):
+        JOIN = "join", "Sign up from an invitation"
+        REGISTER = "register", "Register a team"
+
+    token = models.CharField(max_length=64, unique=True, default=new_invitation_token)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    challenge = models.ForeignKey("stimuli.Challenge", on_delete=models.CASCADE, related_name="+")
+    invitation = models.ForeignKey(
+        TeamInvitation, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    team_name = models.CharField(max_length=120, blank=True)
+    affiliation = models.CharField(max_length=200, blank=True)
+    username = models.CharField(max_length=150)
+    email = models.EmailField()
+    password = models.CharField(max_length=128)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(kind="join") & Q(invitation__isnull=False))
+                | (Q(kind="register") & ~Q(team_name="")),
+                name="pending_sign_up_has_its_team",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"pending {self.kind} of {self.username}"

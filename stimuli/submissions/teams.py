@@ -114,7 +114,7 @@ def open_invitation(token: str) -> TeamInvitation:
     return invitation
 
 
-def _use_invitation(token: str) -> TeamInvitation:
+def use_invitation(token: str) -> TeamInvitation:
     """Take one use of the link, in the caller's transaction: the row is locked, so two people
     signing up at once cannot both take its last use."""
     invitation = (
@@ -129,23 +129,49 @@ def _use_invitation(token: str) -> TeamInvitation:
     return invitation
 
 
-def _check_account(username: str, email: str, password: str) -> list[str]:
-    """Every problem of a new account's details at once."""
+def account_problems(username: str, email: str, password: str | None) -> list[str]:
+    """Every problem of a new account's details that says nothing about other accounts: the
+    username's form, the address's, the password's strength (None: a password checked before
+    and kept as its hash)."""
     problems = []
     User = get_user_model()
     if not username.strip():
         problems.append("username: choose a user name")
-    elif User.objects.filter(username__iexact=username).exists():
-        problems.append(f"username: {username!r} is taken")
+    else:
+        try:
+            User.username_validator(username)
+        except ValidationError as exc:
+            problems.extend(f"username: {m}" for m in exc.messages)
     try:
         validate_email(email)
     except ValidationError:
         problems.append("e-mail: enter a valid e-mail address (it is where password resets go)")
-    try:
-        password_validation.validate_password(password, User(username=username, email=email))
-    except ValidationError as exc:
-        problems.extend(f"password: {m}" for m in exc.messages)
+    if password is not None:
+        try:
+            password_validation.validate_password(password, User(username=username, email=email))
+        except ValidationError as exc:
+            problems.extend(f"password: {m}" for m in exc.messages)
     return problems
+
+
+def taken_problems(username: str, email: str) -> list[str]:
+    """Which of the details another account has. Told only to the owner of the address (after
+    the e-mail link, stimuli/submissions/sign_ups.py) or to trusted callers, never to a form."""
+    User = get_user_model()
+    problems = []
+    if User.objects.filter(username__iexact=username.strip()).exists():
+        problems.append(f"username: {username!r} is taken: choose another")
+    if email and User.objects.filter(email__iexact=email.strip()).exists():
+        problems.append(
+            "e-mail: an account with this address exists: log in (or reset its password), "
+            "then follow the invitation link"
+        )
+    return problems
+
+
+def _check_account(username: str, email: str, password: str) -> list[str]:
+    problems = account_problems(username, email, password)
+    return problems + [p for p in taken_problems(username, email) if p not in problems]
 
 
 def join(team: Team, user) -> TeamMembership:
@@ -169,13 +195,14 @@ def join(team: Team, user) -> TeamMembership:
 
 def sign_up(token: str, *, username: str, email: str, password: str):
     """A new account from an invitation link, a member of the invitation's team; it takes one of
-    the link's uses."""
+    the link's uses. For trusted callers (the demo, fixtures): it says what is taken. The pages
+    go through sign_ups.request_sign_up, which does not."""
     open_invitation(token)
     if problems := _check_account(username, email, password):
         raise Refused(problems)
     User = get_user_model()
     with transaction.atomic():
-        invitation = _use_invitation(token)
+        invitation = use_invitation(token)
         user = User.objects.create_user(username=username, email=email, password=password)
         join(invitation.team, user)
     return user
@@ -189,7 +216,7 @@ def accept_invitation(token: str, user) -> TeamMembership:
     if existing is not None:
         return join(team, user)  # the member it is, or the refusal of another team's
     with transaction.atomic():
-        return join(_use_invitation(token).team, user)
+        return join(use_invitation(token).team, user)
 
 
 def register_team(
@@ -201,7 +228,8 @@ def register_team(
     email: str,
     password: str,
 ):
-    """Self-registration: a team waiting for approval and its first member's account."""
+    """Self-registration: a team waiting for approval and its first member's account. For
+    trusted callers, like `sign_up`; the page goes through sign_ups.request_registration."""
     if not selectors.schedule(challenge).self_registration:
         raise Refused("Teams of this challenge are registered by its organizers.")
     problems = _check_account(username, email, password)

@@ -5,6 +5,8 @@ that cannot pass for another team's."""
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from types import SimpleNamespace
 
 import pytest
@@ -193,3 +195,96 @@ def test_the_organizer_makes_and_revokes_links_on_the_page(open_challenge, organ
     )
     assert client.post(revoke_second).status_code in (302, 403)
     assert not TeamInvitation.objects.get(pk=second.pk).revoked
+
+
+def _answers(url: str, forms: list[dict]) -> list[tuple[int, str, str]]:
+    """Each form's answer, as a stranger sees it: status, where it leads, that page's text."""
+    seen = []
+    for data in forms:
+        client = Client()
+        response = client.post(url, data)
+        location = response.get("Location", "")
+        page = client.get(location).content.decode() if location else ""
+        # The per-request secrets (CSRF token, script nonce) differ whatever was typed.
+        page = re.sub(
+            r'(X-CSRFToken": "|nonce="|name="csrfmiddlewaretoken" value=")[^"]+', "", page
+        )
+        seen.append((response.status_code, location, page))
+    return seen
+
+
+def test_sign_up_answers_the_same_whether_a_username_or_address_is_taken(
+    open_challenge, make_member
+):
+    from django.contrib.auth import get_user_model
+
+    from stimuli.submissions import teams
+
+    from .conftest import confirm_from_mail, mailed_link
+
+    make_member("Barkers", "organizer")  # an account an attacker would look for
+    invitation = teams.create_team_with_invitation(open_challenge, name="Rainers")
+    url = reverse("teams:join", args=["teams", invitation.token])
+    free = {"username": "zed", "email": "zed@example.org", "password": PASSWORD}
+    taken_name = {"username": "Organizer", "email": "new@example.org", "password": PASSWORD}
+    taken_address = {"username": "yan", "email": "organizer@example.org", "password": PASSWORD}
+    answers = _answers(url, [free, taken_name, taken_address])
+    assert answers[0][:2] == (302, reverse("teams:sent", args=["teams"]))
+    assert answers[0] == answers[1] == answers[2]
+    users = get_user_model().objects
+    assert users.count() == 1
+    # The owner of the address learns it has an account; no link to make a second one.
+    tried = [m for m in mail.outbox if m.to == ["organizer@example.org"]]
+    assert len(tried) == 1 and "already has an account" in tried[0].body
+    assert "/confirm/" not in tried[0].body and "/accounts/password-reset/" in tried[0].body
+    # Only after the e-mail's link is a taken username told, with a field to choose another.
+    client = Client()
+    taken = confirm_from_mail(client, "new@example.org")
+    assert taken.status_code == 400 and "'Organizer' is taken" in unescape(taken.content.decode())
+    assert users.count() == 1
+    chosen = client.post(mailed_link("new@example.org"), {"username": "newton"})
+    assert chosen["Location"] == reverse("teams:team", args=["teams"])
+    newton = users.get(username="newton")
+    assert newton.email == "new@example.org" and newton.check_password(PASSWORD)
+    assert teams.selectors.team_of(newton, open_challenge) == invitation.team
+    invitation.refresh_from_db()
+    assert invitation.uses == 1
+    # The link works once.
+    assert Client().get(mailed_link("new@example.org")).status_code == 410
+    assert confirm_from_mail(Client(), "zed@example.org")["Location"].endswith("/team/")
+
+
+def test_registration_answers_the_same_whether_a_username_or_address_is_taken(
+    open_challenge, make_member
+):
+    from django.contrib.auth import get_user_model
+
+    from stimuli.submissions import schedule, selectors
+
+    from .conftest import confirm_from_mail
+
+    schedule.set_schedule(open_challenge, self_registration=True)
+    make_member("Barkers", "ann")
+    url = reverse("teams:register", args=["teams"])
+    team = {"team_name": "Solo", "affiliation": "Lab", "password": PASSWORD}
+    answers = _answers(
+        url,
+        [
+            {**team, "username": "sol", "email": "sol@example.org"},
+            {**team, "username": "ANN", "email": "other@example.org"},
+            {**team, "username": "sam", "email": "Ann@Example.org"},
+        ],
+    )
+    assert answers[0][:2] == (302, reverse("teams:sent", args=["teams"]))
+    assert answers[0] == answers[1] == answers[2]
+    assert get_user_model().objects.count() == 1
+    # What the form does say, it says whoever asks: every problem of what was typed, at once.
+    response = Client().post(
+        url, {**team, "team_name": "barkers", "username": "", "email": "x", "password": "1"}
+    )
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert all(word in html for word in ("team:", "username:", "e-mail:", "password:"))
+    assert confirm_from_mail(Client(), "sol@example.org").status_code == 302
+    sol = get_user_model().objects.get(username="sol")
+    assert not selectors.is_approved(selectors.team_of(sol, open_challenge))
