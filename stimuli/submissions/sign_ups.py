@@ -3,8 +3,11 @@ accounts. The form checks only what says nothing about other accounts (the usern
 address's, the password's strength, the invitation link, the team's name) and always answers
 the same: "a link was sent". Then, by e-mail to the address given:
 
-- no account has the address: a link to confirm. Following it creates the account; only then,
-  and only to the owner of the address, is a username taken said, with a field to choose another;
+- no account has the address: a link to confirm. Following it and typing the form's password
+  again creates the account; only then, and only to the owner of the address, is a username
+  taken said, with a field to choose another. The password is asked again so that no one can
+  make an account in someone else's name whose password they know: the owner of an address who
+  did not fill in the form cannot complete it, and whoever did cannot without the e-mail;
 - an account has it: a note that someone tried to sign up with it, and where to log in or reset
   the password. Nothing is kept.
 
@@ -17,7 +20,7 @@ import logging
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import make_password
+from django.contrib.auth.hashers import check_password, make_password
 from django.core.mail import EmailMessage
 from django.db import transaction
 from django.template.loader import render_to_string
@@ -131,17 +134,20 @@ def open_pending(slug: str, token: str) -> PendingSignUp:
     return pending
 
 
-def confirm(slug: str, token: str, *, username: str = "", team_name: str = ""):
-    """The account the link was sent for, made now; a username or team name taken since the
-    form (or before it: the form did not say) may be changed here. Every problem at once, and
-    nothing stored unless all is well."""
+def confirm(slug: str, token: str, *, password: str, username: str = "", team_name: str = ""):
+    """The account the link was sent for, made now if `password` is the form's; a username or
+    team name taken since the form (or before it: the form did not say) may be changed here.
+    Every problem at once, and nothing stored unless all is well."""
     open_pending(slug, token)
     User = get_user_model()
     with transaction.atomic():
         pending = PendingSignUp.objects.select_for_update().get(token=token)
         username = username.strip() or pending.username
         team_name = team_name.strip() or pending.team_name
-        problems = teams.account_problems(username, pending.email, None)
+        problems = []
+        if not check_password(password, pending.password):
+            problems.append("password: type the password you chose in the form")
+        problems += teams.account_problems(username, pending.email, None)
         problems += teams.taken_problems(username, pending.email)
         if pending.kind == PendingSignUp.Kind.REGISTER:
             if not selectors.schedule(pending.challenge).self_registration:

@@ -116,6 +116,7 @@ def confirm(request: HttpRequest, slug: str, token: str) -> HttpResponse:
             user = sign_ups.confirm(
                 slug,
                 token,
+                password=request.POST.get("password", ""),
                 username=request.POST.get("username", ""),
                 team_name=request.POST.get("team_name", ""),
             )

@@ -77,10 +77,11 @@ def mailed_link(address: str, marker: str = "/confirm/") -> str:
 
 
 def confirm_from_mail(client, address: str, **changes: str):
-    """Follow the confirmation e-mail's link and press its button (with changed fields)."""
+    """Follow the confirmation e-mail's link, type the password and press its button (with
+    changed fields)."""
     path = mailed_link(address)
     assert client.get(path).status_code == 200
-    return client.post(path, changes)
+    return client.post(path, {"password": PASSWORD, **changes})
 
 
 def upload(data: bytes, name: str = "system.zip") -> SimpleUploadedFile:

@@ -242,7 +242,13 @@ def test_sign_up_answers_the_same_whether_a_username_or_address_is_taken(
     taken = confirm_from_mail(client, "new@example.org")
     assert taken.status_code == 400 and "'Organizer' is taken" in unescape(taken.content.decode())
     assert users.count() == 1
-    chosen = client.post(mailed_link("new@example.org"), {"username": "newton"})
+    link = mailed_link("new@example.org")
+    # Without the form's password the link makes nothing: the owner of an address cannot be
+    # given an account whose password someone else chose.
+    wrong = client.post(link, {"username": "newton", "password": "not-the-one-chosen-1"})
+    assert wrong.status_code == 400 and "type the password you chose" in wrong.content.decode()
+    assert users.count() == 1
+    chosen = client.post(link, {"username": "newton", "password": PASSWORD})
     assert chosen["Location"] == reverse("teams:team", args=["teams"])
     newton = users.get(username="newton")
     assert newton.email == "new@example.org" and newton.check_password(PASSWORD)

@@ -34,6 +34,7 @@ def _sign_up(page, url: str, username: str, shots: bool = False) -> None:
         _shots(page, page.url, "team-sent")
         _shots(page, base + mailed_link(f"{username}@example.org"), "team-confirm")
     page.goto(base + mailed_link(f"{username}@example.org"))
+    page.fill("#confirm #id_password", PASSWORD)
     page.click("#confirm button[type=submit]")
     page.wait_for_selector("#team")
 
