@@ -294,3 +294,31 @@ def test_registration_answers_the_same_whether_a_username_or_address_is_taken(
     assert confirm_from_mail(Client(), "sol@example.org").status_code == 302
     sol = get_user_model().objects.get(username="sol")
     assert not selectors.is_approved(selectors.team_of(sol, open_challenge))
+
+
+def test_sign_up_and_registration_are_limited_per_client_and_per_address(
+    open_challenge, rate_limits, frozen_window
+):
+    from stimuli.submissions import schedule, teams
+
+    schedule.set_schedule(open_challenge, self_registration=True)
+    invitation = teams.create_team_with_invitation(open_challenge, name="Barkers")
+    join = reverse("teams:join", args=["teams", invitation.token])
+    register = reverse("teams:register", args=["teams"])
+    form = {"username": "zed", "password": PASSWORD, "team_name": "Solo"}
+    # One mailbox, many clients, both forms together: three e-mails an hour.
+    got = [
+        Client(REMOTE_ADDR=f"10.3.0.{i}")
+        .post((join, register)[i % 2], {**form, "username": f"z{i}", "email": "zed@example.org"})
+        .status_code
+        for i in range(8)
+    ]
+    assert got[:3] == [302] * 3 and set(got[3:]) == {429}
+    assert len(mail.outbox) == 3
+    # One client, many addresses: ten tries a minute.
+    one = Client(REMOTE_ADDR="10.4.0.1")
+    got = [
+        one.post(register, {**form, "username": f"r{i}", "email": f"r{i}@example.org"}).status_code
+        for i in range(11)
+    ]
+    assert 429 not in got[:10] and got[-1] == 429
