@@ -8,6 +8,7 @@ import datetime as dt
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, password_validation
+from django.contrib.auth.validators import ASCIIUsernameValidator
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 from ..errors import Conflict, Refused
 from ..models import Challenge, Team
+from ..names import name_key
 from ..services import create_team, team_name_problems
 from . import selectors
 from .models import TeamInvitation, TeamMembership, TeamRegistration
@@ -138,8 +140,9 @@ def account_problems(username: str, email: str, password: str | None) -> list[st
     if not username.strip():
         problems.append("username: choose a user name")
     else:
+        # ASCII only: a username in letters of another script could pass for someone's.
         try:
-            User.username_validator(username)
+            ASCIIUsernameValidator()(username)
         except ValidationError as exc:
             problems.extend(f"username: {m}" for m in exc.messages)
     try:
@@ -159,7 +162,12 @@ def taken_problems(username: str, email: str) -> list[str]:
     the e-mail link, stimuli/submissions/sign_ups.py) or to trusted callers, never to a form."""
     User = get_user_model()
     problems = []
-    if User.objects.filter(username__iexact=username.strip()).exists():
+    # Case aside, "0rganizer" or "organlzer" would pass for "organizer": names that share a
+    # skeleton (stimuli/names.py) are one. Read only when an account is about to be made.
+    key = name_key(username)
+    if User.objects.filter(username__iexact=username.strip()).exists() or any(
+        name_key(other) == key for other in User.objects.values_list("username", flat=True)
+    ):
         problems.append(f"username: {username!r} is taken: choose another")
     if email and User.objects.filter(email__iexact=email.strip()).exists():
         problems.append(

@@ -322,3 +322,21 @@ def test_sign_up_and_registration_are_limited_per_client_and_per_address(
         for i in range(11)
     ]
     assert 429 not in got[:10] and got[-1] == 429
+
+
+def test_a_username_that_would_pass_for_anothers_is_refused(open_challenge, make_member):
+    from stimuli.errors import Refused
+    from stimuli.submissions import teams
+
+    make_member("Barkers", "organizer")
+    invitation = teams.create_team_with_invitation(open_challenge, name="Rainers")
+    for look_alike in ("0rganizer", "ORGANlZER", "organ1zer"):
+        with pytest.raises(Refused, match="is taken"):
+            teams.sign_up(
+                invitation.token, username=look_alike, email="x@example.org", password=PASSWORD
+            )
+    with pytest.raises(Refused, match="username:"):  # another script's letters
+        teams.sign_up(
+            invitation.token, username="\u043erganizer", email="x@example.org", password=PASSWORD
+        )
+    assert invitation.team.memberships.count() == 0
