@@ -5,8 +5,10 @@ holds the same limits for nginx).
   middleware or view reads it, so nothing is spooled to the temporary folder. Only the upload
   paths take large bodies.
 - Rates: per client (its address, through FOLEY_PROXY_HOPS proxies) on login, the admin, join
-  and crowd links and player events; crowd enrolment also per link, so a leaked link cannot
-  enrol without end. Counted in the cache (shared between processes when CACHE_URL is set).
+  and crowd links, player events and the account forms (password reset, a team's sign-up and
+  registration); crowd enrolment also per link, so a leaked link cannot enrol without end; the
+  account forms also per e-mail address they would write to, so no one can flood a mailbox
+  from many addresses. Counted in the cache (shared between processes when CACHE_URL is set).
 - The proxies: what a request says of its client, its arrival or a sound sent is believed only
   when it comes from FOLEY_PROXY_ADDRESSES (`from_proxy`).
 """
@@ -120,10 +122,14 @@ class BodyLimitMiddleware:
 class Limit:
     group: str
     rate: str  # django-ratelimit's: count/period, e.g. "10/m", "20/s"
-    key: str = "client"  # "client", or "link": the crowd link's key in the URL
+    # "client"; "link": the crowd link's key in the URL; "email": the e-mail address the form
+    # posts (a request without one is not counted under it)
+    key: str = "client"
     methods: tuple[str, ...] = ()  # all when empty
 
 
+ACCOUNT_FORMS = Limit("accounts", "10/m", methods=("POST",))
+MAIL = Limit("mail", "3/h", key="email", methods=("POST",))
 # By URL name; nginx's zones (deploy/nginx.conf) match these.
 RATE_LIMITS: dict[str, tuple[Limit, ...]] = {
     "login": (Limit("login", "10/m", methods=("POST",)),),
@@ -131,14 +137,31 @@ RATE_LIMITS: dict[str, tuple[Limit, ...]] = {
     "raters:join": (Limit("links", "30/m"),),
     "raters:crowd": (Limit("links", "30/m"), Limit("enrol", "120/m", key="link")),
     "raters:player": (Limit("player", "20/s"),),
+    # The forms that send an e-mail: a few tries a minute from one client, and a few e-mails an
+    # hour to one address whoever asks (the group is shared: reset, sign-up and registration
+    # together). The answer is the same whether or not the address has an account.
+    "password_reset": (ACCOUNT_FORMS, MAIL),
+    "teams:join": (Limit("links", "30/m"), ACCOUNT_FORMS, MAIL),
+    "teams:register": (ACCOUNT_FORMS, MAIL),
+    "teams:confirm": (Limit("links", "30/m"),),
 }
 ADMIN_LIMIT = Limit("admin", "300/m")
+
+
+def posted_email(request: HttpRequest) -> str:
+    """The e-mail address a form posts, as one mailbox: trimmed, lower case."""
+    return request.POST.get("email", "").strip().lower()
 
 
 def _key(limit: Limit):
     if limit.key == "link":
         return lambda group, request: request.resolver_match.kwargs.get("key", "")
+    if limit.key == "email":
+        return lambda group, request: posted_email(request)
     return lambda group, request: client_ip(request)
+
+
+RETRY_AFTER = {"s": "1", "m": "60", "h": "3600", "d": "86400"}
 
 
 def _limits(request: HttpRequest) -> tuple[Limit, ...]:
@@ -169,6 +192,8 @@ class RateLimitMiddleware:
         for limit in _limits(request):
             if limit.methods and request.method not in limit.methods:
                 continue
+            if limit.key == "email" and not posted_email(request):
+                continue
             if is_ratelimited(
                 request, group=limit.group, key=_key(limit), rate=limit.rate, increment=True
             ):
@@ -177,6 +202,6 @@ class RateLimitMiddleware:
                     status=429,
                     content_type="text/plain; charset=utf-8",
                 )
-                response["Retry-After"] = "60" if limit.rate.endswith("m") else "1"
+                response["Retry-After"] = RETRY_AFTER[limit.rate[-1]]
                 return response
         return None

@@ -16,7 +16,8 @@ Where each is checked:
 - The settings when the settings module loads, in every process (`manage.py check` excepted, so
   that it can list every problem at once).
 - Everything, settings and accounts, in Django's checks (`foley.E001` accounts, `foley.E002`
-  SECRET_KEY, `foley.E003` ALLOWED_HOSTS: `manage.py check --deploy`, `runserver`, `migrate`), at
+  SECRET_KEY, `foley.E003` ALLOWED_HOSTS, and the warning `foley.W004` for a FOLEY_SITE_URL that
+  e-mails' links should not use: `manage.py check --deploy`, `runserver`, `migrate`), at
   the web process's start (wsgi.py, asgi.py) and at a worker's or the scheduler's
   (foley_platform/celery.py).
 """
@@ -24,6 +25,7 @@ Where each is checked:
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -158,7 +160,37 @@ def refuse_unsafe_start() -> None:
         raise ImproperlyConfigured(REFUSING + "; ".join(message for _, message in problems))
 
 
+def site_url_problems(site_url: str, allowed_hosts: list[str]) -> list[str]:
+    """FOLEY_SITE_URL starts every link in an e-mail: over HTTPS, at a host the site answers."""
+    from django.http.request import validate_host
+
+    parts = urlsplit(site_url)
+    problems = []
+    if parts.scheme != "https":
+        problems.append(
+            f"FOLEY_SITE_URL is {site_url!r}: links in e-mails (password resets, sign-up "
+            "confirmations) would go over plain HTTP; set the site's https:// address"
+        )
+    if parts.hostname and not validate_host(parts.hostname, allowed_hosts):
+        problems.append(
+            f"FOLEY_SITE_URL's host {parts.hostname!r} is not in ALLOWED_HOSTS: links in "
+            "e-mails would point at a site this one is not"
+        )
+    return problems
+
+
 @checks.register(checks.Tags.security)
 def production_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    """Every reason not to start, as errors: `manage.py check --deploy` lists them all."""
-    return [checks.Error(message, id=check_id) for check_id, message in start_problems()]
+    """Every reason not to start, as errors: `manage.py check --deploy` lists them all. A site
+    address that links should not use is a warning: a site that sends no e-mail runs safely."""
+    from django.conf import settings
+
+    found: list[checks.CheckMessage] = [
+        checks.Error(message, id=check_id) for check_id, message in start_problems()
+    ]
+    if not settings.DEBUG:
+        found += [
+            checks.Warning(message, id="foley.W004")
+            for message in site_url_problems(settings.FOLEY_SITE_URL, settings.ALLOWED_HOSTS)
+        ]
+    return found

@@ -335,6 +335,10 @@ EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
 EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
 EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="foley@localhost")
+# The site's own address (scheme and host, e.g. https://foley.example.org): every link in an
+# e-mail (password reset, sign-up confirmation) and every invitation link starts with it, never
+# with the Host header a request claims, which an attacker chooses.
+FOLEY_SITE_URL = env("FOLEY_SITE_URL", default="http://localhost:8000").rstrip("/")
 
 # --- REST API ---
 REST_FRAMEWORK = {

@@ -5,6 +5,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from foley_platform import accounts
 from raters import views as raters_views
 from raters.delivery import RECEIPT_PATH
 from stimuli import views as stimuli_views
@@ -46,7 +47,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password-reset/",
-        auth_views.PasswordResetView.as_view(),
+        accounts.PasswordResetView.as_view(),
         name="password_reset",
     ),
     path(

@@ -16,6 +16,12 @@ from django.db.models import Q, Value
 from django.db.models.functions import Concat
 
 from .job_kinds import kind_label
+from .names import name_key, normalise_name
+
+LOOK_ALIKE_NAME = (
+    "a team of this challenge has a name that looks the same (case, accents, spacing and "
+    "look-alike letters of other scripts are not told apart): choose another"
+)
 
 # What stored clips were checked against: changing it would leave clips that break the spec.
 CLIP_SPEC_FIELDS = ("clip_duration_s", "sample_rate", "channels", "bit_depth")
@@ -138,16 +144,36 @@ class Track(models.Model):
 class Team(models.Model):
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="teams")
     name = models.CharField(max_length=120)
+    # The name's skeleton (stimuli/names.py), set on every save: names that look alike share it,
+    # and the database refuses a second one in a challenge.
+    name_key = models.CharField(max_length=255, editable=False)
     affiliation = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["challenge", "name"]
         constraints = [
             models.UniqueConstraint(fields=["challenge", "name"], name="team_name_unique"),
+            models.UniqueConstraint(
+                fields=["challenge", "name_key"],
+                name="team_name_unlike_others",
+                violation_error_message=LOOK_ALIKE_NAME,
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        # Every way a team is stored (the services, the admin, a fixture) stores the key.
+        self.name = normalise_name(self.name)
+        self.name_key = name_key(self.name)
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        self.name = normalise_name(self.name)
+        self.name_key = name_key(self.name)
+        if not self.name:
+            raise ValidationError({"name": "name the team"})
 
 
 def new_public_id() -> str:

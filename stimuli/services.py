@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .models import Category, Challenge, System, Team, Track
+from .models import LOOK_ALIKE_NAME, Category, Challenge, System, Team, Track
+from .names import name_key, normalise_name
 from .permissions import name_owner
 
 # The DCASE 2023 Task 7 categories, slugs as the challenge's data folders spell them.
@@ -56,7 +57,19 @@ def create_challenge(
     return challenge
 
 
+def team_name_problems(challenge: Challenge, name: str) -> list[str]:
+    """Why `name` cannot be a new team's in `challenge`: empty, or like another team's."""
+    if not normalise_name(name):
+        return ["name: name the team"]
+    if Team.objects.filter(challenge=challenge, name_key=name_key(name)).exists():
+        return [f"name: {LOOK_ALIKE_NAME}"]
+    return []
+
+
 def create_team(challenge: Challenge, *, name: str, affiliation: str = "") -> Team:
+    """A team, its name normalised (stimuli/names.py); refused when it looks like another's."""
+    if problems := team_name_problems(challenge, name):
+        raise ValidationError({"name": [p.removeprefix("name: ") for p in problems]})
     team = Team(challenge=challenge, name=name, affiliation=affiliation)
     team.full_clean()
     team.save()

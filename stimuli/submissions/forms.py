@@ -6,15 +6,27 @@ from django import forms
 
 from ..parsers import read_json
 
+# Not required here: the services check each field (empty included) and name every problem at
+# once; the browser still asks for them.
+REQUIRED = {"required": True}
+
 
 class SignUpForm(forms.Form):
-    username = forms.CharField(max_length=150)
-    email = forms.EmailField(label="E-mail")
-    password = forms.CharField(widget=forms.PasswordInput, min_length=1)
+    username = forms.CharField(
+        max_length=150, required=False, widget=forms.TextInput(attrs=REQUIRED)
+    )
+    email = forms.CharField(
+        max_length=254, required=False, label="E-mail", widget=forms.EmailInput(attrs=REQUIRED)
+    )
+    password = forms.CharField(
+        required=False, strip=False, widget=forms.PasswordInput(attrs=REQUIRED)
+    )
 
 
 class RegisterTeamForm(SignUpForm):
-    team_name = forms.CharField(max_length=120, label="Team name")
+    team_name = forms.CharField(
+        max_length=120, required=False, label="Team name", widget=forms.TextInput(attrs=REQUIRED)
+    )
     affiliation = forms.CharField(max_length=200, required=False)
 
 

@@ -12,7 +12,7 @@ import secrets
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 # The review window's rule of code, as a challenge starts (stimuli/submissions/review.py applies
 # it). Source files a bug fix touches; not .txt, .json, .yaml, .toml, .cfg or .ini: those hold
@@ -56,12 +56,24 @@ class TeamMembership(models.Model):
 
 
 class TeamInvitation(models.Model):
-    """A link that makes whoever signs up from it a member of one team, until it expires."""
+    """A link that makes whoever signs up from it a member of one team: at most `max_uses`
+    people, until it expires or the organizers revoke it. A leaked link cannot make accounts
+    without end."""
 
     team = models.ForeignKey("stimuli.Team", on_delete=models.CASCADE, related_name="invitations")
     token = models.CharField(max_length=64, unique=True, default=new_invitation_token)
     expires_at = models.DateTimeField()
+    max_uses = models.PositiveIntegerField(default=5)
+    uses = models.PositiveIntegerField(default=0)
     revoked = models.BooleanField(default=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
@@ -69,9 +81,24 @@ class TeamInvitation(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # Two sign-ups at the same moment cannot both take the last use.
+            models.CheckConstraint(
+                condition=Q(max_uses__gte=1) & Q(uses__lte=F("max_uses")),
+                name="invitation_uses_within_limit",
+            ),
+            models.CheckConstraint(
+                condition=Q(revoked=False) | Q(revoked_at__isnull=False),
+                name="invitation_revoked_when",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"invitation to {self.team}"
+
+    @property
+    def uses_left(self) -> int:
+        return self.max_uses - self.uses
 
 
 class TeamRegistration(models.Model):
@@ -425,3 +452,40 @@ class Disqualification(models.Model):
     @property
     def standing(self) -> bool:
         return self.lifted_at is None
+
+
+class PendingSignUp(models.Model):
+    """A sign-up (from an invitation link) or a team's registration, waiting for its e-mail link.
+    The form's answer is the same whether the username or the address is in use; what is taken
+    is told only to whoever follows the link, that is, to the address's owner. The password is
+    kept as its hash, like an account's."""
+
+    class Kind(models.TextChoices):
+        JOIN = "join", "Sign up from an invitation"
+        REGISTER = "register", "Register a team"
+
+    token = models.CharField(max_length=64, unique=True, default=new_invitation_token)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    challenge = models.ForeignKey("stimuli.Challenge", on_delete=models.CASCADE, related_name="+")
+    invitation = models.ForeignKey(
+        TeamInvitation, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    team_name = models.CharField(max_length=120, blank=True)
+    affiliation = models.CharField(max_length=200, blank=True)
+    username = models.CharField(max_length=150)
+    email = models.EmailField()
+    password = models.CharField(max_length=128)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(kind="join") & Q(invitation__isnull=False))
+                | (Q(kind="register") & ~Q(team_name="")),
+                name="pending_sign_up_has_its_team",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"pending {self.kind} of {self.username}"

@@ -10,7 +10,6 @@ from zoneinfo import ZoneInfo
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
@@ -19,14 +18,13 @@ from ..exports import to_csv
 from ..models import Challenge, Team
 from ..permissions import challenge_organizer_or_403, challenge_organizer_required
 from . import diff, schedule, selectors, services, teams
-from .models import Disqualification, Submission, TeamRegistration
+from .models import Disqualification, Submission, TeamInvitation, TeamRegistration
 
 
 def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200, **extra):
     schedule_ = selectors.schedule(challenge)
     team_rows = []
     for team in Team.objects.filter(challenge=challenge).prefetch_related("memberships__user"):
-        invitation = team.invitations.filter(revoked=False).order_by("-expires_at").first()
         team_rows.append(
             {
                 "team": team,
@@ -34,11 +32,10 @@ def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200,
                 "registration": TeamRegistration.objects.filter(team=team).first(),
                 "deadline": selectors.local(schedule_, selectors.team_deadline(team, schedule_)),
                 "extension": team.extensions.order_by("-granted_at").first(),
-                "invitation_url": request.build_absolute_uri(
-                    reverse("teams:join", args=[challenge.slug, invitation.token])
-                )
-                if invitation
-                else "",
+                "invitations": [
+                    (invitation, teams.invitation_url(invitation))
+                    for invitation in teams.live_invitations(team)
+                ],
             }
         )
     zone = ZoneInfo(schedule_.time_zone)
@@ -72,6 +69,9 @@ def _page(request: HttpRequest, challenge: Challenge, problems=None, status=200,
             "team", "system", "submission", "disqualified_by", "lifted_by"
         ),
         "problems": problems or [],
+        "invitation_uses": teams.INVITATION_USES,
+        "invitation_days": teams.INVITATION_DAYS,
+        "max_invitation_uses": teams.MAX_INVITATION_USES,
         **extra,
     }
     return render(request, "submissions/organize.html", context, status=status)
@@ -107,11 +107,43 @@ def _team(challenge: Challenge, team_id: int) -> Team:
     return get_object_or_404(Team, pk=team_id, challenge=challenge)
 
 
+def _number(request: HttpRequest, name: str, default: int, problems: list[str]) -> int:
+    text = request.POST.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        problems.append(f"{name}: give a whole number")
+        return default
+
+
 @challenge_organizer_required
 @require_POST
 def invite(request: HttpRequest, slug: str, team_id: int) -> HttpResponse:
+    """A new link for the team: for how many people, for how many days."""
+
+    def action(challenge: Challenge) -> None:
+        problems: list[str] = []
+        uses = _number(request, "uses", teams.INVITATION_USES, problems)
+        days = _number(request, "days", teams.INVITATION_DAYS, problems)
+        if problems:
+            raise Refused(problems)
+        teams.create_invitation(_team(challenge, team_id), days=days, uses=uses, by=request.user)
+
+    return _act(request, slug, action)
+
+
+@challenge_organizer_required
+@require_POST
+def revoke(request: HttpRequest, slug: str, team_id: int, pk: int) -> HttpResponse:
+    """Withdraw a link (one that leaked, say): it stops working at once."""
     return _act(
-        request, slug, lambda c: teams.create_invitation(_team(c, team_id), by=request.user)
+        request,
+        slug,
+        lambda c: teams.revoke_invitation(
+            get_object_or_404(TeamInvitation, pk=pk, team=_team(c, team_id)), by=request.user
+        ),
     )
 
 

@@ -11,6 +11,11 @@ urlpatterns = [
     path("schedule/", organize.set_schedule, name="schedule"),
     path("teams/", organize.add_team, name="add_team"),
     path("teams/<int:team_id>/invite/", organize.invite, name="invite"),
+    path(
+        "teams/<int:team_id>/invitations/<int:pk>/revoke/",
+        organize.revoke,
+        name="revoke_invitation",
+    ),
     path("teams/<int:team_id>/decide/", organize.decide, name="decide"),
     path("teams/<int:team_id>/extend/", organize.extend, name="extend"),
     path("<int:pk>/diff/", organize.version_diff, name="diff"),

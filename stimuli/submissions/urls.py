@@ -1,17 +1,20 @@
-"""The teams' pages, under /teams/<challenge>/. Three are public (the timeline, an invitation
-link, self-registration); every other is one team's and asks `team_member_required`: the test
-of the URL configuration holds every route here to that, except the three it names."""
+"""The teams' pages, under /teams/<challenge>/. Five are public (the timeline, an invitation
+link, self-registration, the answer to both and its e-mail's link); every other is one team's
+and asks `team_member_required`: the test of the URL configuration holds every route here to
+that, except the ones PUBLIC names."""
 
 from django.urls import path
 
 from . import views
 
 app_name = "teams"
-PUBLIC = ("timeline", "join", "register")
+PUBLIC = ("timeline", "join", "register", "sent", "confirm")
 urlpatterns = [
     path("<slug:slug>/", views.timeline, name="timeline"),
     path("<slug:slug>/join/<str:token>/", views.join, name="join"),
     path("<slug:slug>/register/", views.register, name="register"),
+    path("<slug:slug>/sent/", views.sent, name="sent"),
+    path("<slug:slug>/confirm/<str:token>/", views.confirm, name="confirm"),
     path("<slug:slug>/team/", views.team, name="team"),
     path("<slug:slug>/team/submit/", views.submit, name="submit"),
     path("<slug:slug>/team/token/", views.api_token, name="token"),

@@ -9,13 +9,12 @@ from django.contrib.auth import login
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
 from ..errors import Refused, page_status
 from ..models import Challenge
-from . import selectors, services, teams
+from . import selectors, services, sign_ups, teams
 from .access import team_member_required
 from .forms import RegisterTeamForm, SignUpForm, SubmissionForm
 from .models import SubmissionClip
@@ -55,7 +54,7 @@ def join(request: HttpRequest, slug: str, token: str) -> HttpResponse:
             request,
             "submissions/join.html",
             {"challenge": challenge, "refusal": refusal},
-            status=400,
+            status=refusal.status,
         )
     form = SignUpForm(request.POST or None)
     problems: list[str] = []
@@ -64,8 +63,8 @@ def join(request: HttpRequest, slug: str, token: str) -> HttpResponse:
             if request.user.is_authenticated:
                 teams.accept_invitation(token, request.user)
             elif form.is_valid():
-                user = teams.sign_up(token, **form.cleaned_data)
-                login(request, user, backend=BACKEND)
+                sign_ups.request_sign_up(token, **form.cleaned_data)
+                return redirect("teams:sent", slug=slug)
             else:
                 problems = [f"{k}: {m}" for k, ms in form.errors.items() for m in ms]
             if not problems:
@@ -85,9 +84,8 @@ def register(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST" and open_:
         if form.is_valid():
             try:
-                user = teams.register_team(challenge, **form.cleaned_data)
-                login(request, user, backend=BACKEND)
-                return redirect("teams:team", slug=slug)
+                sign_ups.request_registration(challenge, **form.cleaned_data)
+                return redirect("teams:sent", slug=slug)
             except Refused as refusal:
                 problems = refusal.problems
         else:
@@ -96,10 +94,50 @@ def register(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "submissions/register.html", context, status=400 if problems else 200)
 
 
+def sent(request: HttpRequest, slug: str) -> HttpResponse:
+    """Public: what every sign-up and registration form answers, whatever was typed."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    context = {"challenge": challenge, "hours": sign_ups.LINK_HOURS}
+    return render(request, "submissions/sent.html", context)
+
+
+def confirm(request: HttpRequest, slug: str, token: str) -> HttpResponse:
+    """Public: the e-mail's link. The account is made on the button (a POST), not on opening
+    the link, which mail scanners do."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    try:
+        pending = sign_ups.open_pending(slug, token)
+    except Refused as refusal:
+        context = {"challenge": challenge, "refusal": refusal}
+        return render(request, "submissions/confirm.html", context, status=refusal.status)
+    problems: list[str] = []
+    if request.method == "POST":
+        try:
+            user = sign_ups.confirm(
+                slug,
+                token,
+                password=request.POST.get("password", ""),
+                username=request.POST.get("username", ""),
+                team_name=request.POST.get("team_name", ""),
+            )
+            login(request, user, backend=BACKEND)
+            return redirect("teams:team", slug=slug)
+        except Refused as refusal:
+            problems = refusal.problems
+    context = {
+        "challenge": challenge,
+        "pending": pending,
+        "username": request.POST.get("username", pending.username),
+        "team_name": request.POST.get("team_name", pending.team_name),
+        "problems": problems,
+    }
+    return render(request, "submissions/confirm.html", context, status=400 if problems else 200)
+
+
 def _team_context(request: HttpRequest) -> dict:
     challenge, team = request.challenge, request.team
     schedule = selectors.schedule(challenge)
-    invitation = team.invitations.filter(revoked=False).order_by("-expires_at").first()
+    invitation = teams.live_invitations(team).first()
     return {
         "challenge": challenge,
         "team": team,
@@ -116,11 +154,7 @@ def _team_context(request: HttpRequest) -> dict:
         "disqualifications": selectors.standing_disqualifications(team),
         "tracks": challenge.tracks.all(),
         "invitation": invitation,
-        "invitation_url": request.build_absolute_uri(
-            reverse("teams:join", args=[challenge.slug, invitation.token])
-        )
-        if invitation
-        else "",
+        "invitation_url": teams.invitation_url(invitation) if invitation else "",
     }
 
 

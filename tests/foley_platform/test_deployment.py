@@ -134,7 +134,9 @@ def test_env_example_names_what_the_settings_need():
         for line in (ROOT / ".env.example").read_text().splitlines()
         if line and not line.startswith("#")
     }
-    assert {"SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "POSTGRES_PASSWORD"} <= names
+    assert {
+        "SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "POSTGRES_PASSWORD", "FOLEY_SITE_URL"
+    } <= names  # fmt: skip
 
 
 def _compose_command() -> list[str] | None:

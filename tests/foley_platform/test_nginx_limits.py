@@ -1,6 +1,7 @@
 """The shipped deploy/nginx.conf, run in a real nginx, limits what comes in: bodies per path
 (413 before a byte reaches the web process or nginx's temporary folder) and request rates on
-login, admin, join and crowd links (crowd enrolment per link too) and player events."""
+login, admin, join and crowd links (crowd enrolment per link too), player events and the
+account forms that send e-mail."""
 
 from __future__ import annotations
 
@@ -100,6 +101,10 @@ def burst(http: httpx.Client, url: str, n: int, method: str = "get") -> list[int
         ("/listen/demo/join/some-key/", "get", 11),
         ("/listen/demo/crowd/some-key/", "get", 11),
         ("/listen/demo/player/", "post", 41),
+        ("/accounts/password-reset/", "post", 11),
+        ("/teams/demo/join/some-token/", "post", 11),
+        ("/teams/demo/register/", "post", 11),
+        ("/teams/demo/confirm/some-token/", "get", 11),
     ],
 )
 def test_request_rates_are_limited_per_client(proxy, path, method, allowed):

@@ -166,6 +166,7 @@ def test_the_checks_name_every_problem_at_once(db, settings):
     assert ours == [("foley.E001", checks.ERROR)] * 3 + [
         ("foley.E002", checks.ERROR),
         ("foley.E003", checks.ERROR),
+        ("foley.W004", checks.WARNING),  # the default site address, plain HTTP
     ]
     settings.DEBUG = True
     assert not [m for m in checks.run_checks(tags=[checks.Tags.security]) if "foley" in m.id]
@@ -422,3 +423,10 @@ def test_the_policy_built_once_is_the_librarys_and_follows_the_settings(settings
     settings.CONTENT_SECURITY_POLICY = {"DIRECTIVES": {"default-src": ["'none'"]}}
     assert headers(ContentSecurityPolicy) == headers(CSPMiddleware)
     assert headers(ContentSecurityPolicy)["Content-Security-Policy"] == "default-src 'none'"
+
+
+def test_the_site_address_of_e_mails_links_is_checked():
+    problems = safety.site_url_problems("http://localhost:8000", ["foley.example.org"])
+    assert len(problems) == 2 and "plain HTTP" in problems[0] and "ALLOWED_HOSTS" in problems[1]
+    assert safety.site_url_problems("https://foley.example.org", ["foley.example.org"]) == []
+    assert safety.site_url_problems("https://a.example.org", [".example.org"]) == []

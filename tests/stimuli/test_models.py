@@ -33,6 +33,7 @@ def test_check_deploy_passes_with_production_settings():
     result = manage(
         "check", "--deploy", "--fail-level", "WARNING",
         DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="foley.example.org",
+        FOLEY_SITE_URL="https://foley.example.org",
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout

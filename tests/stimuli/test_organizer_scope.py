@@ -36,9 +36,9 @@ PUBLIC = {
     # the web process (tests/adversary/test_delivery.py).
     "sound-delivered",
     # Password resets by e-mail, and the teams' public pages: a challenge's timeline, an
-    # invitation link, self-registration.
+    # invitation link, self-registration, the answer to both and its e-mail's link.
     "password_reset", "password_reset_done", "password_reset_confirm", "password_reset_complete",
-    "teams:timeline", "teams:join", "teams:register",
+    "teams:timeline", "teams:join", "teams:register", "teams:sent", "teams:confirm",
 }  # fmt: skip
 # One team's pages and API: their members only, held to it by
 # tests/stimuli/submissions/test_access.py (organizers use /organize/<challenge>/submissions/).

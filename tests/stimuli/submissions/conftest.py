@@ -62,6 +62,28 @@ def make_member(open_challenge):
     return make
 
 
+def mailed_link(address: str, marker: str = "/confirm/") -> str:
+    """The path of the link in the last e-mail to `address` whose URL holds `marker`."""
+    from urllib.parse import urlsplit
+
+    from django.core import mail
+
+    for message in reversed(mail.outbox):
+        if address in message.to:
+            for word in message.body.split():
+                if "://" in word and marker in word:
+                    return urlsplit(word).path
+    raise AssertionError(f"no e-mail to {address} with a {marker} link")
+
+
+def confirm_from_mail(client, address: str, **changes: str):
+    """Follow the confirmation e-mail's link, type the password and press its button (with
+    changed fields)."""
+    path = mailed_link(address)
+    assert client.get(path).status_code == 200
+    return client.post(path, {"password": PASSWORD, **changes})
+
+
 def upload(data: bytes, name: str = "system.zip") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, data, content_type="application/zip")
 
@@ -96,7 +118,7 @@ def queued_only(settings):
         client.delete(*keys)
 
 
-__all__ = ["PASSWORD", "baseline_archive", "meta", "upload"]
+__all__ = ["PASSWORD", "baseline_archive", "confirm_from_mail", "mailed_link", "meta", "upload"]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from stimuli.models import Team
 from stimuli.submissions import teams
 from stimuli.submissions.models import Submission
 
-from .conftest import PASSWORD, baseline_archive, upload
+from .conftest import PASSWORD, baseline_archive, confirm_from_mail, upload
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.django_db(transaction=True)]
 
@@ -31,6 +31,8 @@ def test_sign_up_from_the_link_then_submit_from_the_page(open_challenge):
     response = client.post(
         url, {"username": "ann", "email": "ann@example.org", "password": PASSWORD}
     )
+    assert response["Location"] == reverse("teams:sent", args=["teams"])
+    response = confirm_from_mail(client, "ann@example.org")
     assert response.status_code == 302 and response["Location"] == reverse(
         "teams:team", args=["teams"]
     )

@@ -16,17 +16,26 @@ from stimuli.submissions.services import submit
 from tests.chromium import chromium_page, log_in
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 
-from .conftest import PASSWORD, meta, upload
+from .conftest import PASSWORD, mailed_link, meta, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.sandbox]
 
 
-def _sign_up(page, url: str, username: str) -> None:
+def _sign_up(page, url: str, username: str, shots: bool = False) -> None:
+    """The form, the answer that a link was sent, the e-mail's link, the account."""
     page.goto(url)
     page.fill("#id_username", username)
     page.fill("#id_email", f"{username}@example.org")
     page.fill("#id_password", PASSWORD)
     page.click("#join button[type=submit]")
+    page.wait_for_selector("#sent")
+    base = url[: url.index("/teams/")]
+    if shots:
+        _shots(page, page.url, "team-sent")
+        _shots(page, base + mailed_link(f"{username}@example.org"), "team-confirm")
+    page.goto(base + mailed_link(f"{username}@example.org"))
+    page.fill("#confirm #id_password", PASSWORD)
+    page.click("#confirm button[type=submit]")
     page.wait_for_selector("#team")
 
 
@@ -53,7 +62,7 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
 
     with chromium_page(chromium_path, viewport=DESKTOP) as page:
         _shots(page, join, "team-join")
-        _sign_up(page, join, "ann")
+        _sign_up(page, join, "ann", shots=True)
         page.fill("#id_system", "Barker")
         page.select_option("#id_track", "A")
         page.fill("#id_licence", "MIT")
@@ -113,6 +122,15 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
             live_server.url + reverse("teams:register", args=[challenge.slug]),
             "team-register",
         )
+        # A link that no longer works says why.
+        withdrawn = teams.create_invitation(Team.objects.get(name="Rainmakers"), uses=1)
+        teams.revoke_invitation(withdrawn, by=None)
+        _shots(
+            page,
+            live_server.url + reverse("teams:join", args=[challenge.slug, withdrawn.token]),
+            "team-join-refused",
+        )
+        assert "withdrawn by the organizers" in page.inner_text("#join")
         # A code fix, for the organizer's diff between versions.
         ann = Team.objects.get(name="Barkers").memberships.get(user__username="ann").user
         fix = submit(
@@ -126,6 +144,13 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
             live_server.url + reverse("submissions_organize:index", args=[challenge.slug]),
             "organizer-submissions",
         )
+        # The organizer revokes a team's link from the page.
+        row = page.locator("article.team-row[data-team=Rainmakers]")
+        assert row.locator(".invitations li[data-invitation]").count() == 1
+        row.locator(".invitations button").click()
+        page.wait_for_selector("article.team-row[data-team=Rainmakers] .invitations li.muted")
+        other.refresh_from_db()
+        assert other.revoked
         _shots(
             page,
             live_server.url + reverse("submissions_organize:diff", args=[challenge.slug, fix.pk]),
