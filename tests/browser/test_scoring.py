@@ -44,9 +44,10 @@ def test_public_reads_a_published_leaderboard_with_plots(
         href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
         csv_text = page.request.get(f"{live_server.url}{href}").text()
         header = csv_text.splitlines()[0]
-        assert header.startswith(
-            "rank,system,final,final_low,final_high,p_above_next,quality,quality_low,"
-            "quality_high,fit,fit_low,fit_high,diversity,diversity_low,diversity_high,team,fad_dev"
+        assert header.endswith(",status") and header.startswith(
+            "rank,system,final,final_low,final_high,p_above_next,rank_without_favourable,quality,"
+            "quality_low,quality_high,fit,fit_low,fit_high,diversity,diversity_low,diversity_high,"
+            "team,fad_dev"
         )
         page.screenshot(path=str(tmp_path / "track.png"), full_page=True)
         page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
