@@ -3,29 +3,38 @@ sessions at random positions but never first, and judged by the gold rule of `ra
 
 An organizer uploads gold sounds with the range each scale's answer must fall in, or uses the
 built-in trapping sounds: spoken instructions ("set both sliders to two") from the espeak-ng
-speech synthesiser, padded to the clip length, at the challenge's rate. A built-in one is made
-for its trial: its numbers, voice, speed, pitch and pause drawn from the session's secret seed,
-so no two raters hear the same one and a bot's operator who listened once has nothing to reuse.
-They are delivered like every sound (loudness-aligned to the test's target, dithered, the same
-WAV), so nothing a browser receives says which trial is gold.
+speech synthesiser, padded to the clip length, at the challenge's rate. Each built-in one is
+heard by one trial only, so a bot's operator who listened once has nothing to reuse; its
+numbers, voice, speed, pitch and pause are drawn at random.
+
+Preparation makes a pool of them, rendered for delivery like every stimulus (`make_pool`); a
+session takes its gold sounds from the pool, and makes any the pool lacks before its first page
+(rendered at once too). A gold sound's first fetch is then a file read like any stimulus's, so
+the time to its first byte says nothing (a sound rendered on its first fetch would start later,
+and the page preloads the next trial's sound). They are delivered like every sound
+(loudness-aligned to the test's target, dithered, the same WAV), so nothing a browser receives
+says which trial is gold.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 import subprocess
+from collections.abc import Callable
 
 import numpy as np
 from django.db import transaction
+from django.utils import timezone
 
 from stimuli.audio import decode_wav, inspect_audio, resample
 from stimuli.models import Challenge
 from stimuli.selectors import clip_spec
 
-from . import delivery
+from . import delivery, selectors
 from .errors import ListeningError
-from .models import CategorySession, GoldSound, Trial
+from .models import CategorySession, GoldSound, ListeningTest, Trial
 
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029")
@@ -58,19 +67,26 @@ def speaker_missing() -> str:
     )
 
 
-def speak(text: str, sample_rate: int, frames: int, rng: random.Random) -> np.ndarray:
-    """`text` spoken by espeak-ng in a voice, speed and pitch drawn from `rng`, after a pause
-    of 0.1 to 0.6 s, at `sample_rate` and `frames` long."""
+def synthesise(text: str, sample_rate: int, arguments: list[str]) -> np.ndarray:
+    """`text` spoken by espeak-ng with these arguments (voice, speed, ...), mono at
+    `sample_rate`."""
     if missing := speaker_missing():
         raise ListeningError(missing, 409)
-    voice = rng.choice(VOICES) + rng.choice(VARIANTS)
-    command = [shutil.which(SPEAKER), "--stdout", "-v", voice]
-    command += ["-s", str(rng.randint(135, 175)), "-p", str(rng.randint(25, 75)), text]
+    command = [shutil.which(SPEAKER), "--stdout", *arguments, text]
     spoken = subprocess.run(command, capture_output=True, check=True, timeout=60).stdout
     samples, rate = decode_wav(spoken)
     samples = samples.astype(np.float64).mean(axis=1)
     if rate != sample_rate:
         samples = resample(samples[:, None], rate, sample_rate)[:, 0]
+    return samples
+
+
+def speak(text: str, sample_rate: int, frames: int, rng: random.Random) -> np.ndarray:
+    """`text` spoken by espeak-ng in a voice, speed and pitch drawn from `rng`, after a pause
+    of 0.1 to 0.6 s, at `sample_rate` and `frames` long."""
+    voice = rng.choice(VOICES) + rng.choice(VARIANTS)
+    arguments = ["-v", voice, "-s", str(rng.randint(135, 175)), "-p", str(rng.randint(25, 75))]
+    samples = synthesise(text, sample_rate, arguments)
     lead = int(rng.uniform(0.1, 0.6) * sample_rate)
     out = np.zeros(frames)
     speech = samples[: max(0, frames - lead)]
@@ -78,8 +94,11 @@ def speak(text: str, sample_rate: int, frames: int, rng: random.Random) -> np.nd
     return 0.5 * out / (float(np.max(np.abs(out))) or 1.0)
 
 
-def trapping_sound(challenge: Challenge, rng: random.Random) -> GoldSound:
-    """A built-in trapping sound made for one trial."""
+def trapping_sound(
+    challenge: Challenge, rng: random.Random, test: ListeningTest | None = None
+) -> GoldSound:
+    """A built-in trapping sound, rendered for delivery at once: its first fetch reads a file,
+    like a stimulus's."""
     text, quality, fit = instruction(rng)
     samples = speak(text, challenge.sample_rate, challenge.clip_frames, rng)
     audio = delivery.store_samples(samples, challenge.sample_rate)
@@ -95,7 +114,52 @@ def trapping_sound(challenge: Challenge, rng: random.Random) -> GoldSound:
             "fit_max": fit,
         },
     )
+    delivery.delivered_audio(audio, test or selectors.listening_test(challenge))
     return gold
+
+
+def pool_wanted(challenge: Challenge, test: ListeningTest) -> int:
+    """How many built-in trapping sounds preparation keeps ready: the gold trials of the
+    sessions the test expects (each category rated by `target_ratings` sessions, since a
+    session hears all of its category's stimuli), and a quarter more. Sessions beyond make
+    their own."""
+    if not test.gold_per_session:
+        return 0
+    sessions = challenge.categories.count() * test.target_ratings
+    return math.ceil(1.25 * sessions * test.gold_per_session)
+
+
+def unplaced(challenge: Challenge):
+    """The built-in trapping sounds no trial has taken yet."""
+    return GoldSound.objects.filter(challenge=challenge, builtin=True, placed_at__isnull=True)
+
+
+def make_pool(
+    challenge: Challenge,
+    rng: random.Random,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> int:
+    """Top the pool of built-in trapping sounds up to `pool_wanted` (none while the organizer's
+    own gold sounds are used); returns how many were made."""
+    test = selectors.listening_test(challenge)
+    if GoldSound.objects.filter(challenge=challenge, builtin=False).exists():
+        return 0
+    missing = pool_wanted(challenge, test) - unplaced(challenge).count()
+    for n in range(max(0, missing)):
+        if progress:
+            progress(n, missing, "Trapping sounds")
+        trapping_sound(challenge, rng, test)
+    return max(0, missing)
+
+
+def _take_from_pool(challenge: Challenge, count: int) -> list[GoldSound]:
+    """Up to `count` built-in trapping sounds from the pool, marked placed: under row locks that
+    a concurrent session skips, so no two trials take the same one."""
+    with transaction.atomic():
+        taken = list(unplaced(challenge).select_for_update(skip_locked=True).order_by("id")[:count])
+        GoldSound.objects.filter(pk__in=[g.pk for g in taken]).update(placed_at=timezone.now())
+    return taken
 
 
 def _range(name: str, low, high) -> tuple[list[str], tuple[int, int]]:
@@ -120,7 +184,8 @@ def add_gold_sound(
 ) -> GoldSound:
     """An organizer's gold sound with the range each scale's answer must fall in. The audio
     must meet the challenge's clip spec (converted like an upload: a gold sound of another
-    length or rate would stand out); every problem is named at once and nothing is stored."""
+    length or rate would stand out); every problem is named at once and nothing is stored. It is
+    rendered for delivery at once."""
     check = inspect_audio(data, clip_spec(challenge), convert=True)
     problems = list(check.errors)
     if check.ok and check.is_silent:
@@ -149,6 +214,8 @@ def add_gold_sound(
         )
         if not created:
             raise ListeningError("This gold sound was added already.", 409)
+    # Rendered now, not on its first fetch: a sound that starts late is a gold trial.
+    delivery.delivered_audio(audio, selectors.listening_test(challenge))
     return gold
 
 
@@ -158,7 +225,8 @@ def place(
     """The session's trials with `count` gold trials put in at random positions, never first
     (a first trial is where a rater learns the scales), renumbered. The organizer's gold sounds
     when there are any (those the rater heard in another category last: a sound heard twice
-    gives itself away), else a spoken instruction made for each."""
+    gives itself away), else built-in trapping sounds from the pool, one trial each, and any the
+    pool lacks made now (rendered before the session's first page)."""
     if count <= 0 or not trials:
         return trials
     challenge = session.category.challenge
@@ -173,7 +241,11 @@ def place(
         pool.sort(key=lambda gold: gold.pk in heard)
         chosen = [pool[k % len(pool)] for k in range(count)]
     else:
-        chosen = [trapping_sound(challenge, rng) for _ in range(count)]
+        chosen = _take_from_pool(challenge, count)
+        made = [trapping_sound(challenge, rng) for _ in range(count - len(chosen))]
+        GoldSound.objects.filter(pk__in=[g.pk for g in made]).update(placed_at=timezone.now())
+        chosen += made
+        rng.shuffle(chosen)
     items = list(trials)
     for gold in chosen:
         items.insert(
