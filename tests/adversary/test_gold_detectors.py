@@ -1,28 +1,36 @@
-"""Detectors a competitor's bot could run to spot a gold (trapping) trial before listening: the
-time to the first byte of a sound (the trial page preloads the next sound: a gold sound rendered
-on its first fetch would take longer to start than a stimulus). It may not beat chance by much.
+"""Detectors a competitor's bot could run to spot a gold (trapping) trial before listening, or to
+answer one without listening:
+
+- the time to the first byte of a sound (the trial page preloads the next sound: a gold sound
+  rendered on its first fetch would take longer to start than a stimulus);
+- templates: espeak-ng's rendering of every sentence a built-in gold sound may say, in the
+  synthesiser's default voice, matched against each served gold sound by MFCC distance, to read
+  the numbers it asks for (`tests/adversary/speech_templates.py`).
+
+Neither may beat chance by much; an honest rater, who hears the words, passes the gold rule.
 """
 
 from __future__ import annotations
 
+import io
 import random
 import shutil
 import time
 
 import numpy as np
 import pytest
+import soundfile
+from django.test import Client
 
-from raters import preparation
+from raters import preparation, sessions
+from raters.selectors import session_verdicts
+from tests.adversary import speech_templates
 from tests.adversary.bots import Browser
-from tests.listening_setup import build_listening_challenge, rater_at_trials
+from tests.listening_setup import build_listening_challenge, get_sound, rater_at_trials
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (scripts/lib.sh)"
-    ),
-]
+pytestmark = pytest.mark.skipif(
+    shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (scripts/lib.sh)"
+)
 
 
 # --- Thresholds ----------------------------------------------------------------------------------
@@ -62,6 +70,8 @@ def first_byte_s(browser: Browser, token: str) -> float:
     return arrived
 
 
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
 def test_first_byte_times_do_not_tell_gold_trials(stack, browser_at):
     """Gold sounds are rendered before any session needs them, as stimuli are: the first fetch of
     either reads a file already made. A threshold on the time to the first byte, fitted on every
@@ -95,3 +105,72 @@ def test_first_byte_times_do_not_tell_gold_trials(stack, browser_at):
         f"threshold {threshold * 1000:.1f} ms, balanced accuracy {accuracy:.3f}"
     )
     assert accuracy <= 0.6, (accuracy, medians)
+
+
+# --- Templates -----------------------------------------------------------------------------------
+
+TEMPLATE_RATERS = 3  # ten gold trials each: thirty gold sounds
+RATE = 16_000
+
+
+@pytest.mark.django_db
+def test_the_synthesisers_own_renderings_do_not_read_the_numbers():
+    """A bot renders every sentence in espeak-ng's default voice and answers a gold trial with
+    the nearest template's numbers. Each served trapping sound has its own voice, accent, speed,
+    pitch, formants, room, lead-in and background noise: the plain MFCC distance answers at most
+    3 of 30 right on both scales (chance is about 2: a ninth of the "both" sentences, a
+    seventy-second of the others). An honest rater, who hears the words, passes the gold rule."""
+    challenge = build_listening_challenge(
+        slug="gold-templates",
+        categories=1,
+        duration=4.0,
+        sample_rate=RATE,
+        gold_per_session=10,
+        target_ratings=TEMPLATE_RATERS,
+        listened_fraction=0.0,
+    )
+    preparation.set_open(challenge, True)
+    templates = {
+        answer: speech_templates.mfcc(speech_templates.render(text, RATE), RATE)
+        for answer, text in speech_templates.sentences().items()
+    }
+    asked, plain, warped = [], [], []
+    for _ in range(TEMPLATE_RATERS):
+        rater, session = rater_at_trials(challenge)
+        client = Client()
+        client.get(f"/listen/{challenge.slug}/join/{rater.access_key}/")
+        for trial in session.trials.filter(role="gold").select_related("gold"):
+            served = get_sound(client, f"/listen/{challenge.slug}/audio/{trial.token}/").body
+            samples, rate = soundfile.read(io.BytesIO(served), always_2d=True)
+            features = speech_templates.mfcc(samples[:, 0], rate)
+            asked.append((trial.gold.quality_min, trial.gold.fit_min))
+            plain.append(
+                speech_templates.nearest(features, templates, speech_templates.stretched_distance)
+            )
+            warped.append(
+                speech_templates.nearest(features, templates, speech_templates.warped_distance)
+            )
+        # The honest rater answers what the words ask for; its other answers are its own.
+        for trial in session.trials.select_related("gold").order_by("position"):
+            quality, fit = (
+                (6, 6) if trial.gold is None else (trial.gold.quality_min, trial.gold.fit_min)
+            )
+            if trial.role == "anchor_hq_goodfit":
+                quality, fit = 9, 9
+            elif trial.role == "anchor_hq_poorfit":
+                quality, fit = 9, 1
+            elif trial.role == "anchor_lq_poorfit":
+                quality, fit = 1, 1
+            sessions.save_rating(
+                rater, trial.token, quality=quality, fit=fit, key=f"k-{trial.token}"
+            )
+        flags = session_verdicts(challenge)[session.pk].flags
+        assert not [flag for flag in flags if flag.rule == "gold"], flags
+    assert len(asked) == 30
+    right = sum(a == b for a, b in zip(asked, plain, strict=True))
+    warped_right = sum(a == b for a, b in zip(asked, warped, strict=True))
+    print(f"templates: plain MFCC distance {right} of 30, time-warped {warped_right} of 30")
+    assert right <= 3, right
+    # Not defeated: a matcher that warps time still reads some (the organizer's guide says how
+    # many); no more than half.
+    assert warped_right <= 15, warped_right

@@ -6,6 +6,7 @@ apart, and judged by the gold rule."""
 from __future__ import annotations
 
 import io
+import random
 import re
 import shutil
 import threading
@@ -309,3 +310,29 @@ def test_sessions_made_at_once_never_share_a_trapping_sound(db):
 test_sessions_made_at_once_never_share_a_trapping_sound = pytest.mark.django_db(transaction=True)(
     test_sessions_made_at_once_never_share_a_trapping_sound
 )
+
+
+def test_trapping_speech_is_whole_in_the_clip_and_well_above_its_background(monkeypatch):
+    """The words a listener must hear: every sentence fits a 4-s clip whole (sped up where it
+    would not, never cut), after a lead-in, and the speech stands 10 to 20 dB above the noise."""
+    rate, frames = 16_000, 64_000
+    room = frames - int(gold.LEAD_S[0] * rate) - int(gold.TAIL_S * rate)
+    sizes, snrs, leads = [], [], []
+    real_room = gold._room
+
+    def measured(samples, sample_rate, rng):
+        sizes.append(samples.size)
+        return real_room(samples, sample_rate, rng)
+
+    monkeypatch.setattr(gold, "_room", measured)
+    for seed in range(24):
+        rng = random.Random(seed)
+        text, _, _ = gold.instruction(rng)
+        speech, noise = gold.trapping_parts(text, rate, frames, rng)
+        snrs.append(10 * np.log10(gold._speech_power(speech, rate) / np.mean(noise**2)))
+        spoken = np.flatnonzero(speech)
+        leads.append(spoken[0] / rate)
+        assert spoken[-1] < frames - int(gold.TAIL_S * rate)
+    assert max(sizes) < room  # nothing was cut to fit
+    assert min(snrs) > 9.5 and max(snrs) < 20.5, snrs
+    assert min(leads) >= gold.LEAD_S[0] and max(leads) - min(leads) > 0.3  # drawn, not fixed
