@@ -19,6 +19,7 @@ import soundfile
 
 from raters import huggins, preparation, screening, selectors
 from raters.models import Rater, Screening, ScreeningAttempt, ScreeningTrial
+from stimuli.models import AudioFile
 from tests.adversary.bots import Browser
 from tests.conftest import wait_until
 from tests.listening_setup import build_listening_challenge
@@ -59,8 +60,11 @@ def _take_check(browser: Browser, answer) -> tuple[str, int]:
         if found is None:
             return page.text, right
         token = found.group(1)
+        stored = AudioFile.objects.count()
         sound = browser.sound(token)
         assert sound.status_code == 200
+        # Made when the check opened: fetching it renders nothing, as for any stimulus.
+        assert AudioFile.objects.count() == stored
         wait_until(
             lambda token=token: ScreeningTrial.objects.filter(
                 token=token, delivered_at__isnull=False
