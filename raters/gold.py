@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from stimuli.audio import decode_wav, inspect_audio, resample
@@ -72,7 +73,6 @@ SPEECH_SNR_DB = (10.0, 20.0)
 FORMANT_SHIFT = 0.12
 # Reverberation time of the room a trapping sound is spoken in (seconds).
 ROOM_RT60_S = (0.1, 0.4)
-ROOM_TAIL = 1.0
 LEAD_S = (0.1, 1.0)
 # Speech never closer to the clip's end than this, so the last number is heard whole.
 TAIL_S = 0.1
@@ -150,7 +150,7 @@ def _room(samples: np.ndarray, sample_rate: int, rng: random.Random) -> np.ndarr
     impulse response (the decay time and the direct sound's share drawn from `rng`)."""
     length = max(1, int(rng.uniform(*ROOM_RT60_S) * sample_rate))
     noise = np.random.default_rng(rng.randrange(2**63)).standard_normal(length)
-    response = noise * np.exp(-6.9 * np.arange(length) / length) * ROOM_TAIL
+    response = noise * np.exp(-6.9 * np.arange(length) / length)
     response[0] = rng.uniform(1.0, 3.0)
     wet = _convolve(samples, response)
     return wet * math.sqrt(np.mean(samples**2) / (float(np.mean(wet**2)) or 1.0))
@@ -259,7 +259,7 @@ def pool_wanted(challenge: Challenge, test: ListeningTest) -> int:
     return math.ceil(1.25 * sessions * test.gold_per_session)
 
 
-def unplaced(challenge: Challenge):
+def unplaced(challenge: Challenge) -> QuerySet[GoldSound]:
     """The built-in trapping sounds no trial has taken yet."""
     return GoldSound.objects.filter(challenge=challenge, builtin=True, placed_at__isnull=True)
 
