@@ -3,7 +3,15 @@ based on dichotic pitch", Behav. Res. Methods 53): white noise in both ears, the
 except a narrow band around 600 Hz whose phase is inverted in one ear. Over headphones the
 listener hears a faint tone in that noise; over loudspeakers the two ears' signals mix in the
 air and the tone is gone, and neither ear's signal alone has it (each is flat white noise). A
-trial plays three noises, one of them the dichotic one, and asks which held the tone.
+trial plays three noises, one of them the target, and asks which held the tone.
+
+The two other noises (foils) differ between the ears too, by as much and in the same way (as
+many frequency bins phase-inverted in one ear), but in bins scattered over the whole spectrum:
+every auditory filter then sees the same slight interaural decorrelation, which has no edge in
+frequency and so no pitch. Foils identical in both ears would let a script name the target by
+the energy of left minus right alone; here that energy, and each ear's spectrum, are alike for
+target and foils. The check still screens equipment, not programs: what a listener hears is in
+the file, and a script that looks for the inverted band around 600 Hz finds it.
 
 Numpy only: stimuli are made in the web process, per rater and per trial, from a secret seed.
 """
@@ -28,18 +36,31 @@ def band(frequencies: np.ndarray, centre_hz: float = CENTRE_HZ) -> np.ndarray:
     )
 
 
+def inverted_bins(rng: np.random.Generator, frequencies: np.ndarray, *, pitch: bool) -> np.ndarray:
+    """The bins whose phase the right ear inverts: the band around `CENTRE_HZ` for the target
+    (the Huggins pitch), or as many bins drawn at random from the whole spectrum for a foil (no
+    pitch: no edge in frequency)."""
+    inside = band(frequencies)
+    if pitch:
+        return inside
+    chosen = np.zeros(frequencies.size, dtype=bool)
+    # Bin 0 is silent (no DC), so flipping it would flip nothing.
+    chosen[1 + rng.choice(frequencies.size - 1, int(inside.sum()), replace=False)] = True
+    return chosen
+
+
 def noise_pair(
-    rng: np.random.Generator, sample_rate: int, *, dichotic: bool, seconds: float = NOISE_S
+    rng: np.random.Generator, sample_rate: int, *, pitch: bool, seconds: float = NOISE_S
 ) -> np.ndarray:
-    """One noise [frames, 2] at unit RMS: diotic (the same in both ears), or dichotic (the band
-    around `CENTRE_HZ` phase-inverted in the right ear: the Huggins pitch). Made in the
-    frequency domain, so the inversion is exact; no onset ramp (see `trial`)."""
+    """One noise [frames, 2] at unit RMS, the right ear's phase inverted in some bins
+    (`inverted_bins`): the band around `CENTRE_HZ` (`pitch`, the Huggins pitch) or as many
+    scattered bins (a foil). Made in the frequency domain, so the inversion is exact and each
+    ear's magnitude spectrum the same; no onset ramp (see `trial`)."""
     frames = round(seconds * sample_rate)
     spectrum = rng.standard_normal(frames // 2 + 1) + 1j * rng.standard_normal(frames // 2 + 1)
     spectrum[0] = 0.0
     right = spectrum.copy()
-    if dichotic:
-        right[band(np.fft.rfftfreq(frames, 1.0 / sample_rate))] *= -1
+    right[inverted_bins(rng, np.fft.rfftfreq(frames, 1.0 / sample_rate), pitch=pitch)] *= -1
     pair = np.stack([np.fft.irfft(spectrum, frames), np.fft.irfft(right, frames)], axis=1)
     return pair / float(np.sqrt(np.mean(pair**2)))
 
@@ -56,14 +77,15 @@ def ramped(pair: np.ndarray, sample_rate: int) -> np.ndarray:
 
 def trial(rng: np.random.Generator, sample_rate: int) -> tuple[np.ndarray, int]:
     """One trial's sound [frames, 2]: three noises with silences between, one of them (drawn
-    from `rng`) dichotic. Returns the sound and the 1-based interval that holds the tone."""
+    from `rng`) the Huggins pitch, the others foils. Returns the sound and the 1-based interval
+    that holds the tone."""
     target = int(rng.integers(1, INTERVALS + 1))
     gap = np.zeros((round(GAP_S * sample_rate), 2))
     parts: list[np.ndarray] = []
     for interval in range(1, INTERVALS + 1):
         if parts:
             parts.append(gap)
-        parts.append(ramped(noise_pair(rng, sample_rate, dichotic=interval == target), sample_rate))
+        parts.append(ramped(noise_pair(rng, sample_rate, pitch=interval == target), sample_rate))
     return 0.1 * np.concatenate(parts), target
 
 

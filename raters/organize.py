@@ -196,7 +196,11 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
             initial={"enabled": screening.settings_of(test) is not None},
         ),
         "screening_enabled": screening.settings_of(test) is not None,
-        "gold_sounds": GoldSound.objects.filter(challenge=challenge),
+        "gold_sounds": GoldSound.objects.filter(challenge=challenge, builtin=False),
+        "trapping_ready": gold.unplaced(challenge).count(),
+        "trapping_heard": GoldSound.objects.filter(
+            challenge=challenge, builtin=True, placed_at__isnull=False
+        ).count(),
         "account_form": AccountForm(challenge=challenge),
         "crowd_url": crowd_url + "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
         "&SESSION_ID={{%SESSION_ID%}}",

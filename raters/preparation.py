@@ -1,6 +1,7 @@
 """Preparing the listening test before raters come: the stimulus set from the finalists' medoids,
 anchors from clips only the organizer holds (and the check that nothing tells them apart), the
-audio as delivered, the diversity files; opening and closing the test."""
+built-in trapping sounds, the audio as delivered, the diversity files; opening and closing the
+test."""
 
 from __future__ import annotations
 
@@ -369,6 +370,9 @@ def render_delivered_audio(challenge: Challenge, *, progress=None) -> int:
     sources |= {a.audio for a in Anchor.objects.filter(challenge=challenge).select_related("audio")}
     uploaded = GoldSound.objects.filter(challenge=challenge, builtin=False)
     sources |= {g.audio for g in uploaded.select_related("audio")}
+    # Trapping sounds still in the pool: a changed loudness target renders them again now, not
+    # on the first fetch of a gold trial.
+    sources |= {g.audio for g in gold.unplaced(challenge).select_related("audio")}
     for category in Category.objects.filter(challenge=challenge):
         pool = sessions.familiarization_pool(challenge, category)
         sources |= {c.audio for c in Clip.objects.filter(pk__in=pool).select_related("audio")}
@@ -381,7 +385,8 @@ def render_delivered_audio(challenge: Challenge, *, progress=None) -> int:
 
 def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> dict:
     """Everything the listening test needs before raters come: idempotent, safe to rerun.
-    `seed` fixes the anchors' draws (random otherwise: no one can reproduce them)."""
+    `seed` fixes the anchors' and trapping sounds' draws (random otherwise: no one can
+    reproduce them)."""
     selectors.listening_test(challenge)
     stimuli = build_stimulus_set(challenge)
     anchors = build_anchors(challenge, seed=seed, progress=progress)
@@ -391,6 +396,11 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
         and (missing := gold.speaker_missing())
     ):
         raise ListeningError(missing, 409)
+    trapping = gold.make_pool(
+        challenge,
+        random.Random(secrets.randbits(62) if seed is None else seed ^ 0x601D),
+        progress=progress,
+    )
     rendered = render_delivered_audio(challenge, progress=progress)
     for attempt in range(1, ANCHOR_DRAWS + 1):
         try:
@@ -407,7 +417,13 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
             )
             rendered += render_delivered_audio(challenge, progress=progress)
     items = diversity.build_items(challenge, progress=progress)
-    return {"stimuli": stimuli, "anchors_added": anchors, "rendered": rendered, "diversity": items}
+    return {
+        "stimuli": stimuli,
+        "anchors_added": anchors,
+        "trapping_sounds": trapping,
+        "rendered": rendered,
+        "diversity": items,
+    }
 
 
 def request_preparation(challenge: Challenge, user=None) -> Job:

@@ -295,6 +295,10 @@ class GoldSound(models.Model):
     builtin = models.BooleanField(
         default=False, help_text="A spoken instruction made by the platform, not uploaded."
     )
+    # A built-in sound is heard by one trial only: made ahead (`gold.make_pool`), then taken.
+    placed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a trial took this built-in sound (heard once)."
+    )
     quality_min = models.PositiveSmallIntegerField()
     quality_max = models.PositiveSmallIntegerField()
     fit_min = models.PositiveSmallIntegerField()

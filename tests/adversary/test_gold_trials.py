@@ -1,21 +1,25 @@
 """Gold (trapping) trials: the built-in spoken instructions (espeak-ng) or an organizer's gold
-sounds with the answers they ask for, placed at random positions but never first, delivered so
-that nothing the browser receives tells them apart, and judged by the gold rule."""
+sounds with the answers they ask for, placed at random positions but never first, rendered
+before any session needs them and delivered so that nothing the browser receives tells them
+apart, and judged by the gold rule."""
 
 from __future__ import annotations
 
 import io
+import random
 import re
 import shutil
+import threading
 from collections import Counter
 
 import numpy as np
 import pytest
 import soundfile as sf
+from django.db import connection
 from django.test import Client
 
-from raters import gold, preparation, selectors, sessions
-from raters.models import GoldSound, Trial
+from raters import enrolment, gold, preparation, selectors, sessions
+from raters.models import DeliveredAudio, GoldSound, Trial
 from raters.selectors import rating_rows, session_verdicts
 from stimuli.audio import integrated_loudness
 from tests.factories import make_wav
@@ -32,7 +36,7 @@ pytestmark = [
 @pytest.fixture
 def gold_test(db):
     """Two categories of 4-s clips with two gold trials per session and no uploaded gold: the
-    built-in spoken instructions, made per trial."""
+    built-in spoken instructions, one per trial."""
     challenge = build_listening_challenge(
         slug="trap", categories=2, duration=4.0, gold_per_session=2, listened_fraction=0.0
     )
@@ -62,8 +66,8 @@ def test_builtin_trapping_sounds_are_spoken_instructions_at_the_tests_loudness(g
 
 
 def test_no_two_raters_hear_the_same_trapping_sound(gold_test):
-    """Made per trial from the session's secret seed: what one rater heard (and its answer)
-    tells nothing about another rater's."""
+    """One trial per built-in sound: what one rater heard (and its answer) tells nothing about
+    another rater's."""
     made = [
         (t.gold.audio_id, t.gold.label)
         for _ in range(6)
@@ -223,3 +227,112 @@ def test_gold_asked_for_after_preparation_is_placed_too(db):
     )
     _, session = rater_at_trials(challenge)
     assert session.trials.filter(role="gold", gold__builtin=True).count() == 1
+
+
+def _rendered(audio_ids) -> set[int]:
+    test = DeliveredAudio.objects.values_list("source_id", flat=True)
+    return set(test.filter(source_id__in=list(audio_ids)))
+
+
+def test_preparation_renders_the_trapping_sounds_before_any_session(gold_test, organizer_client):
+    """The pool holds the gold trials of the sessions the test expects, each rendered for
+    delivery; a session takes its own from it, and its first fetch renders nothing."""
+    test = selectors.listening_test(gold_test)
+    ready = list(gold.unplaced(gold_test).values_list("audio_id", flat=True))
+    assert len(ready) == gold.pool_wanted(gold_test, test) == 50  # 2 categories x 10 x 2, +25%
+    assert _rendered(ready) == set(ready)
+    rater, session = rater_at_trials(gold_test)
+    taken = list(session.trials.filter(role="gold").select_related("gold"))
+    assert {t.gold.audio_id for t in taken} <= set(ready)
+    assert all(t.gold.placed_at is not None for t in taken)
+    assert gold.unplaced(gold_test).count() == 48
+    page = organizer_client.get(f"/organize/{gold_test.slug}/listening/").content.decode()
+    assert "Built-in spoken instructions: 48 ready, 2 placed in sessions." in page
+    client = Client()
+    client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
+    before = DeliveredAudio.objects.count()
+    for trial in session.trials.all():
+        assert get_sound(client, f"/listen/{gold_test.slug}/audio/{trial.token}/").body
+    assert DeliveredAudio.objects.count() == before
+    # Rerun, preparation tops the pool up again.
+    assert preparation.prepare(gold_test, seed=1)["trapping_sounds"] == 2
+    assert gold.unplaced(gold_test).count() == 50
+
+
+def test_a_session_beyond_the_pool_makes_its_own_rendered_at_once(gold_test):
+    gold.unplaced(gold_test).update(placed_at="2026-01-01T00:00:00Z")
+    _, session = rater_at_trials(gold_test)
+    made = [t.gold for t in session.trials.filter(role="gold").select_related("gold")]
+    assert len(made) == 2 and all(g.builtin and g.placed_at is not None for g in made)
+    assert _rendered(g.audio_id for g in made) == {g.audio_id for g in made}
+    assert not gold.unplaced(gold_test).exists()
+
+
+def test_sessions_made_at_once_never_share_a_trapping_sound(db):
+    """Raters arriving together take different sounds from the pool (row locks they skip)."""
+    challenge = build_listening_challenge(
+        slug="trap-race", categories=1, duration=4.0, gold_per_session=4, target_ratings=4
+    )
+    preparation.set_open(challenge, True)
+    # Eight left of twenty: half the sessions' gold comes from the pool, half is made.
+    spent = list(gold.unplaced(challenge).values_list("pk", flat=True)[:12])
+    GoldSound.objects.filter(pk__in=spent).update(placed_at="2026-01-01T00:00:00Z")
+    assert gold.unplaced(challenge).count() == 8
+    raters = []
+    for _ in range(4):
+        rater = enrolment.invite(challenge)
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+        raters.append(rater)
+    barrier, errors = threading.Barrier(len(raters)), []
+
+    def start(rater) -> None:
+        try:
+            barrier.wait()
+            sessions.next_session(rater)
+        except Exception as exc:  # reported below: a thread's failure is the test's
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=start, args=(rater,)) for rater in raters]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors
+    golds = list(Trial.objects.filter(role="gold").values_list("gold_id", flat=True))
+    assert len(golds) == 16 and len(set(golds)) == 16
+    assert not set(golds) & set(spent)
+    assert not gold.unplaced(challenge).exists()
+
+
+test_sessions_made_at_once_never_share_a_trapping_sound = pytest.mark.django_db(transaction=True)(
+    test_sessions_made_at_once_never_share_a_trapping_sound
+)
+
+
+def test_trapping_speech_is_whole_in_the_clip_and_well_above_its_background(monkeypatch):
+    """The words a listener must hear: every sentence fits a 4-s clip whole (sped up where it
+    would not, never cut), after a lead-in, and the speech stands 10 to 20 dB above the noise."""
+    rate, frames = 16_000, 64_000
+    room = frames - int(gold.LEAD_S[0] * rate) - int(gold.TAIL_S * rate)
+    sizes, snrs, leads = [], [], []
+    real_room = gold._room
+
+    def measured(samples, sample_rate, rng):
+        sizes.append(samples.size)
+        return real_room(samples, sample_rate, rng)
+
+    monkeypatch.setattr(gold, "_room", measured)
+    for seed in range(24):
+        rng = random.Random(seed)
+        text, _, _ = gold.instruction(rng)
+        speech, noise = gold.trapping_parts(text, rate, frames, rng)
+        snrs.append(10 * np.log10(gold._speech_power(speech, rate) / np.mean(noise**2)))
+        spoken = np.flatnonzero(speech)
+        leads.append(spoken[0] / rate)
+        assert spoken[-1] < frames - int(gold.TAIL_S * rate)
+    assert max(sizes) < room  # nothing was cut to fit
+    assert min(snrs) > 9.5 and max(snrs) < 20.5, snrs
+    assert min(leads) >= gold.LEAD_S[0] and max(leads) - min(leads) > 0.3  # drawn, not fixed
