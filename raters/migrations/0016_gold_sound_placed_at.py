@@ -13,7 +13,7 @@ def mark_heard(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('raters', '0014_rater_network'),
+        ('raters', '0015_crowd_platform_export'),
     ]
 
     operations = [
