@@ -29,6 +29,20 @@ def _listen_to_the_end(page, shortcut: bool = False) -> None:
     page.wait_for_selector("input[data-scale]:not([disabled])")
 
 
+def _hear_the_examples(page) -> None:
+    """Play the examples one after another (played at once, only the last begun would count:
+    a rater hears one sound at a time), then Start, which opens once each played to its end."""
+    page.eval_on_selector_all(
+        "ol.examples audio",
+        "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
+        " {once: true}); return a; })",
+    )
+    page.eval_on_selector("ol.examples audio", "a => a.play()")
+    page.wait_for_selector("#start:not([disabled])")
+    with page.expect_navigation():
+        page.click("#start")
+
+
 def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_path):
     challenge = build_listening_challenge(
         slug="browser-listen",
@@ -51,17 +65,7 @@ def test_a_rater_completes_a_category_session(live_server, chromium_path, tmp_pa
 
         # Familiarization: Start opens only once every example has played to its end.
         assert page.is_disabled("#start")
-        # One after another: a rater hears one sound at a time (played at once, only the
-        # last begun would count).
-        page.eval_on_selector_all(
-            "ol.examples audio",
-            "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
-            " {once: true}); return a; })",
-        )
-        page.eval_on_selector("ol.examples audio", "a => a.play()")
-        page.wait_for_selector("#start:not([disabled])")
-        with page.expect_navigation():
-            page.click("#start")
+        _hear_the_examples(page)
 
         total = 2 + 3  # one sound of each track's system, one anchor of each type
         seen = []
@@ -211,17 +215,7 @@ def test_a_crowd_worker_ends_at_the_completion_url_on_another_origin(
                 page.click("button[type=submit]")
             with page.expect_navigation():
                 page.click("button[type=submit]")
-            # One after another: a rater hears one sound at a time (played at once, only the
-            # last begun would count).
-            page.eval_on_selector_all(
-                "ol.examples audio",
-                "els => els.reduce((prev, a) => { prev.addEventListener('ended', () => a.play(),"
-                " {once: true}); return a; })",
-            )
-            page.eval_on_selector("ol.examples audio", "a => a.play()")
-            page.wait_for_selector("#start:not([disabled])")
-            with page.expect_navigation():
-                page.click("#start")
+            _hear_the_examples(page)
             while page.query_selector("form[data-listening]"):
                 _listen_to_the_end(page)
                 page.fill("#quality-scale", "5")

@@ -563,10 +563,10 @@ def test_a_long_category_offers_a_pause_every_forty_sounds(db):
     assert 'id="pause"' not in client.get(f"/listen/{challenge.slug}/").content.decode()
     for _ in range(40):
         trial = sessions.next_trial(session)
-        sessions.save_rating(rater, trial.token, quality=6, fit=6, key=f"pause-{trial.pk}")
+        sessions.save_rating(rater, trial.token, quality=6, fit=6, key=f"pause-key-{trial.pk}")
     page = client.get(f"/listen/{challenge.slug}/").content.decode()
     assert 'id="pause"' in page and "40 sounds rated in this category" in page
     assert "your place is kept for 15 minutes" in page
     trial = sessions.next_trial(session)
-    sessions.save_rating(rater, trial.token, quality=6, fit=6, key=f"pause-{trial.pk}")
+    sessions.save_rating(rater, trial.token, quality=6, fit=6, key=f"pause-key-{trial.pk}")
     assert 'id="pause"' not in client.get(f"/listen/{challenge.slug}/").content.decode()
