@@ -86,12 +86,15 @@ def rater_at_trials(challenge: Challenge) -> tuple[Rater, CategorySession]:
     return rater, session
 
 
-def answer_session(rater, session, quality: int = 7, fit: int = 7) -> None:
-    """Answer every open trial of a session through the service, as a browser would."""
+def answer_session(rater, session, quality: int = 7, fit: int = 7, value_of=None) -> None:
+    """Answer every open trial of a session through the service, as a browser would: the
+    anchors as expected, each trial `quality` and `fit`, or `value_of(stimulus)` on both."""
     sessions.complete_familiarization(session, require_heard=False)
     while (trial := sessions.next_trial(session)) is not None:
         q, f = quality, fit
-        if trial.role == "anchor_hq_goodfit":
+        if value_of is not None and trial.role == "trial":
+            q = f = value_of(trial.stimulus)
+        elif trial.role == "anchor_hq_goodfit":
             q, f = 9, 9
         elif trial.role == "anchor_hq_poorfit":
             q, f = 9, 1

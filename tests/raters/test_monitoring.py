@@ -12,7 +12,7 @@ import pytest
 
 from raters import enrolment, monitoring, preparation, selectors, sessions
 from raters.models import Screening, Stimulus
-from tests.listening_setup import build_listening_challenge
+from tests.listening_setup import answer_session, build_listening_challenge
 from tests.raters.monitor_setup import add_raters
 
 pytestmark = pytest.mark.django_db
@@ -111,17 +111,8 @@ def test_screening_is_switched_on_and_off_and_its_attempts_exported(organizer_cl
 
 
 def _answer(rater, value_of) -> None:
-    """Answer the rater's session: anchors as expected, each trial `value_of(stimulus)`."""
-    session = sessions.next_session(rater).session
-    sessions.complete_familiarization(session, require_heard=False)
-    while (trial := sessions.next_trial(session)) is not None:
-        if trial.role == "trial":
-            q = f = value_of(trial.stimulus)
-        else:
-            q, f = {"anchor_hq_goodfit": (9, 9), "anchor_hq_poorfit": (9, 1)}.get(
-                trial.role, (1, 1)
-            )
-        sessions.save_rating(rater, trial.token, quality=q, fit=f, key=f"monitor-{trial.pk}")
+    """The rater's next session answered: anchors as expected, each trial `value_of`."""
+    answer_session(rater, sessions.next_session(rater).session, value_of=value_of)
 
 
 def test_a_crowd_worker_lifting_one_system_is_named_in_the_monitoring():
