@@ -1,5 +1,6 @@
-"""The Celery application. Queues: `gpu` for embeddings and generation, `cpu` for the rest
-(CELERY_TASK_ROUTES in the settings)."""
+"""The Celery application. Queues: `gpu` for embeddings and generation, `cpu` for the rest, each
+job kind's named where it is declared (stimuli/job_kinds.py); the declarations are imported
+by stimuli's ready(), so a worker knows every job's task once Django is set up."""
 
 import os
 
@@ -10,11 +11,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foley_platform.settings")
 app = Celery("foley_platform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# The stages of stimuli keep their tasks in their own packages, which autodiscovery (one `tasks`
-# module per installed app) would not look at.
-app.autodiscover_tasks(
-    ["stimuli.uploads", "stimuli.objective", "stimuli.generators", "stimuli.submissions"]
-)
 
 
 @signals.worker_init.connect

@@ -378,23 +378,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Each job's task goes to the queue its kind declares (stimuli/job_kinds.py): `gpu` for what
+# wants a GPU or runs submitted code; anything else to `cpu`.
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
-# Each task by its exact name (no patterns: a renamed task must fail the routing test, not drift
-# to another queue). `gpu`: what wants a GPU or runs submitted code.
-CELERY_TASK_ROUTES = {
-    "stimuli.tasks.import_upload": {"queue": "cpu"},
-    "stimuli.tasks.generate_clips": {"queue": "gpu"},
-    "stimuli.tasks.generate_validation": {"queue": "gpu"},
-    "stimuli.tasks.generate_from_text": {"queue": "gpu"},
-    "stimuli.tasks.check_submission": {"queue": "gpu"},
-    "stimuli.tasks.remind_deadlines": {"queue": "cpu"},
-    "stimuli.tasks.embed_clips": {"queue": "gpu"},
-    "stimuli.tasks.compute_fad": {"queue": "cpu"},
-    "stimuli.tasks.select_medoids": {"queue": "cpu"},
-    "stimuli.tasks.clap_prompt_scores": {"queue": "gpu"},
-    "raters.tasks.prepare_listening_test": {"queue": "cpu"},
-    "scoring.tasks.publish_results": {"queue": "cpu"},
-}
+CELERY_TASK_ROUTES = ("stimuli.job_kinds.route",)
 # What the scheduler (`celery beat`, the compose file's `scheduler`) sends: teams are reminded of
 # a deadline a day ahead; hourly, and each team once per deadline however often it runs.
 CELERY_BEAT_SCHEDULE = {

@@ -13,6 +13,7 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from raters.job_kinds import PREPARE_LISTENING
 from stimuli.exports import to_csv
 from stimuli.models import Challenge, Job, Team
 from stimuli.permissions import challenge_organizer_or_403, challenge_organizer_required
@@ -205,7 +206,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "crowd_url": crowd_url + "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
         "&SESSION_ID={{%SESSION_ID%}}",
         "invited": Rater.objects.filter(challenge=challenge, kind=Rater.Kind.INVITED),
-        "jobs": Job.objects.filter(challenge=challenge, kind=preparation.PREPARE_JOB)[:3],
+        "jobs": Job.objects.filter(challenge=challenge, kind=PREPARE_LISTENING)[:3],
         "open_refused": preparation.open_refused(challenge),
         "crowd_warning": enrolment.crowd_warning(challenge),
         "completion_code": enrolment.completion_code(test),

@@ -14,9 +14,11 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Q
 
+from raters.job_kinds import PREPARE_LISTENING
 from stimuli.audio import resample
-from stimuli.jobs import JobProgress, enqueue, run_job
+from stimuli.jobs import JobProgress, create_job, enqueue, run_job
 from stimuli.models import AudioFile, Category, Challenge, Clip, Job, Medoid
+from stimuli.phases import TRANSITIONS, PhaseError, advance
 
 from . import (
     anchors,
@@ -38,7 +40,6 @@ from .models import (
 
 # Anchor pool per category and type: sessions draw their anchors from it.
 # The job kind that prepares the listening test (registered in apps.py).
-PREPARE_JOB = "prepare_listening"
 ANCHOR_POOL = 8
 # Draws of a challenge's anchors preparation tries before it refuses a set the check separates
 # (each draw is refused alone with a small chance on a small set such as the demo's).
@@ -46,10 +47,7 @@ ANCHOR_DRAWS = 8
 # A clip quieter than this (integrated loudness, LUFS) is no source for an anchor.
 MIN_SOURCE_LUFS = -70.0
 # Every publication of a challenge is of the same ratings: publishing closes the test for good.
-PUBLISHED_CLOSED = (
-    "Results are published, so the listening test stays closed: every publication must be of "
-    "the same ratings. Collect more ratings in a new challenge."
-)
+PUBLISHED_CLOSED = TRANSITIONS["open_listening"].refused[Challenge.Phase.PUBLISHED]
 NO_STIMULI = "The listening test has no stimuli yet; prepare it first."
 
 
@@ -429,11 +427,7 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
 def request_preparation(challenge: Challenge, user=None) -> Job:
     """Queue `prepare` as a job on a worker (run at once without a broker)."""
     with transaction.atomic():
-        job = Job.objects.create(
-            challenge=challenge,
-            kind=PREPARE_JOB,
-            created_by=user if user is not None and user.is_authenticated else None,
-        )
+        job = create_job(PREPARE_LISTENING, challenge=challenge, by=user)
         enqueue(job)
     job.refresh_from_db()
     return job
@@ -466,14 +460,14 @@ def set_open(challenge: Challenge, is_open: bool) -> ListeningTest:
         # The challenge's lock: imports and generations check the phase under it before they
         # store clips, so none lands after the test has opened.
         locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
-        if is_open and locked.phase == Challenge.Phase.PUBLISHED:
-            raise ListeningError(PUBLISHED_CLOSED, 409)
+        if is_open:
+            try:
+                advance(locked, "open_listening")
+            except PhaseError as exc:
+                raise ListeningError(str(exc), 409) from None
         test.is_open = is_open
         test.save(update_fields=["is_open", "updated_at"])
-        if is_open and locked.phase in (Challenge.Phase.SETUP, Challenge.Phase.OBJECTIVE):
-            locked.phase = Challenge.Phase.LISTENING
-            locked.save(update_fields=["phase"])
-    challenge.phase = locked.phase
+    challenge.refresh_from_db(fields=["phase"])
     return test
 
 

@@ -20,6 +20,7 @@ from raters import enrolment, selectors
 from raters.models import Rater
 from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
 from stimuli.generators import services as generators
+from stimuli.job_kinds import GENERATE
 from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
 from stimuli.objective import config
 from stimuli.objective import services as objective
@@ -58,7 +59,7 @@ def run_demo(
     challenge = summary.challenge
     say(f"{'Created' if summary.created else 'Found'} the demo challenge '{challenge.name}'.")
 
-    if not Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE).exists():
+    if not Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE).exists():
         say("Generating the procedural baseline and its two variants ...")
         for system in generators.create_baseline_systems(challenge, track_code="B"):
             job = generators.generate_now(system, clips_per_category, 0, progress=progress)

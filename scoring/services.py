@@ -14,10 +14,12 @@ from raters import preparation, selectors
 from raters import text_prompts as text_study
 from raters.selectors import diversity_rows, rating_rows
 from raters.text_quality import judged_rows as judged_text_prompt_rows
+from scoring.job_kinds import PUBLISH
 from stimuli import selectors as stimuli_selectors
-from stimuli.jobs import JobProgress, enqueue, run_job
+from stimuli.jobs import Failed, JobProgress, create_job, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import may_read, may_write
+from stimuli.phases import advance
 
 from .compute import score
 from .inputs import Inputs, ScoringInputError, table_hash
@@ -62,7 +64,6 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
 
 
 # The job kind that scores and freezes the results (registered in apps.py).
-PUBLISH_JOB = "publish_results"
 
 
 def collect_inputs(challenge: Challenge) -> Inputs:
@@ -187,7 +188,7 @@ def publish(
             _refuse_interim_after_final(locked)
         last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
         if final:
-            Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.PUBLISHED)
+            advance(locked, "publish_final")
         snapshot = Snapshot.objects.create(
             challenge=challenge,
             number=(last or 0) + 1,
@@ -226,11 +227,8 @@ def request_publication(
     """
     if not may_write(user, challenge):
         raise PermissionDenied("Only the challenge's organizers can publish results.")
-    job = Job.objects.create(
-        challenge=challenge,
-        kind=PUBLISH_JOB,
-        created_by=user,
-        params={"final": final, "public": public},
+    job = create_job(
+        PUBLISH, challenge=challenge, by=user, params={"final": final, "public": public}
     )
     enqueue(job)
     job.refresh_from_db()
@@ -253,7 +251,7 @@ def run_publish_job(job_id: int) -> Job:
                     progress=progress,
                 )
             except (ScoringInputError, PermissionDenied) as exc:
-                return {"_failed": True, "_error": str(exc)}
+                return Failed(str(exc))
         progress(1, 1, f"Published results #{done.number}")
         return {"snapshot": done.number}
 

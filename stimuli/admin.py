@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from .job_kinds import KINDS
 from .models import (
     CLIP_SPEC_FIELDS,
     AudioFile,
@@ -102,11 +103,24 @@ class ClipAdmin(admin.ModelAdmin):
     raw_id_fields = ["audio", "source_job"]
 
 
+class JobKindFilter(admin.SimpleListFilter):
+    """The declared kinds of job, by their labels (stimuli/job_kinds.py)."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request, model_admin):
+        return sorted(((k, kind.label) for k, kind in KINDS.items()), key=lambda item: item[1])
+
+    def queryset(self, request, queryset):
+        return queryset.filter(kind=self.value()) if self.value() else queryset
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = [
         "id",
-        "kind",
+        "kind_label",
         "challenge",
         "state",
         "done",
@@ -114,7 +128,7 @@ class JobAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     ]
-    list_filter = ["kind", "state", "challenge"]
+    list_filter = [JobKindFilter, "state", "challenge"]
     readonly_fields = ["created_at", "started_at", "finished_at", "updated_at"]
 
 

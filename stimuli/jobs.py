@@ -14,6 +14,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -24,10 +25,43 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .errors import Refused
-from .job_kinds import job_kind
-from .models import Job
+from .job_kinds import job_kind, task_of
+from .models import Challenge, Job
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """What a job's work returns when the job failed without an exception: the error the pages
+    show, and what the result still records (e.g. the clips stored before the failure)."""
+
+    error: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def create_job(
+    kind: str,
+    *,
+    challenge: Challenge | None = None,
+    challenge_id: int | None = None,
+    by: Any = None,
+    params: dict[str, Any] | None = None,
+    message: str = "",
+    total: int = 0,
+) -> Job:
+    """A queued job of a declared kind (stimuli/job_kinds.py); `enqueue` sends it. `by` is the
+    user who asked, anonymous or None for the platform itself."""
+    job_kind(kind)  # a job no task can run would wait forever
+    return Job.objects.create(
+        challenge=challenge,
+        challenge_id=challenge.pk if challenge is not None else challenge_id,
+        kind=kind,
+        params=params or {},
+        message=message,
+        total=total,
+        created_by=by if by is not None and by.is_authenticated else None,
+    )
 
 
 class JobProgress:
@@ -121,11 +155,13 @@ def claim(job_id: int) -> Job | None:
 
 def run_job(
     job_id: int,
-    work: Callable[[Job, JobProgress], dict[str, Any] | None],
+    work: Callable[[Job, JobProgress], dict[str, Any] | Failed | None],
     *,
     on_success: Callable[[Job, dict[str, Any]], str | None] | None = None,
 ) -> Job:
     """Claim the job, run `work` and record the outcome on the row; see the module docstring.
+
+    `work` returns the job's result (its kind's declared result type), or `Failed`.
 
     `on_success` runs in the transaction that marks the job succeeded, with the job's row locked,
     so what it changes lands together with the success or not at all. It returns an error to
@@ -140,9 +176,10 @@ def run_job(
     mine = Q(pk=job_id, state=Job.State.RUNNING, attempts=job.attempts)
     progress = JobProgress(job)
     try:
-        result = work(job, progress) or {}
-        failed = bool(result.pop("_failed", False))
-        error = result.pop("_error", "")
+        outcome = work(job, progress)
+        failed = isinstance(outcome, Failed)
+        result = outcome.result if isinstance(outcome, Failed) else outcome or {}
+        error = outcome.error[:2000] if isinstance(outcome, Failed) else ""
         with transaction.atomic():
             if Job.objects.select_for_update(no_key=True).filter(mine).first() is None:
                 _log_lost(job)
@@ -198,7 +235,7 @@ def _log_lost(job: Job) -> None:
     )
 
 
-# --- the registry: each kind of job, the task that runs it and its stage's rule for a retry -----
+# --- queueing and retrying, by the declared kinds (stimuli/job_kinds.py) ------------------------
 
 
 def enqueue(job: Job) -> None:
@@ -207,9 +244,7 @@ def enqueue(job: Job) -> None:
     In-process tasks (no broker) run at once instead: they share this connection and so see the
     job row already, and the caller gets the finished job back.
     """
-    # By dotted path, so that no service imports a task module (the tasks import the services);
-    # tests/stimuli/test_jobs.py holds every registered path to a task carrying the registered name.
-    task = import_string(job_kind(job.kind).where)
+    task = task_of(job.kind)
     if task.app.conf.task_always_eager:
         task.delay(job.pk)
     else:
@@ -223,8 +258,6 @@ def retry(job: Job) -> Job:
     challenge locked, as every phase change takes that lock; a job whose worker was lost with no
     delivery of its task left counts as failed.
     """
-    from .models import Challenge
-
     kind = job_kind(job.kind)  # first: a job reset with no task to run it would wait forever
     if kind.no_retry:
         raise Refused(kind.no_retry)

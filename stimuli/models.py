@@ -309,17 +309,6 @@ class Job(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
 
-    class Kind(models.TextChoices):
-        """The kinds of this app; raters and scoring register theirs (stimuli/jobs.py)."""
-
-        IMPORT = "import", "Audio import"
-        GENERATE = "generate", "Clip generation"
-        GENERATE_TEXT = "generate_text", "Clips from text prompts"
-        VALIDATE_GENERATOR = "validate_generator", "Generator validation"
-        EMBED = "embed", "Embeddings"
-        FAD = "fad", "FAD and finalists"
-        SELECT_MEDOIDS = "select_medoids", "Medoid selection"
-
     challenge = models.ForeignKey(
         Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="jobs"
     )

@@ -1,5 +1,13 @@
-"""What a challenge's phase still lets change: one rule for imports, generation and the
-objective stage.
+r"""A challenge's phases as one state machine: the transitions (`TRANSITIONS`, the only code that
+sets a phase, through `advance`) and what each phase still lets change (`phase_conflict`, one
+rule for imports, generation and the objective stage).
+
+    setup --start_objective--> objective --open_listening--> listening --publish_final--> published
+      \______________________________open_listening_____________/^
+       \______________________________________________________publish_final_________________/^
+
+Phases only move forward: a stage that starts in a later phase leaves it where it is (the FAD
+pipeline run again during the listening test, say).
 
 Once the listening test opens, its stimuli (the finalists' medoid clips) are fixed: replacing a
 system's clips would delete medoids and the stimuli made of them, under raters already at work.
@@ -13,12 +21,73 @@ job or a clip wait, and two such waits deadlock.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .errors import Conflict
 from .models import Challenge
+
+Phase = Challenge.Phase
 
 
 class PhaseError(Conflict):
     """The challenge's phase does not allow the change; the message says why."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One move of a challenge's phase: from which phases, to which, what refuses it and what
+    it brings about."""
+
+    target: str
+    # The phases it moves from; in any other phase up to the target it changes nothing.
+    sources: frozenset[str]
+    # Phases in which the stage asking for it must be refused, and why (its guard).
+    refused: dict[str, str]
+    # What the move brings about, for readers: the stage that asks carries it out.
+    effect: str
+
+
+TRANSITIONS: dict[str, Transition] = {
+    "start_objective": Transition(
+        target=Phase.OBJECTIVE,
+        sources=frozenset({Phase.SETUP}),
+        refused={},
+        effect="the FAD pipeline's embed job is queued (stimuli/objective/services.py `_start`)",
+    ),
+    "open_listening": Transition(
+        target=Phase.LISTENING,
+        sources=frozenset({Phase.SETUP, Phase.OBJECTIVE}),
+        refused={
+            Phase.PUBLISHED: (
+                "Results are published, so the listening test stays closed: every publication "
+                "must be of the same ratings. Collect more ratings in a new challenge."
+            )
+        },
+        effect="the listening test opens; its stimuli, and the clips they come from, are fixed "
+        "(raters/preparation.py `set_open`)",
+    ),
+    "publish_final": Transition(
+        target=Phase.PUBLISHED,
+        sources=frozenset({Phase.SETUP, Phase.OBJECTIVE, Phase.LISTENING}),
+        refused={},
+        effect="the final snapshot is stored; nothing of the challenge may change any more "
+        "(scoring/services.py `publish`)",
+    ),
+}
+
+
+def advance(locked: Challenge, transition: str) -> bool:
+    """Apply a transition to a challenge whose row the caller has locked (FOR NO KEY UPDATE, see
+    as the module says) in the current transaction; returns whether the phase moved. Raises PhaseError in a
+    phase the transition refuses."""
+    move = TRANSITIONS[transition]
+    if why := move.refused.get(locked.phase):
+        raise PhaseError(why)
+    if locked.phase not in move.sources:
+        return False
+    Challenge.objects.filter(pk=locked.pk).update(phase=move.target)
+    locked.phase = move.target
+    return True
 
 
 def phase_conflict(challenge: Challenge, *, fixed_by_listening: str | None = None) -> str | None:

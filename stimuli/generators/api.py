@@ -9,6 +9,8 @@ from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
+from stimuli.job_kinds import VALIDATE_GENERATOR
+
 from ..api import REFUSAL, ChallengeScopedMixin, JobSerializer
 from ..errors import Refused
 from ..models import Generator, Job, System
@@ -102,9 +104,7 @@ class GeneratorViewSet(
             user=request.user,
             trusted=data["trusted"],
         )
-        job = Job.objects.filter(
-            kind=Job.Kind.VALIDATE_GENERATOR, params__system_id=system.pk
-        ).first()
+        job = Job.objects.filter(kind=VALIDATE_GENERATOR, params__system_id=system.pk).first()
         body = JobSerializer(job).data
         body["generator"] = GeneratorSerializer(generator).data
         return Response(body, status=status.HTTP_202_ACCEPTED)

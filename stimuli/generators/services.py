@@ -33,11 +33,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from stimuli.job_kinds import GENERATE, VALIDATE_GENERATOR
+
 from .. import selectors, storage
 from ..audio import ClipSpec, encode_wav, inspect_audio
 from ..errors import Refused
 from ..jobs import (
+    Failed,
     JobProgress,
+    create_job,
     enqueue,
     ensure_still_mine,
     run_job,
@@ -235,11 +239,11 @@ class prepared_source:
 
 
 def start_validation(generator: Generator, *, user: AbstractBaseUser | None = None) -> Job:
-    job = Job.objects.create(
+    job = create_job(
+        VALIDATE_GENERATOR,
         challenge_id=generator.system.challenge_id,
-        kind=Job.Kind.VALIDATE_GENERATOR,
         params={"system_id": generator.system_id},
-        created_by=user if user and user.is_authenticated else None,
+        by=user,
     )
     enqueue(job)
     return job
@@ -301,11 +305,11 @@ def retry_guard(job: Job) -> None:
         raise GenerationError(f"the system of job #{job.pk} no longer exists")
     # The lock start_generation takes after the challenge's: no start slips in between.
     Generator.objects.select_for_update(no_key=True).filter(system=system).first()
-    if job.kind != Job.Kind.GENERATE:
+    if job.kind != GENERATE:
         return
     _check_phase(system.challenge)
     other = (
-        Job.objects.filter(kind=Job.Kind.GENERATE, params__system_id=system.pk)
+        Job.objects.filter(kind=GENERATE, params__system_id=system.pk)
         .exclude(pk=job.pk)
         .filter(Q(pk__gt=job.pk) | Q(state__in=[Job.State.QUEUED, Job.State.RUNNING]))
         .order_by("-pk")
@@ -340,9 +344,7 @@ def run_validation(job_id: int) -> Job:
         if report.get("stale"):
             result["stale"] = True
             progress.log("new code was attached while this ran: its verdict was not recorded")
-        if not report["ok"]:
-            result.update(_failed=True, _error=report["summary"][:2000])
-        return result
+        return result if report["ok"] else Failed(report["summary"], result)
 
     return run_job(job_id, work)
 
@@ -379,16 +381,16 @@ def start_generation(
         _check_phase(Challenge.objects.select_for_update(no_key=True).get(pk=system.challenge_id))
         Generator.objects.select_for_update(no_key=True).get(pk=generator.pk)  # one start at a time
         running = Job.objects.filter(
-            kind=Job.Kind.GENERATE,
+            kind=GENERATE,
             params__system_id=system.pk,
             state__in=[Job.State.QUEUED, Job.State.RUNNING],
         ).first()
         if running is not None:
             return running
         categories = system.challenge.categories.count()
-        job = Job.objects.create(
+        job = create_job(
+            GENERATE,
             challenge_id=system.challenge_id,
-            kind=Job.Kind.GENERATE,
             params={
                 "system_id": system.pk,
                 "n_per_category": n_per_category,
@@ -397,7 +399,7 @@ def start_generation(
             },
             total=n_per_category * categories,
             message=f"queued: {n_per_category} clips of {categories} categories",
-            created_by=user if user and user.is_authenticated else None,
+            by=user,
         )
         if enqueue_task:
             enqueue(job)
@@ -474,7 +476,7 @@ def replace_earlier_clips(job: Job, result: dict) -> str | None:
     for pk, name in adopted.items():
         Clip.objects.filter(pk=int(pk), system=system).update(source_job=job, original_name=name)
     _, deleted = Clip.objects.filter(
-        system=system, source_job__kind=Job.Kind.GENERATE, source_job_id__lt=job.pk
+        system=system, source_job__kind=GENERATE, source_job_id__lt=job.pk
     ).delete()
     replaced = deleted.get(Clip._meta.label, 0)
     if replaced:
@@ -518,7 +520,7 @@ def generate_clips(
         check_clips_can_change(challenge)
     except PhaseError as exc:
         log(f"[phase] {exc}")
-        return {"clips": 0, "_failed": True, "_error": f"[phase] {exc}"}
+        return Failed(f"[phase] {exc}", {"clips": 0})
     stored = _stored_indices(job, system)
     done = sum(len(v) for v in stored.values())
     if done:
@@ -537,7 +539,7 @@ def generate_clips(
             source = stack.enter_context(prepared_source(generator))
         except SandboxError as exc:  # the module is not installed here, or the archive is broken
             log(f"[{exc.code}] {exc.message}")
-            return {"clips": done, "_failed": True, "_error": f"[{exc.code}] {exc.message}"}
+            return Failed(f"[{exc.code}] {exc.message}", {"clips": done})
         sandbox = job_sandbox(generator, source, spec, job, use_gpu=use_gpu)
         log(f"device: {'cuda' if use_gpu else 'cpu'}")
         for rule, what in enforcement(use_gpu, generator.trusted).items():
@@ -574,11 +576,7 @@ def generate_clips(
                 log("generator output:\n" + detail.rstrip())
             message = exc.message if isinstance(exc, SandboxError) else str(exc)
             code = exc.code if isinstance(exc, SandboxError) else "clip_spec"
-            return {
-                "clips": done,
-                "_failed": True,
-                "_error": f"[{code}] {message}"[:2000],
-            }
+            return Failed(f"[{code}] {message}", {"clips": done})
         finally:
             tail = sandbox.log_tail(2000).strip()
             sandbox.close()
@@ -662,7 +660,7 @@ def _adopted(job: Job, clip: Clip) -> bool:
 
 def _earlier_generation(clip: Clip, job: Job) -> bool:
     source = clip.source_job
-    return source is not None and source.kind == Job.Kind.GENERATE and source.pk < job.pk
+    return source is not None and source.kind == GENERATE and source.pk < job.pk
 
 
 # The baseline and two variants the demo runs: one module, three settings.

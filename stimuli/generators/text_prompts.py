@@ -24,11 +24,13 @@ from pathlib import Path, PurePosixPath
 from django.db import transaction
 from django.utils import timezone
 
+from stimuli.job_kinds import GENERATE_TEXT
+
 from .. import selectors, storage
 from ..archives import ArchiveError, Source, UploadLimits, iter_members
 from ..audio import AudioCheck, encode_wav, inspect_audio
 from ..errors import Refused
-from ..jobs import JobLost, JobProgress, enqueue, ensure_still_mine, run_job
+from ..jobs import Failed, JobLost, JobProgress, create_job, enqueue, ensure_still_mine, run_job
 from ..models import (
     Challenge,
     DescribedClip,
@@ -200,7 +202,7 @@ def dispatch(system_ids: Iterable[int]) -> list[Job]:
         with transaction.atomic():
             Generator.objects.select_for_update(no_key=True).get(system_id=system_id)
             job = Job.objects.filter(
-                kind=Job.Kind.GENERATE_TEXT, params__system_id=system_id, state=Job.State.QUEUED
+                kind=GENERATE_TEXT, params__system_id=system_id, state=Job.State.QUEUED
             ).first()
             if job is None:
                 if not TextGeneration.objects.filter(
@@ -208,9 +210,9 @@ def dispatch(system_ids: Iterable[int]) -> list[Job]:
                 ).exists():
                     continue
                 system = System.objects.get(pk=system_id)
-                job = Job.objects.create(
+                job = create_job(
+                    GENERATE_TEXT,
                     challenge_id=system.challenge_id,
-                    kind=Job.Kind.GENERATE_TEXT,
                     params={"system_id": system_id},
                     message="queued",
                 )
@@ -260,7 +262,7 @@ def serve_pending(job: Job, progress, log) -> dict:
     if refusal:
         for generation in pending():
             _fail(generation, job, refusal)
-        return {"served": 0, "_failed": True, "_error": refusal}
+        return Failed(refusal, {"served": 0})
     use_gpu = cuda_visible()
     with ExitStack() as stack:
         try:
@@ -269,7 +271,7 @@ def serve_pending(job: Job, progress, log) -> dict:
             message = f"[{exc.code}] {exc.message}"
             for generation in pending():
                 _fail(generation, job, message)
-            return {"served": 0, "_failed": True, "_error": message}
+            return Failed(message, {"served": 0})
         sandbox: Sandbox | None = None
 
         def serve(group: list[TextGeneration]) -> None:

@@ -7,6 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST
 
+from stimuli.job_kinds import GENERATE, VALIDATE_GENERATOR
+
 from .. import jobs
 from ..errors import Refused, page_status
 from ..jobs import is_stale, log_tail
@@ -23,7 +25,7 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
     generators = {g.system_id: g for g in Generator.objects.filter(system__challenge=challenge)}
     jobs: dict[tuple[int, str], Job] = {}
     for job in Job.objects.filter(
-        challenge=challenge, kind__in=[Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR]
+        challenge=challenge, kind__in=[GENERATE, VALIDATE_GENERATOR]
     ).order_by("-created_at"):
         jobs.setdefault((job.params.get("system_id"), job.kind), job)
     for found in jobs.values():
@@ -33,8 +35,8 @@ def _panel(request: HttpRequest, challenge: Challenge, errors=None, status=200) 
         {
             "system": system,
             "generator": generators.get(system.pk),
-            "generation": jobs.get((system.pk, Job.Kind.GENERATE)),
-            "validation": jobs.get((system.pk, Job.Kind.VALIDATE_GENERATOR)),
+            "generation": jobs.get((system.pk, GENERATE)),
+            "validation": jobs.get((system.pk, VALIDATE_GENERATOR)),
         }
         for system in systems
     ]
@@ -62,7 +64,7 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
         Job,
         pk=job_id,
         challenge=challenge,
-        kind__in=[Job.Kind.GENERATE, Job.Kind.VALIDATE_GENERATOR],
+        kind__in=[GENERATE, VALIDATE_GENERATOR],
     )
     response = render_panel(
         request,

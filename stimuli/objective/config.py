@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
+from stimuli.job_kinds import GENERATE
+
 from ..errors import Refused
 from ..models import (
     AudioFile,
@@ -179,7 +181,7 @@ def checkpublished_stats(challenge: Challenge, model_id: str, dim: int) -> None:
 # current ones, which stay until it succeeds: the objective stage reads the current ones alone.
 SETTLED = (
     Q(source_job__isnull=True)
-    | ~Q(source_job__kind=Job.Kind.GENERATE)
+    | ~Q(source_job__kind=GENERATE)
     | Q(source_job__state=Job.State.SUCCEEDED)
 )
 

@@ -19,7 +19,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ..jobs import JobProgress, enqueue, run_job
+from stimuli.job_kinds import CLAP_SCORES
+
+from ..jobs import JobProgress, create_job, enqueue, run_job
 from ..models import AudioFile, Challenge, Job, PromptScore
 from .embeddings.base import file_digest
 
@@ -30,7 +32,6 @@ CHECKPOINT_FILES = {
     "htsat-base": "music_audioset_epoch_15_esc_90.14.pt",
 }
 TOKENIZER_FILES = ("vocab.json", "merges.txt")
-JOB_KIND = "clap_prompt_scores"  # registered in stimuli/apps.py
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def request_scores(challenge: Challenge, pairs: Iterable[tuple[int, str]]) -> Jo
         ]
         if not todo:
             return None
-        job = Job.objects.create(challenge=challenge, kind=JOB_KIND, params={"score_ids": todo})
+        job = create_job(CLAP_SCORES, challenge=challenge, params={"score_ids": todo})
         enqueue(job)
     return job
 

@@ -24,7 +24,9 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from ..jobs import JobProgress, enqueue, run_job
+from stimuli.job_kinds import EMBED, FAD, SELECT_MEDOIDS
+
+from ..jobs import JobProgress, create_job, enqueue, run_job
 from ..models import (
     AudioFile,
     Challenge,
@@ -32,7 +34,7 @@ from ..models import (
     Job,
     System,
 )
-from ..phases import phase_conflict
+from ..phases import advance, phase_conflict
 from .config import (
     ModelChoice,
     ObjectiveConflict,
@@ -66,7 +68,7 @@ def _check_can_start(challenge: Challenge, purpose: str) -> None:
 
 
 def _active(challenge: Challenge, purpose: str) -> Job | None:
-    kinds = [Job.Kind.EMBED, Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS]
+    kinds = [EMBED, FAD if purpose == "fad" else SELECT_MEDOIDS]
     return (
         Job.objects.filter(
             challenge=challenge,
@@ -91,16 +93,15 @@ def _start(
     _check_can_start(challenge, purpose)
     choice = league or model_choice(challenge, purpose)
     with transaction.atomic():
-        Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)  # one start at a time
-        running = None if league else _active(challenge, purpose)
+        locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+        running = None if league else _active(challenge, purpose)  # one start at a time
         if running is not None:
             return running
-        if purpose == "fad" and challenge.phase == Challenge.Phase.SETUP:
-            Challenge.objects.filter(pk=challenge.pk).update(phase=Challenge.Phase.OBJECTIVE)
-            challenge.phase = Challenge.Phase.OBJECTIVE
-        job = Job.objects.create(
+        if purpose == "fad" and advance(locked, "start_objective"):
+            challenge.refresh_from_db(fields=["phase"])
+        job = create_job(
+            EMBED,
             challenge=challenge,
-            kind=Job.Kind.EMBED,
             params={
                 "challenge_id": challenge.pk,
                 "purpose": purpose,
@@ -108,7 +109,7 @@ def _start(
                 **({"league": True} if league else {}),
             },
             message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
-            created_by=user if user and user.is_authenticated else None,
+            by=user,
         )
         if enqueue_task:
             enqueue(job)
@@ -132,7 +133,7 @@ def start_medoid_selection(
 def retry_guard(job: Job) -> None:
     """The objective stage's rule for a retry (jobs.retry calls it with the challenge locked):
     not once the phase has fixed what the job would change. Cached embeddings are reused."""
-    medoids = job.kind == Job.Kind.SELECT_MEDOIDS or job.params.get("purpose") == "medoids"
+    medoids = job.kind == SELECT_MEDOIDS or job.params.get("purpose") == "medoids"
     fixed = "medoids cannot change" if medoids else None
     challenge = Challenge.objects.get(pk=job.challenge_id)
     if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
@@ -181,16 +182,16 @@ def _next_job(embed_job: Job, model_id: str, *, queue: bool) -> Job:
         existing = Job.objects.filter(params__embed_job=embed_job.pk).first()
         if existing is not None:
             return existing
-        nxt = Job.objects.create(
+        nxt = create_job(
+            FAD if purpose == "fad" else SELECT_MEDOIDS,
             challenge_id=embed_job.challenge_id,
-            kind=Job.Kind.FAD if purpose == "fad" else Job.Kind.SELECT_MEDOIDS,
             params={
                 **embed_job.params,
                 "model_id": model_id,
                 "embed_job": embed_job.pk,
             },
             message="queued" if queue else "running in this process",
-            created_by=embed_job.created_by,
+            by=embed_job.created_by,
         )
         if queue:
             enqueue(nxt)
@@ -278,7 +279,7 @@ def run_medoid_selection(challenge: Challenge, *, progress: Progress | None = No
 
 
 def _run_pipeline(embed: Job, second: Callable, progress: Progress | None) -> Job:
-    if embed.kind != Job.Kind.EMBED:  # a pipeline already past its embed step
+    if embed.kind != EMBED:  # a pipeline already past its embed step
         return second(embed.pk, echo=progress) if not embed.is_finished else embed
     embed = run_embed(embed.pk, echo=progress, chain=False)
     if embed.state != Job.State.SUCCEEDED:

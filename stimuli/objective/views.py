@@ -8,6 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
+from stimuli.job_kinds import EMBED, FAD, SELECT_MEDOIDS
+
 from .. import jobs, selectors
 from ..errors import Refused, page_status
 from ..jobs import log_tail
@@ -16,7 +18,7 @@ from ..panels import render_panel
 from ..permissions import challenge_organizer_required
 from . import config, services
 
-OBJECTIVE_KINDS = [Job.Kind.EMBED, Job.Kind.FAD, Job.Kind.SELECT_MEDOIDS]
+OBJECTIVE_KINDS = [EMBED, FAD, SELECT_MEDOIDS]
 
 
 class ObjectiveSettingsForm(forms.ModelForm):

@@ -34,7 +34,7 @@ from ..generators.services import (
     start_checked,
 )
 from ..generators.validate import validate_source
-from ..jobs import JobProgress, ensure_still_mine, run_job
+from ..jobs import Failed, JobProgress, ensure_still_mine, run_job
 from ..models import Category, Clip, Generator, Job
 from . import notifications
 from .models import Submission, SubmissionClip
@@ -88,7 +88,7 @@ def run_check(job_id: int) -> Job:
     return run_job(job_id, work)
 
 
-def _platform_failed(submission: Submission, job: Job, why: str) -> dict:
+def _platform_failed(submission: Submission, job: Job, why: str) -> Failed:
     with transaction.atomic():
         ensure_still_mine(job)
         _set(
@@ -99,7 +99,7 @@ def _platform_failed(submission: Submission, job: Job, why: str) -> dict:
         )
         transaction.on_commit(lambda: notifications.check_finished(submission))
     JobProgress(job).log(f"platform failure: {why}")
-    return {"platform_error": why, "_failed": True, "_error": f"[platform] {why}"[:2000]}
+    return Failed(f"[platform] {why}", {"platform_error": why})
 
 
 def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
@@ -170,9 +170,7 @@ def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
         transaction.on_commit(lambda: notifications.check_finished(submission))
     progress(steps, steps, report["summary"])
     result = {"ok": report["ok"], "summary": report["summary"]}
-    if not report["ok"]:
-        result.update(_failed=True, _error=report["summary"][:2000])
-    return result
+    return result if report["ok"] else Failed(report["summary"], result)
 
 
 def _schedule(challenge):

@@ -24,15 +24,15 @@ from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone
 
+from stimuli.job_kinds import CHECK_SUBMISSION
+
 from ..errors import Conflict, Refused
-from ..jobs import enqueue, fail_if_stale
+from ..jobs import create_job, enqueue, fail_if_stale
 from ..models import Job, System, Team, Track
 from ..services import create_system
 from . import notifications, review, selectors
 from .models import ChallengeSchedule, Disqualification, Submission, TeamRegistration
 from .schedule import lock_challenge
-
-KIND = "validate_submission"  # a kind of job of its own, registered in stimuli/apps.py
 
 
 class QuotaExceeded(Refused):
@@ -405,11 +405,11 @@ def disqualified_problems(team: Team, archive_sha256: str, manifest: dict) -> li
 
 def start_check(submission: Submission, user=None) -> Job:
     """Queue the worker's check of a submission (after the transaction commits)."""
-    job = Job.objects.create(
+    job = create_job(
+        CHECK_SUBMISSION,
         challenge_id=submission.challenge_id,
-        kind=KIND,
         params={"submission_id": submission.pk},
-        created_by=user if user is not None and user.is_authenticated else None,
+        by=user,
     )
     Submission.objects.filter(pk=submission.pk).update(job=job, state=Submission.State.QUEUED)
     submission.job = job

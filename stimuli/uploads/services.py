@@ -16,8 +16,10 @@ from django.core.files.base import File
 from django.core.files.storage import default_storage
 from django.db import transaction
 
+from stimuli.job_kinds import IMPORT
+
 from ..errors import Refused
-from ..jobs import JobProgress, enqueue, run_job
+from ..jobs import Failed, JobProgress, create_job, enqueue, run_job
 from ..models import Challenge, Job, System
 from .imports import ImportRequestError, check_request, check_structure, import_clips
 
@@ -77,9 +79,9 @@ def start_import(
         raise UploadRejected(problems)
 
     with transaction.atomic():
-        job = Job.objects.create(
+        job = create_job(
+            IMPORT,
             challenge=challenge,
-            kind=Job.Kind.IMPORT,
             params={
                 "staging": staging_name,
                 "filename": os.path.basename(getattr(upload, "name", "") or "upload.zip"),
@@ -88,7 +90,7 @@ def start_import(
                 "convert": convert,
                 "strict": strict,
             },
-            created_by=user if user and user.is_authenticated else None,
+            by=user,
         )
         enqueue(job)
     return job
@@ -101,13 +103,13 @@ def run_import_job(job_id: int) -> Job:
         params = job.params
         staging = params["staging"]
         if not default_storage.exists(staging):
-            return {"_failed": True, "_error": "The uploaded file is no longer available."}
+            return Failed("The uploaded file is no longer available.")
         try:
             system = None
             if params.get("system_id"):
                 system = System.objects.filter(pk=params["system_id"]).first()
                 if system is None:
-                    return {"_failed": True, "_error": "The system of this upload was deleted."}
+                    return Failed("The system of this upload was deleted.")
             with _as_local_file(staging) as path:
                 report = import_clips(
                     job.challenge,
@@ -120,13 +122,10 @@ def run_import_job(job_id: int) -> Job:
                     progress=progress,
                 )
         except ImportRequestError as exc:
-            return {"_failed": True, "_error": str(exc)}
+            return Failed(str(exc))
         finally:
             default_storage.delete(staging)
         result = report.to_dict()
-        if not report.accepted:
-            result["_failed"] = True
-            result["_error"] = report.summary()
-        return result
+        return result if report.accepted else Failed(report.summary(), result)
 
     return run_job(job_id, work)

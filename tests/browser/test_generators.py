@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from stimuli.job_kinds import GENERATE
 from stimuli.models import Job
 from stimuli.services import create_challenge, create_system, create_team
 from tests.chromium import chromium_page, log_in
@@ -41,5 +42,5 @@ def test_organizer_attaches_code_and_watches_generation(
         assert "(16 of 16)" in text
         assert "rain: clips 15-16 stored" in page.inner_text(f"{card} .log-tail")
         page.screenshot(path=str(tmp_path / "generators.png"), full_page=True)
-    job = Job.objects.get(kind=Job.Kind.GENERATE)
+    job = Job.objects.get(kind=GENERATE)
     assert job.state == Job.State.SUCCEEDED and system.clips.count() == 16

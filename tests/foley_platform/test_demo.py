@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from stimuli.demo import DEMO_PASSWORD, DEMO_USER, seed_demo
+from stimuli.job_kinds import GENERATE
 from stimuli.models import Clip
 from stimuli.permissions import is_organizer
 
@@ -44,11 +45,11 @@ def test_demo_command_refuses_without_debug(settings):
 def test_demo_runs_the_whole_challenge_and_publishes(settings):
     from scoring.demo import run_demo
     from scoring.models import Snapshot
-    from stimuli.models import FadResult, Job, Medoid
+    from stimuli.models import FadResult, Medoid
 
     run = run_demo(clips_per_category=26, simulate_raters=True, n_raters=4)
     challenge = run.challenge
-    generated = Clip.objects.filter(challenge=challenge, source_job__kind=Job.Kind.GENERATE)
+    generated = Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE)
     assert generated.count() == 3 * 7 * 26  # the baseline and its two variants
     # 10 systems x 7 categories x (Eval, Dev) under the FAD model and each league model.
     models = set(FadResult.objects.filter(challenge=challenge).values_list("model_id", flat=True))

@@ -12,8 +12,8 @@ from django.db import connection
 
 from raters import enrolment, preparation, selectors, sessions
 from raters.errors import ListeningError
+from raters.job_kinds import PREPARE_LISTENING
 from raters.models import Rating
-from raters.preparation import PREPARE_JOB
 from stimuli.models import Job
 from tests.conftest import wait_for_job
 from tests.listening_setup import build_listening_challenge
@@ -157,7 +157,7 @@ def test_a_worker_prepares_the_listening_test(celery_worker, organizer):
     challenge.anchors.all().delete()
     challenge.diversity_items.all().delete()
     job = wait_for_job(preparation.request_preparation(challenge, organizer).pk)
-    assert job.kind == PREPARE_JOB
+    assert job.kind == PREPARE_LISTENING
     assert job.state == Job.State.SUCCEEDED, (job.error, celery_worker.log())
     assert job.result["stimuli"] == 12
     # Every private source (12 evaluation clips per category) is behind exactly one anchor.

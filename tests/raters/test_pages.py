@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from raters import diversity, enrolment, preparation, selectors, sessions
 from raters.errors import ListeningError
+from raters.job_kinds import PREPARE_LISTENING
 from raters.models import CategorySession, ListeningTest, Rater, Rating, Stimulus, Trial
-from raters.preparation import PREPARE_JOB
 from stimuli.audio import integrated_loudness
 from stimuli.models import Clip, Job
 from tests.listening_setup import answer_session, build_listening_challenge, get_sound
@@ -396,7 +396,7 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
     # Prepare runs as a job (in-process here, without a broker) and changes nothing twice.
     anchors = listening.anchors.count()
     organizer_client.post(f"{url}prepare/")
-    job = Job.objects.get(challenge=listening, kind=PREPARE_JOB)
+    job = Job.objects.get(challenge=listening, kind=PREPARE_LISTENING)
     assert job.state == Job.State.SUCCEEDED, job.error
     assert job.result["anchors_added"] == 0 and listening.anchors.count() == anchors
     assert f"Preparation #{job.pk}" in organizer_client.get(url).content.decode()

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 
 from scoring import services
+from scoring.job_kinds import PUBLISH
 from scoring.models import Snapshot
-from scoring.services import PUBLISH_JOB
 from stimuli.models import Job
 from stimuli.services import create_challenge
 from tests.conftest import wait_for_job
@@ -24,7 +24,7 @@ def test_a_worker_runs_the_publish_job(celery_worker, organizer):
     challenge = create_challenge(name="Publish", slug="publish")
     job = services.request_publication(challenge, organizer)
     job = wait_for_job(job.pk)
-    assert job.kind == PUBLISH_JOB
+    assert job.kind == PUBLISH
     if importlib.util.find_spec("raters.selectors") is None:
         assert job.state == Job.State.FAILED, celery_worker.log()
         assert "raters.selectors is missing" in job.error

@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 
 from raters.models import ListeningTest
 from scoring import selectors, services
+from scoring.job_kinds import PUBLISH
 from scoring.models import Snapshot
 from scoring.rules import Rules
-from scoring.services import PUBLISH_JOB
 from tests.simulate import simulate
 
 pytestmark = pytest.mark.django_db
@@ -237,7 +237,7 @@ def test_rater_rules_constraints(challenge):
 def test_a_redelivered_publish_job_does_not_publish_twice(challenge, organizer, sim, fast_settings):
     from stimuli.models import Job
 
-    job = Job.objects.create(challenge=challenge, kind=PUBLISH_JOB, created_by=organizer)
+    job = Job.objects.create(challenge=challenge, kind=PUBLISH, created_by=organizer)
     # The worker froze the snapshot and died before it marked the job finished.
     services.publish(challenge, organizer, sim.inputs, job=job)
     job = services.run_publish_job(job.pk)

@@ -9,8 +9,8 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from raters.preparation import PREPARE_JOB
-from scoring.services import PUBLISH_JOB
+from raters.job_kinds import PREPARE_LISTENING
+from scoring.job_kinds import PUBLISH
 from stimuli.models import Challenge, Clip, Job, Team
 from stimuli.services import create_system, create_team
 from tests.factories import reference_set
@@ -106,7 +106,7 @@ def test_retrying_a_job_without_a_task_leaves_it_failed(api_client, challenge):
     assert job.state == Job.State.FAILED  # not stranded in the queue with nothing to run it
 
 
-@pytest.mark.parametrize("kind", [PUBLISH_JOB, PREPARE_JOB])
+@pytest.mark.parametrize("kind", [PUBLISH, PREPARE_LISTENING])
 def test_publish_and_prepare_jobs_are_retried_by_the_api_as_the_page_allows(
     api_client, challenge, kind
 ):
@@ -123,7 +123,7 @@ def test_publish_and_prepare_jobs_are_retried_by_the_api_as_the_page_allows(
 
 
 def test_a_running_job_is_not_retried(api_client, challenge):
-    job = Job.objects.create(challenge=challenge, kind=PUBLISH_JOB, state=Job.State.RUNNING)
+    job = Job.objects.create(challenge=challenge, kind=PUBLISH, state=Job.State.RUNNING)
     response = api_client.post(f"/api/challenges/{challenge.slug}/jobs/{job.pk}/retry/")
     assert response.status_code == 400
     assert "only a failed job can be retried" in response.json()["detail"]

@@ -8,6 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from stimuli.errors import Refused
+from stimuli.job_kinds import FAD
 from stimuli.jobs import claim, run_job
 from stimuli.models import Job
 from tests import ROOT_DIR
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def running_job(**fields) -> Job:
-    return Job.objects.create(kind=Job.Kind.FAD, state=Job.State.RUNNING, attempts=1, **fields)
+    return Job.objects.create(kind=FAD, state=Job.State.RUNNING, attempts=1, **fields)
 
 
 def test_a_second_delivery_of_a_running_job_is_dropped():
@@ -43,17 +45,17 @@ def test_a_job_left_running_by_a_dead_worker_is_taken_over_and_finished_once(set
 
 def test_only_queued_or_stale_jobs_can_be_claimed(settings):
     settings.FOLEY_JOB_STALE_S = 60
-    queued = Job.objects.create(kind=Job.Kind.FAD)
+    queued = Job.objects.create(kind=FAD)
     assert claim(queued.pk).attempts == 1
     assert claim(queued.pk) is None  # now running, with a fresh heartbeat
     for state in (Job.State.SUCCEEDED, Job.State.FAILED):
-        finished = Job.objects.create(kind=Job.Kind.FAD, state=state)
+        finished = Job.objects.create(kind=FAD, state=state)
         Job.objects.filter(pk=finished.pk).update(updated_at=timezone.now() - timedelta(hours=1))
         assert claim(finished.pk) is None
 
 
 def test_a_worker_that_lost_its_job_does_not_overwrite_the_outcome(settings):
-    job = Job.objects.create(kind=Job.Kind.FAD)
+    job = Job.objects.create(kind=FAD)
     committed: list[str] = []
 
     def on_success(job, result):
@@ -74,14 +76,14 @@ def test_a_worker_that_lost_its_job_does_not_overwrite_the_outcome(settings):
 
 
 def test_a_refusing_success_step_fails_the_job():
-    job = Job.objects.create(kind=Job.Kind.FAD)
+    job = Job.objects.create(kind=FAD)
     final = run_job(job.pk, lambda job, progress: {"n": 1}, on_success=lambda j, r: "too late")
     assert final.state == Job.State.FAILED and final.error == "too late"
     assert final.result == {"n": 1}
 
 
 def test_an_exception_fails_the_job_and_keeps_its_log():
-    job = Job.objects.create(kind=Job.Kind.FAD)
+    job = Job.objects.create(kind=FAD)
 
     def breaks(job, progress):
         progress.log("half-way")
@@ -103,24 +105,10 @@ def test_only_a_stale_running_job_is_marked_failed_for_a_retry(settings):
     assert lost.state == Job.State.FAILED and lost.error == "the worker was lost"
 
 
-# Every module that defines Celery tasks: each app's own, and each stage package's of stimuli.
-TASK_MODULES = (
-    "stimuli.uploads.tasks",
-    "stimuli.objective.tasks",
-    "stimuli.generators.tasks",
-    "stimuli.submissions.tasks",
-    "raters.tasks",
-    "scoring.tasks",
-)
-
-
 def our_tasks() -> dict:
-    import importlib
-
     from foley_platform.celery import app
 
-    for module in TASK_MODULES:
-        importlib.import_module(module)
+    app.loader.import_default_modules()
     return {
         name: task
         for name, task in app.tasks.items()
@@ -128,40 +116,49 @@ def our_tasks() -> dict:
     }
 
 
-def test_every_task_is_routed_by_its_exact_name():
-    """A renamed or new task without a route fails here instead of drifting to another queue."""
+# What runs submitted code or loads a model waits for a GPU worker.
+GPU_KINDS = {
+    "generate", "validate_generator", "generate_text", "validate_submission", "embed",
+    "clap_prompt_scores",
+}  # fmt: skip
+
+
+def test_every_kind_is_one_declared_task_on_its_queue():
+    """A kind's declaration (stimuli/job_kinds.py) makes its task, named and queued as declared:
+    no routing table to keep in step, and every task of ours is a kind's or the scheduler's."""
     from django.conf import settings
+    from django.utils.module_loading import import_string
 
     from foley_platform.celery import app
+    from stimuli.job_kinds import KINDS, task_of
 
     ours = our_tasks()
-    assert set(ours) == set(settings.CELERY_TASK_ROUTES)  # every routed name is a task, and back
-    for name, task in ours.items():
-        # An explicit name= (a task named by default would be named after its module's path,
-        # and would change name whenever its module moved).
-        assert task.name == name and task.__module__ in TASK_MODULES
-        queue = app.amqp.router.route({}, name)["queue"].name
-        assert queue == settings.CELERY_TASK_ROUTES[name]["queue"] in ("cpu", "gpu")
-    gpu = {name for name, route in settings.CELERY_TASK_ROUTES.items() if route["queue"] == "gpu"}
-    assert gpu == {
-        "stimuli.tasks.generate_clips",
-        "stimuli.tasks.generate_validation",
-        "stimuli.tasks.generate_from_text",
-        "stimuli.tasks.embed_clips",
-        "stimuli.tasks.clap_prompt_scores",
-        "stimuli.tasks.check_submission",
-    }
+    kinds = dict(KINDS)
+    assert {"import", "fad", "publish_results", "prepare_listening"} <= set(kinds)
+    for kind in kinds.values():
+        task = task_of(kind.kind)
+        assert ours[kind.task].name == task.name == kind.task, kind
+        assert app.amqp.router.route({}, task.name)["queue"].name == kind.queue
+        assert callable(import_string(kind.run)), kind  # the function the task calls exists
+        if kind.retry_guard:
+            assert callable(import_string(kind.retry_guard)), kind
+        assert kind.label and kind.label != kind.kind
+        assert kind.result.__annotations__, kind  # a declared result type, never magic keys
+    assert {k for k, kind in kinds.items() if kind.queue == "gpu"} == GPU_KINDS
+    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert set(ours) == {kind.task for kind in kinds.values()} | scheduled
+    assert app.amqp.router.route({}, "stimuli.tasks.remind_deadlines")["queue"].name == "cpu"
 
 
 def test_the_celery_app_finds_every_task_module():
-    """What a worker imports at start (autodiscovery) holds every task, stage packages included.
+    """What a worker imports at start (Django's set-up and autodiscovery) holds every task.
 
     In a fresh process, so that nothing this test run imported already can stand in for it."""
     import json
     import subprocess
     import sys
 
-    from django.conf import settings
+    from stimuli.job_kinds import KINDS
 
     script = (
         "import django, json, sys; django.setup()\n"
@@ -175,45 +172,26 @@ def test_the_celery_app_finds_every_task_module():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     found = set(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert set(settings.CELERY_TASK_ROUTES) <= found
+    assert {kind.task for kind in KINDS.values()} | {"stimuli.tasks.remind_deadlines"} <= found
 
 
-def test_every_kind_of_job_names_a_registered_task_and_every_task_a_kind():
-    """The registry (each app's ready()) is how jobs find their tasks: enqueue and retry."""
-    from django.conf import settings
-    from django.utils.module_loading import import_string
+def test_a_job_of_an_undeclared_kind_is_refused():
+    from stimuli.jobs import create_job
 
-    from stimuli.job_kinds import KINDS
-
-    ours = our_tasks()
-    kinds = dict(KINDS)
-    assert {k for k in Job.Kind.values} <= set(kinds)
-    assert {"publish_results", "prepare_listening"} <= set(kinds)
-    for kind in kinds.values():
-        # Where the registry imports it from is a task carrying the registered, routed name.
-        task = import_string(kind.where)
-        assert task.name == kind.task and kind.task in settings.CELERY_TASK_ROUTES, kind
-        assert kind.label and kind.label != kind.kind
-    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert set(ours) == {kind.task for kind in kinds.values()} | scheduled
+    with pytest.raises(Refused):
+        create_job("no_such_kind")
 
 
-def test_no_service_imports_a_task_module():
-    """Services enqueue by kind; only the task modules (and the worker) import tasks."""
-    import ast
-
-    root = ROOT_DIR
+def test_tasks_are_made_only_by_the_declarations():
+    """A job's task comes from its kind's declaration, so nothing else in the apps makes one:
+    the one periodic task (stimuli/tasks.py) aside."""
     offenders = []
-    for package in ("stimuli", "raters", "scoring"):
-        for path in (root / package).rglob("*.py"):
-            if path.name == "tasks.py" or "migrations" in path.parts:
+    for package in ("stimuli", "raters", "scoring", "foley_platform"):
+        for path in (ROOT_DIR / package).rglob("*.py"):
+            relative = str(path.relative_to(ROOT_DIR))
+            if relative in ("stimuli/job_kinds.py", "stimuli/tasks.py"):
                 continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = []
-                if isinstance(node, ast.ImportFrom):
-                    names = [node.module or ""] + [a.name for a in node.names]
-                elif isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                if any(n == "tasks" or n.endswith(".tasks") for n in names):
-                    offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+            text = path.read_text()
+            if "shared_task" in text or "@app.task" in text:
+                offenders.append(relative)
     assert offenders == []

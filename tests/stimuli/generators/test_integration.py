@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 
 from stimuli.generators import services as generators
+from stimuli.job_kinds import FAD, VALIDATE_GENERATOR
 from stimuli.jobs import run_job
 from stimuli.models import Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
@@ -52,7 +53,7 @@ def test_validation_job_on_the_worker(celery_worker):
     team = create_team(challenge, name="Team")
     system = create_system(team=team, track=challenge.tracks.first(), name="NaN")
     generators.set_generator(system, module="tests.generator_fixtures.nan_output")
-    job = Job.objects.get(kind=Job.Kind.VALIDATE_GENERATOR, params__system_id=system.pk)
+    job = Job.objects.get(kind=VALIDATE_GENERATOR, params__system_id=system.pk)
     job = wait_for_job(job.pk)
     assert job.state == Job.State.FAILED
     generator = Generator.objects.get(system=system)
@@ -112,7 +113,7 @@ def test_killed_worker_job_resumes_on_another_with_the_same_audio(celery_worker,
 @pytest.mark.django_db(transaction=True)
 def test_two_deliveries_at_once_run_the_job_once():
     """Two workers get the same job at the same moment: one claims it, the other leaves it."""
-    job = Job.objects.create(kind=Job.Kind.FAD)
+    job = Job.objects.create(kind=FAD)
     start = threading.Barrier(2)
     runs: list[tuple[str, int]] = []
     left = threading.Event()  # a delivery came back without running the job

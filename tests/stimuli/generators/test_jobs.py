@@ -13,6 +13,7 @@ from stimuli.generators.services import (
     run_generation,
     start_generation,
 )
+from stimuli.job_kinds import GENERATE
 from stimuli.jobs import is_stale
 from stimuli.models import Challenge, Clip, Generator, Job, Medoid
 from stimuli.services import create_challenge, create_system, create_team
@@ -279,7 +280,7 @@ def test_generation_is_refused_once_the_stimuli_are_fixed(small_challenge, phase
         start_generation(system, n_per_category=2)
     failed = Job.objects.create(
         challenge=small_challenge,
-        kind=Job.Kind.GENERATE,
+        kind=GENERATE,
         state=Job.State.FAILED,
         params={**done.params, "n_per_category": 2},
     )

@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from stimuli.generators import services as generators
+from stimuli.job_kinds import GENERATE
 from stimuli.models import Challenge, Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
 from tests import TESTS_DIR
@@ -75,7 +76,7 @@ def test_upload_validate_generate_on_the_page(organizer_client, small):
     response = organizer_client.post(
         url, {"n_per_category": 3, "seed": 5, "batch_size": 2}, HTTP_HX_REQUEST="true"
     )
-    job = Job.objects.get(kind=Job.Kind.GENERATE)
+    job = Job.objects.get(kind=GENERATE)
     assert job.state == Job.State.SUCCEEDED, job.error
     assert system.clips.count() == 3
     assert f'id="generation-job-{job.pk}"' in response.content.decode()
@@ -110,7 +111,7 @@ def test_failed_generation_is_retried_from_the_page(organizer_client, small):
     )
     Generator.objects.update(state=Generator.State.PENDING)  # past validation, to fail in the job
     organizer_client.post(reverse("generators:generate", args=[small.slug, system.pk]))
-    job = Job.objects.get(kind=Job.Kind.GENERATE)
+    job = Job.objects.get(kind=GENERATE)
     assert job.state == Job.State.FAILED and "KeyError" in job.error
     html = organizer_client.get(reverse("generators:panel", args=[small.slug])).content.decode()
     assert "Retry" in html and "raises.py" in html  # the log with the traceback
@@ -215,7 +216,7 @@ def test_api_refuses_generation_once_the_stimuli_are_fixed(api_client, small, ph
     response = api_client.post(url, {"n_per_category": 2}, format="json")
     assert response.status_code == 409, response.content
     assert phase[:7] in response.json()["errors"][0]
-    assert not Job.objects.filter(kind=Job.Kind.GENERATE).exists()
+    assert not Job.objects.filter(kind=GENERATE).exists()
 
 
 def test_a_replaced_archive_is_deleted_once_no_generator_uses_it(

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from stimuli.demo import write_set
 from stimuli.generators import services as generators
+from stimuli.job_kinds import FAD, SELECT_MEDOIDS
 from stimuli.models import Embedding, FadResult, Job, Medoid
 from stimuli.objective import config, services
 from stimuli.services import create_challenge
@@ -30,7 +31,7 @@ def wait_for_pipeline(embed_job_id: int, timeout: float = 180) -> tuple[Job, Job
 def test_worker_evaluates_a_challenge_and_selects_medoids(celery_worker, tmp_path):
     challenge = small_challenge(tmp_path, slug="on-worker")
     embed, fad = wait_for_pipeline(services.start_distances(challenge).pk)
-    assert fad.kind == Job.Kind.FAD and fad.state == Job.State.SUCCEEDED, fad.error
+    assert fad.kind == FAD and fad.state == Job.State.SUCCEEDED, fad.error
     assert embed.result["computed"] == Embedding.objects.count() == 128
     assert FadResult.objects.filter(challenge=challenge).count() == 16
     assert fad.result["finalists"] == {"A": ["Close"], "B": ["Middle"]}
@@ -41,7 +42,7 @@ def test_worker_evaluates_a_challenge_and_selects_medoids(celery_worker, tmp_pat
     assert dict(FadResult.objects.values_list("pk", "value")) == values
 
     embed, medoids = wait_for_pipeline(services.start_medoid_selection(challenge).pk)
-    assert medoids.kind == Job.Kind.SELECT_MEDOIDS and medoids.state == Job.State.SUCCEEDED
+    assert medoids.kind == SELECT_MEDOIDS and medoids.state == Job.State.SUCCEEDED
     assert Medoid.objects.filter(challenge=challenge).count() == 20
     assert "stimuli.tasks.embed_clips" in celery_worker.log()
     assert "stimuli.tasks.compute_fad" in celery_worker.log()
@@ -80,7 +81,7 @@ def test_killed_worker_leaves_the_job_to_another_which_finishes_it_once(celery_w
     assert embed.result["cached"] == stored and embed.result["computed"] == total - stored
     assert Embedding.objects.count() == total  # one row per clip, no duplicates
     assert fad.state == Job.State.SUCCEEDED, fad.error
-    assert Job.objects.filter(kind=Job.Kind.FAD).count() == 1
+    assert Job.objects.filter(kind=FAD).count() == 1
     assert FadResult.objects.filter(challenge=challenge).count() == 16
 
 

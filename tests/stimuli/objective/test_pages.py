@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
+from stimuli.job_kinds import EMBED, FAD, SELECT_MEDOIDS
 from stimuli.models import Clip, FadResult, Job, Medoid, ReferenceStats
 from stimuli.objective import config, services
 from tests.objective_setup import bad_crc, npy_header, npz_bytes, small_challenge
@@ -48,7 +49,7 @@ def test_organizer_runs_evaluation_and_medoids_from_the_page(organizer_client, o
     url = reverse("objective:start", args=[objective.slug, "medoids"])
     text = organizer_client.post(url, HTTP_HX_REQUEST="true").content.decode()
     assert "20 medoids chosen." in text
-    job = Job.objects.filter(kind=Job.Kind.SELECT_MEDOIDS).get()
+    job = Job.objects.filter(kind=SELECT_MEDOIDS).get()
     poll = organizer_client.get(reverse("objective:job", args=[objective.slug, job.pk]))
     assert poll["HX-Trigger"] == "objective-changed" and 'data-state="succeeded"' in poll.text
 
@@ -73,7 +74,7 @@ def test_failed_job_is_retried_from_the_page(organizer_client, objective):
 
     config.set_models(objective, fad_model="no_such_module")
     organizer_client.post(reverse("objective:start", args=[objective.slug, "evaluate"]))
-    job = Job.objects.get(kind=Job.Kind.EMBED)
+    job = Job.objects.get(kind=EMBED)
     assert job.state == Job.State.FAILED
     config.set_models(objective, fad_model="logmel")
     # The job keeps the model it was started with, so a retry fails the same way...
@@ -82,7 +83,7 @@ def test_failed_job_is_retried_from_the_page(organizer_client, objective):
     assert job.state == Job.State.FAILED and job.attempts == 2
     # ...and a new run takes the corrected settings.
     organizer_client.post(reverse("objective:start", args=[objective.slug, "evaluate"]))
-    assert Job.objects.get(kind=Job.Kind.FAD).state == Job.State.SUCCEEDED
+    assert Job.objects.get(kind=FAD).state == Job.State.SUCCEEDED
 
 
 def test_anonymous_and_raters_are_kept_out(client, rater_user, objective):
@@ -175,9 +176,9 @@ def test_schema_documents_the_objective_endpoints(organizer_client):
 @pytest.mark.parametrize(
     ("phase", "kind", "page_refuses"),
     [
-        ("listening", Job.Kind.SELECT_MEDOIDS, True),
-        ("published", Job.Kind.FAD, True),
-        ("listening", Job.Kind.FAD, False),  # FAD does not touch the stimuli
+        ("listening", SELECT_MEDOIDS, True),
+        ("published", FAD, True),
+        ("listening", FAD, False),  # FAD does not touch the stimuli
     ],
 )
 def test_api_retry_is_refused_where_the_page_refuses_it(

@@ -13,6 +13,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from stimuli import jobs, selectors
+from stimuli.job_kinds import EMBED, FAD, GENERATE
 from stimuli.models import Clip, Embedding, FadResult, Job, Medoid, ReferenceStats
 from stimuli.objective import config, distances, medoids, reference_stats, services
 from stimuli.objective.embeddings import load_embedding_model
@@ -30,7 +31,7 @@ def objective(db, tmp_path):
 
 def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
     job = services.run_distances(objective)
-    assert job.kind == Job.Kind.FAD and job.state == Job.State.SUCCEEDED, job.error
+    assert job.kind == FAD and job.state == Job.State.SUCCEEDED, job.error
     # 4 systems x 2 categories x (Eval, Dev)
     assert FadResult.objects.filter(challenge=objective).count() == 16
     row = FadResult.objects.filter(
@@ -72,7 +73,7 @@ def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(
     # ...but the last system's last category has lost its embeddings, so it fails there.
     last = Clip.objects.filter(system=system(objective, "Farther"), category__slug="rain")
     Embedding.objects.filter(audio__in=last.values("audio")).delete()
-    job = Job.objects.create(challenge=objective, kind=Job.Kind.FAD, params=first.params)
+    job = Job.objects.create(challenge=objective, kind=FAD, params=first.params)
     job = services.run_fad(job.pk)
     assert job.state == Job.State.FAILED and "have no logmel" in job.error
     after = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
@@ -303,7 +304,7 @@ def test_statistics_of_another_configuration_are_refused_before_anything_is_embe
     reference_stats.import_reference_stats(objective, {"rain": path}, model=declared)
     config.set_models(objective, fad_model_options={"hop_s": 0.5})
     job = services.run_distances(objective)
-    assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
+    assert job.kind == EMBED and job.state == Job.State.FAILED
     assert (
         "the published evaluation statistics of rain were made with "
         "logmel:mels64-win0.5-hop0.25@*, but this evaluation embeds with "
@@ -371,7 +372,7 @@ def test_the_phase_decides_what_may_start(db, phase, start, message):
 def test_unknown_model_fails_the_job_with_the_reason(objective):
     config.set_models(objective, fad_model="no_such_package.model")
     job = services.run_distances(objective)
-    assert job.kind == Job.Kind.EMBED and job.state == Job.State.FAILED
+    assert job.kind == EMBED and job.state == Job.State.FAILED
     assert "cannot import 'no_such_package.model'" in job.error
     assert not FadResult.objects.exists()
 
@@ -382,9 +383,7 @@ def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
         FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
     )
     close = system(objective, "Close")
-    running = Job.objects.create(
-        challenge=objective, kind=Job.Kind.GENERATE, state=Job.State.RUNNING
-    )
+    running = Job.objects.create(challenge=objective, kind=GENERATE, state=Job.State.RUNNING)
     # Half a batch of a regeneration, nothing like the system's current clips.
     for clip in Clip.objects.filter(system=system(objective, "Far"))[:6]:
         Clip.objects.create(
@@ -434,7 +433,7 @@ def test_a_worker_whose_job_was_taken_over_writes_no_results(objective):
     model_id = FadResult.objects.first().model_id
     FadResult.objects.all().delete()
     Medoid.objects.all().delete()
-    job = claim(Job.objects.create(challenge=objective, kind=Job.Kind.FAD).pk)
+    job = claim(Job.objects.create(challenge=objective, kind=FAD).pk)
     Job.objects.filter(pk=job.pk).update(attempts=2)  # another worker took it over
     with pytest.raises(JobLost):
         distances.compute_fad_results(objective, model_id=model_id, owner=job)
@@ -473,7 +472,7 @@ def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finali
     models = set(FadResult.objects.filter(challenge=objective).values_list("model_id", flat=True))
     assert len(models) == 2 and job.params["model_id"] in models
     assert selectors.latest_fad_model(objective) == job.params["model_id"]
-    league = Job.objects.filter(challenge=objective, kind=Job.Kind.FAD).exclude(pk=job.pk).get()
+    league = Job.objects.filter(challenge=objective, kind=FAD).exclude(pk=job.pk).get()
     assert league.params["league"] is True and league.state == Job.State.SUCCEEDED
     assert league.result["finalists"] == {}
     finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))

@@ -105,7 +105,7 @@ def test_deadline_reminder_goes_once_a_day_ahead(open_challenge, make_member):
         open_challenge, submission_deadline=timezone.now() + dt.timedelta(hours=20)
     )
     # The scheduler's task, as beat sends it: each team told once however often it runs.
-    from stimuli.submissions.tasks import remind_deadlines as scheduled
+    from stimuli.tasks import remind_deadlines as scheduled
 
     assert scheduled.delay().get() == 1 and remind_deadlines() == 0
     assert "less than a day" in mail.outbox[-1].subject and "CET" in mail.outbox[-1].body

@@ -13,6 +13,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
 from stimuli.archives import UploadLimits
+from stimuli.job_kinds import IMPORT
 from stimuli.models import AudioFile, Challenge, Clip, Job
 from stimuli.services import create_system, create_team
 from stimuli.uploads.imports import ImportPhaseError, ImportRequestError, import_clips
@@ -550,7 +551,7 @@ def test_an_upload_whose_system_was_deleted_fails_and_leaves_no_staged_file(
     staging = stage(make_zip(tmp_path / "u.zip", reference_set(["rain"], 1)).read_bytes())
     job = Job.objects.create(
         challenge=challenge,
-        kind=Job.Kind.IMPORT,
+        kind=IMPORT,
         params={"staging": staging, "role": "system", "system_id": system.pk, "convert": False},
     )
     system.delete()
