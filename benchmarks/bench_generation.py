@@ -42,10 +42,10 @@ def main() -> None:
 
     import importlib
 
+    from sandbox.isolation import Isolation
+    from sandbox.process import Sandbox, cuda_visible, enforcement
+    from sandbox.source import GeneratorSource
     from stimuli.generators.contract import CATEGORIES, derive_seed
-    from stimuli.generators.isolation import Isolation
-    from stimuli.generators.sandbox import Sandbox, cuda_visible, enforcement
-    from stimuli.generators.source import GeneratorSource
 
     n, batch = args.per_category, args.batch_size
     total = n * len(CATEGORIES)

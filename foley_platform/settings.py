@@ -251,7 +251,7 @@ FOLEY_UPLOAD_MAX_FILES = env.int("FOLEY_UPLOAD_MAX_FILES", default=20_000)
 FOLEY_UPLOAD_MAX_EXPANDED_BYTES = env.int("FOLEY_UPLOAD_MAX_EXPANDED_BYTES", default=8 * 1024**3)
 FOLEY_UPLOAD_MAX_FILE_BYTES = env.int("FOLEY_UPLOAD_MAX_FILE_BYTES", default=64 * 1024**2)
 FOLEY_UPLOAD_MAX_RATIO = env.int("FOLEY_UPLOAD_MAX_RATIO", default=100)
-# Submitted generators run in a sandbox with these limits (stimuli/generators/sandbox.py).
+# Submitted generators run in a sandbox with these limits (sandbox/process.py).
 FOLEY_SANDBOX_LIMITS = {
     "load_timeout_s": env.float("FOLEY_SANDBOX_LOAD_TIMEOUT_S", default=600.0),
     "call_timeout_s": env.float("FOLEY_SANDBOX_CALL_TIMEOUT_S", default=600.0),

@@ -582,7 +582,7 @@ def score_result(
             trial_ratings_excluded=len(cleaned.trials) - len(checked.trials),
             diversity_ratings_used=len(checked.diversity),
             diversity_ratings_excluded=len(cleaned.diversity) - len(checked.diversity),
-            anchor_checks=len(cleaned.anchors),
+            anchor_ratings=len(cleaned.anchors),
             sessions_checked=len(checked.sessions),
             sessions_excluded=len(checked.excluded_sessions),
             raters=len(agg.raters),

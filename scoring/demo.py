@@ -76,13 +76,13 @@ def run_demo(
             finalists_per_track=4,
             league_models=_league_models(),
         )
-        job = objective.run_distances(challenge, progress=progress)
+        job = objective.rank_by_fad_now(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"the objective stage failed: {job.error}")
 
     if not Medoid.objects.filter(challenge=challenge).exists():
         say("Selecting 20 medoids per finalist and category (k-means) ...")
-        job = objective.run_medoid_selection(challenge, progress=progress)
+        job = objective.select_medoids_now(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"medoid selection failed: {job.error}")
 

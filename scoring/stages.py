@@ -303,7 +303,7 @@ class Counts:
     trial_ratings_excluded: int
     diversity_ratings_used: int
     diversity_ratings_excluded: int
-    anchor_checks: int
+    anchor_ratings: int  # ratings of hidden anchors, read by the anchor rule
     sessions_checked: int
     sessions_excluded: int
     raters: int

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import lzma
 import os
-import re
 import stat
 import struct
 import unicodedata
@@ -22,12 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from sandbox.source import RATIO_CHECK_MIN_BYTES, check_member_name
+
 AUDIO_EXTENSIONS = {".wav", ".wave", ".flac", ".aif", ".aiff", ".ogg", ".mp3"}
 # Metadata that desktop archivers add on their own; skipped with a note, never an error.
 JUNK_NAMES = {".ds_store", "thumbs.db", "desktop.ini"}
 JUNK_FOLDERS = {"__macosx"}
-# Small members cannot be bombs on their own (the total cap covers many of them).
-RATIO_CHECK_MIN_BYTES = 1024 * 1024
 # The compression methods Python's zip reader can decompress.
 READABLE_METHODS = {
     zipfile.ZIP_STORED: "stored",
@@ -107,18 +106,6 @@ class Listing:
     # Where files sit (a file outside a category folder, nested folders, a name twice, and in a
     # strict upload a file that is not audio): reported with the audio checks, in one pass.
     problems: list[str] = field(default_factory=list)
-
-
-def _check_name(name: str) -> str | None:
-    if "\x00" in name:
-        return "name contains a NUL byte"
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-        return "absolute path is not allowed"
-    if "\\" in name:
-        return "backslash in path is not allowed"
-    if any(part == ".." for part in PurePosixPath(name).parts):
-        return "path traversal ('..') is not allowed"
-    return None
 
 
 def _name_key(path: str) -> str:
@@ -244,7 +231,7 @@ class Source:
         paths: list[str] = []
         for info in files:
             name = info.filename
-            problem = _check_name(name)
+            problem = check_member_name(name)
             mode = info.external_attr >> 16
             if problem is None and info.create_system == 3 and stat.S_ISLNK(mode):
                 problem = "symbolic links are not allowed"

@@ -206,16 +206,16 @@ EMBED = declare(
     run="stimuli.objective.services.run_embed", result=EmbedJobResult,
     retry_guard="stimuli.objective.services.retry_guard",
 )  # fmt: skip
-FAD = declare(
-    "fad", "FAD and finalists",
-    task="stimuli.tasks.compute_fad", queue="cpu",
-    run="stimuli.objective.services.run_fad", result=FadJobResult,
+RANK_BY_FAD = declare(
+    "rank_by_fad", "Rank by FAD",
+    task="stimuli.tasks.rank_by_fad", queue="cpu",
+    run="stimuli.objective.services.run_rank_by_fad", result=FadJobResult,
     retry_guard="stimuli.objective.services.retry_guard",
 )  # fmt: skip
 SELECT_MEDOIDS = declare(
-    "select_medoids", "Medoid selection",
+    "select_medoids", "Select medoids",
     task="stimuli.tasks.select_medoids", queue="cpu",
-    run="stimuli.objective.services.run_medoids", result=MedoidJobResult,
+    run="stimuli.objective.services.run_select_medoids", result=MedoidJobResult,
     retry_guard="stimuli.objective.services.retry_guard",
 )  # fmt: skip
 # The text-prompt study's CLAP scores: a failed job runs again over the rows still empty.

@@ -7,7 +7,7 @@ import statistics
 
 from django.db.models import Count, QuerySet
 
-from stimuli.job_kinds import FAD
+from stimuli.job_kinds import RANK_BY_FAD
 
 from .archives import Listing
 from .audio import ClipSpec
@@ -164,7 +164,7 @@ def medoids(challenge: Challenge) -> QuerySet[Medoid]:
 def latest_fad_model(challenge: Challenge) -> str | None:
     """The challenge's FAD model: that of its most recent FAD job that picked finalists (league
     models' jobs do not); without such a job, that of its most recent FAD computation."""
-    jobs = Job.objects.filter(challenge=challenge, kind=FAD, state=Job.State.SUCCEEDED)
+    jobs = Job.objects.filter(challenge=challenge, kind=RANK_BY_FAD, state=Job.State.SUCCEEDED)
     for params in jobs.order_by("-pk").values_list("params", flat=True)[:100]:
         if not params.get("league") and params.get("model_id"):
             return params["model_id"]

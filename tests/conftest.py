@@ -74,7 +74,7 @@ def _missing_services() -> list[str]:
 
 def pytest_collection_modifyitems(config, items) -> None:
     if any("sandbox" in item.keywords for item in items):
-        from stimuli.generators.isolation import probe
+        from sandbox.isolation import probe
 
         if missing := probe().missing:
             reason = "the generator sandbox needs " + "; ".join(missing)

@@ -30,8 +30,9 @@ FOLEY_CLIP_DURATION_S, FOLEY_CHANNELS) and may use it; a fixed-rate model ignore
 validator reports the mismatch. They run with no network, in a scratch folder that is their
 working directory and HOME, and with `FOLEY_DEVICE` set to ``cuda`` when a GPU is visible.
 
-This module holds the pieces shared by the runner, the validator and the generation jobs; it
-imports only numpy.
+This module holds the pieces shared by the baseline, the validator and the generation jobs; it
+imports only numpy at its top, since the baseline imports it inside the sandbox, where only the
+generator's own folder is given (the sandbox's `output_shape` says what a call returns).
 """
 
 from __future__ import annotations
@@ -105,20 +106,6 @@ def derive_seed(seed: int, category: str, index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def output_shape(spec: ClipSpec, n: int) -> tuple[int, ...]:
-    """The array one call for `n` clips must return: [n, frames], or [n, channels, frames]."""
-    return (n, spec.frames) if spec.channels == 1 else (n, spec.channels, spec.frames)
-
-
-def output_env(spec: ClipSpec) -> dict[str, str]:
-    """The clip spec as the generator's process reads it (the contract's environment)."""
-    return {
-        "FOLEY_SAMPLE_RATE": str(spec.sample_rate),
-        "FOLEY_CLIP_DURATION_S": repr(float(spec.duration_s)),
-        "FOLEY_CHANNELS": str(spec.channels),
-    }
-
-
 def check_output(
     array: np.ndarray, n: int, spec: ClipSpec, model_rate: int | None = None
 ) -> list[tuple[str, str]]:
@@ -127,6 +114,8 @@ def check_output(
     `model_rate`, the model's own sample rate, only makes the length message clearer.
     """
     problems: list[tuple[str, str]] = []
+    from sandbox.process import output_shape  # never inside the sandbox: see the docstring
+
     expected = output_shape(spec, n)
     if array.dtype == np.int16:
         pass

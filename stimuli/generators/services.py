@@ -33,6 +33,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from sandbox.errors import SandboxError
+from sandbox.process import Limits, Sandbox, cuda_visible, enforcement
+from sandbox.source import GeneratorSource, inspect_archive
 from stimuli.job_kinds import GENERATE, VALIDATE_GENERATOR
 
 from .. import selectors, storage
@@ -51,9 +54,7 @@ from ..models import Challenge, Clip, Generator, Job, System
 from ..phases import PhaseError, check_clips_can_change
 from ..selectors import clip_spec
 from .contract import check_output, derive_seed, to_float
-from .errors import SandboxError
-from .sandbox import Limits, Sandbox, cuda_visible, enforcement
-from .source import ArchiveLimits, GeneratorSource, inspect_archive
+from .limits import archive_limits, sandbox_limits
 from .validate import validate_source
 
 DEFAULT_BATCH_SIZE = 10
@@ -78,7 +79,7 @@ def job_sandbox(
     return Sandbox(
         source,
         spec,
-        Limits.from_settings(),
+        sandbox_limits(),
         use_gpu=use_gpu,
         trusted=generator.trusted,
         on_wait=Heartbeat(job),
@@ -112,7 +113,7 @@ def check_archive(path: Path) -> str:
     generating run on a worker as a validation job.
     """
     try:
-        return inspect_archive(path, ArchiveLimits.from_settings()).module
+        return inspect_archive(path, archive_limits()).module
     except SandboxError as exc:
         raise GenerationError(exc.message) from None
 
@@ -221,9 +222,7 @@ class prepared_source:
             local = root / Path(generator.archive).name
             with default_storage.open(generator.archive, "rb") as src, open(local, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-            source = GeneratorSource.from_archive(
-                local, root / "code", ArchiveLimits.from_settings()
-            )
+            source = GeneratorSource.from_archive(local, root / "code", archive_limits())
             local.unlink()
         else:
             source = GeneratorSource.from_module(generator.module)
@@ -261,7 +260,7 @@ def validate_generator(
             report = validate_source(
                 source,
                 clip_spec(challenge),
-                limits=limits or Limits.from_settings(),
+                limits=limits or sandbox_limits(),
                 categories=categories,
                 target=generator.label,
                 on_wait=Heartbeat(job) if job is not None else None,

@@ -24,6 +24,8 @@ from pathlib import Path, PurePosixPath
 from django.db import transaction
 from django.utils import timezone
 
+from sandbox.errors import SandboxError
+from sandbox.process import Sandbox, cuda_visible
 from stimuli.job_kinds import GENERATE_TEXT
 
 from .. import selectors, storage
@@ -42,8 +44,6 @@ from ..models import (
 )
 from ..selectors import category_lookup, clip_spec, normalise_folder
 from .contract import check_output, to_float
-from .errors import SandboxError
-from .sandbox import Sandbox, cuda_visible
 from .services import job_sandbox, prepared_source, start_checked
 
 MAX_PROMPT_CHARS = 300

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from sandbox.errors import SandboxError
+from sandbox.process import Limits, Sandbox, enforcement
+from sandbox.source import GeneratorSource
+
 from ..audio import ClipSpec
 from .contract import CATEGORIES, check_output
-from .errors import SandboxError
-from .sandbox import Limits, Sandbox, enforcement
-from .source import GeneratorSource
 
 # Problems after which the process is gone: nothing more can be checked.
 FATAL = {

@@ -91,16 +91,16 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
         return Response(ObjectiveSettingsSerializer(obj).data)
 
     @extend_schema(request=None, responses={202: JobSerializer})
-    @action(detail=False, methods=["post"])
-    def evaluate(self, request, challenge_slug=None):
-        """Queue embeddings (gpu queue), then FAD and finalists (cpu queue)."""
-        return self._start(services.start_distances, request)
+    @action(detail=False, methods=["post"], url_path="rank-by-fad")
+    def rank_by_fad(self, request, challenge_slug=None):
+        """Rank by FAD: queue embeddings (gpu queue), then FAD and the finalists (cpu queue)."""
+        return self._start(services.start_rank_by_fad, request)
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=False, methods=["post"], url_path="select-medoids")
     def select_medoids(self, request, challenge_slug=None):
         """Queue the finalists' embeddings with the medoid model, then k-means medoids."""
-        return self._start(services.start_medoid_selection, request)
+        return self._start(services.start_select_medoids, request)
 
     def _start(self, start, request) -> Response:
         job = start(self.get_challenge(), user=request.user)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from stimuli.job_kinds import GENERATE
+from stimuli.job_kinds import GENERATE, RANK_BY_FAD, SELECT_MEDOIDS
 
 from ..errors import Refused
 from ..models import (
@@ -27,7 +27,7 @@ from ..models import (
 from .embeddings.base import ANY_WEIGHTS, make_model_id, model_id_matches, split_model_id
 
 Progress = Callable[[int, int, str], None]
-PURPOSES = ("fad", "medoids")
+PURPOSES = (RANK_BY_FAD, SELECT_MEDOIDS)  # the job that follows the embeddings
 
 
 class ObjectiveError(Refused):
@@ -105,7 +105,7 @@ def league_choices(challenge: Challenge) -> list[ModelChoice]:
 
 def model_choice(challenge: Challenge, purpose: str) -> ModelChoice:
     obj = objective_settings(challenge)
-    if purpose == "fad":
+    if purpose == RANK_BY_FAD:
         return ModelChoice(obj.fad_model, dict(obj.fad_model_options or {}), obj.fad_weights)
     return ModelChoice(obj.medoid_model, dict(obj.medoid_model_options or {}), obj.medoid_weights)
 
@@ -189,7 +189,7 @@ SETTLED = (
 def audio_to_embed(challenge: Challenge, purpose: str, model_id: str) -> list[AudioFile]:
     """The distinct audio of the clips a step needs embeddings of with the model `model_id`."""
     clips = Clip.objects.filter(SETTLED, challenge=challenge)
-    if purpose == "fad":
+    if purpose == RANK_BY_FAD:
         refs = [FadResult.Reference.EVALUATION]
         if objective_settings(challenge).fad_development:
             refs.append(FadResult.Reference.DEVELOPMENT)

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from stimuli.job_kinds import EMBED, FAD, SELECT_MEDOIDS
+from stimuli.job_kinds import EMBED, RANK_BY_FAD, SELECT_MEDOIDS
 
 from ..jobs import JobProgress, create_job, enqueue, run_job
 from ..models import (
@@ -53,7 +53,7 @@ from .medoids import compute_medoids
 
 
 def _check_can_start(challenge: Challenge, purpose: str) -> None:
-    fixed = "medoids cannot change" if purpose == "medoids" else None
+    fixed = "medoids cannot change" if purpose == SELECT_MEDOIDS else None
     if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
         raise ObjectiveConflict(conflict)
     if not System.objects.filter(challenge=challenge).exists():
@@ -61,14 +61,14 @@ def _check_can_start(challenge: Challenge, purpose: str) -> None:
     if not Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).exists():
         raise ObjectiveError("no system has clips yet: upload or generate them first")
     if (
-        purpose == "medoids"
+        purpose == SELECT_MEDOIDS
         and not System.objects.filter(challenge=challenge, is_finalist=True).exists()
     ):
         raise ObjectiveError("no finalists yet: run the objective stage first")
 
 
 def _active(challenge: Challenge, purpose: str) -> Job | None:
-    kinds = [EMBED, FAD if purpose == "fad" else SELECT_MEDOIDS]
+    kinds = [EMBED, purpose]
     return (
         Job.objects.filter(
             challenge=challenge,
@@ -97,7 +97,7 @@ def _start(
         running = None if league else _active(challenge, purpose)  # one start at a time
         if running is not None:
             return running
-        if purpose == "fad" and advance(locked, "start_objective"):
+        if purpose == RANK_BY_FAD and advance(locked, "start_objective"):
             challenge.refresh_from_db(fields=["phase"])
         job = create_job(
             EMBED,
@@ -108,7 +108,7 @@ def _start(
                 "model": choice.as_params(),
                 **({"league": True} if league else {}),
             },
-            message=f"queued: {choice.name} embeddings for {'FAD' if purpose == 'fad' else 'medoids'}",
+            message=f"queued: {choice.name} embeddings for {'FAD' if purpose == RANK_BY_FAD else 'medoids'}",
             by=user,
         )
         if enqueue_task:
@@ -116,24 +116,24 @@ def _start(
     return job
 
 
-def start_distances(
+def start_rank_by_fad(
     challenge: Challenge, *, user: AbstractBaseUser | None = None, enqueue_task: bool = True
 ) -> Job:
     """Queue the FAD pipeline (the running one, if one is under way); returns its embed job."""
-    return _start(challenge, "fad", user, enqueue_task)
+    return _start(challenge, RANK_BY_FAD, user, enqueue_task)
 
 
-def start_medoid_selection(
+def start_select_medoids(
     challenge: Challenge, *, user: AbstractBaseUser | None = None, enqueue_task: bool = True
 ) -> Job:
     """Queue the medoid pipeline for the finalists; returns its embed job."""
-    return _start(challenge, "medoids", user, enqueue_task)
+    return _start(challenge, SELECT_MEDOIDS, user, enqueue_task)
 
 
 def retry_guard(job: Job) -> None:
     """The objective stage's rule for a retry (jobs.retry calls it with the challenge locked):
     not once the phase has fixed what the job would change. Cached embeddings are reused."""
-    medoids = job.kind == SELECT_MEDOIDS or job.params.get("purpose") == "medoids"
+    medoids = job.kind == SELECT_MEDOIDS or job.params.get("purpose") == SELECT_MEDOIDS
     fixed = "medoids cannot change" if medoids else None
     challenge = Challenge.objects.get(pk=job.challenge_id)
     if conflict := phase_conflict(challenge, fixed_by_listening=fixed):
@@ -155,7 +155,7 @@ def run_embed(job_id: int, *, echo: Progress | None = None, chain: bool = True) 
         report(0, 0, "loading the embedding model")
         model = load_model(job.params["model"])
         progress.log(f"model {model.model_id} on {model.device}")
-        if purpose == "fad":
+        if purpose == RANK_BY_FAD:
             checkpublished_stats(challenge, model.model_id, model.timestamp_embedding_size)
         audio = audio_to_embed(challenge, purpose, model.model_id)
         counts = embed_audio(model, audio, report)
@@ -183,7 +183,7 @@ def _next_job(embed_job: Job, model_id: str, *, queue: bool) -> Job:
         if existing is not None:
             return existing
         nxt = create_job(
-            FAD if purpose == "fad" else SELECT_MEDOIDS,
+            purpose,
             challenge_id=embed_job.challenge_id,
             params={
                 **embed_job.params,
@@ -207,7 +207,7 @@ def _reporter(progress: JobProgress, echo: Progress | None) -> Progress:
     return report
 
 
-def run_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
+def run_rank_by_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) -> Job:
     """FAD of one model; after the FAD model's, with `chain`, the league models' pipelines are
     queued (their embeddings, like every model's, come from the cache when already made)."""
 
@@ -232,7 +232,7 @@ def run_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) ->
             result["league_jobs"] = []
             for choice in league_choices(challenge):
                 try:
-                    queued = _start(challenge, "fad", job.created_by, True, choice)
+                    queued = _start(challenge, RANK_BY_FAD, job.created_by, True, choice)
                 except ObjectiveError as exc:  # e.g. published meanwhile: FAD itself stands
                     progress.log(f"league model {choice.name} not started: {exc}")
                     continue
@@ -242,7 +242,7 @@ def run_fad(job_id: int, *, echo: Progress | None = None, chain: bool = True) ->
     return run_job(job_id, work)
 
 
-def run_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
+def run_select_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
     def work(job: Job, progress: JobProgress) -> dict:
         challenge = Challenge.objects.get(pk=job.params["challenge_id"])
         return compute_medoids(
@@ -258,24 +258,24 @@ def run_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
 # --- synchronous runs (demo and command line) ------------------------------------------------
 
 
-def run_distances(challenge: Challenge, *, progress: Progress | None = None) -> Job:
+def rank_by_fad_now(challenge: Challenge, *, progress: Progress | None = None) -> Job:
     """The FAD pipeline in this process, then each league model's; returns the FAD model's FAD
     job (or the first job that failed)."""
-    embed = start_distances(challenge, enqueue_task=False)
-    job = _run_pipeline(embed, functools.partial(run_fad, chain=False), progress)
+    embed = start_rank_by_fad(challenge, enqueue_task=False)
+    job = _run_pipeline(embed, functools.partial(run_rank_by_fad, chain=False), progress)
     if job.state != Job.State.SUCCEEDED:
         return job
     for choice in league_choices(challenge):
-        league = _start(challenge, "fad", None, False, choice)
-        done = _run_pipeline(league, functools.partial(run_fad, chain=False), progress)
+        league = _start(challenge, RANK_BY_FAD, None, False, choice)
+        done = _run_pipeline(league, functools.partial(run_rank_by_fad, chain=False), progress)
         if done.state != Job.State.SUCCEEDED:
             return done
     return job
 
 
-def run_medoid_selection(challenge: Challenge, *, progress: Progress | None = None) -> Job:
-    embed = start_medoid_selection(challenge, enqueue_task=False)
-    return _run_pipeline(embed, run_medoids, progress)
+def select_medoids_now(challenge: Challenge, *, progress: Progress | None = None) -> Job:
+    embed = start_select_medoids(challenge, enqueue_task=False)
+    return _run_pipeline(embed, run_select_medoids, progress)
 
 
 def _run_pipeline(embed: Job, second: Callable, progress: Progress | None) -> Job:

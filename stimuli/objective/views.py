@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from stimuli.job_kinds import EMBED, FAD, SELECT_MEDOIDS
+from stimuli.job_kinds import EMBED, RANK_BY_FAD, SELECT_MEDOIDS
 
 from .. import jobs, selectors
 from ..errors import Refused, page_status
@@ -18,7 +18,7 @@ from ..panels import render_panel
 from ..permissions import challenge_organizer_required
 from . import config, services
 
-OBJECTIVE_KINDS = [EMBED, FAD, SELECT_MEDOIDS]
+OBJECTIVE_KINDS = [EMBED, RANK_BY_FAD, SELECT_MEDOIDS]
 
 
 class ObjectiveSettingsForm(forms.ModelForm):
@@ -103,8 +103,8 @@ def job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
 def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     begin = {
-        "evaluate": services.start_distances,
-        "medoids": services.start_medoid_selection,
+        "rank-by-fad": services.start_rank_by_fad,
+        "select-medoids": services.start_select_medoids,
     }.get(step)
     if begin is None:
         return _panel(request, challenge, f"unknown step {step!r}", 404)

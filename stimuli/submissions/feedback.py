@@ -2,7 +2,7 @@
 
 The check is the organizer path's, not a copy of it: the archive is unpacked by
 `generators.services.prepared_source`, validated by `validate.validate_source` with the platform's
-sandbox limits (`Limits.from_settings`) and never trusted, and example clips come from the
+sandbox limits (`sandbox_limits`) and never trusted, and example clips come from the
 same `job_sandbox` a generation job uses. On top of that: seconds per clip and the projected
 time for the evaluation set against the challenge's compute budget, five example clips per
 category, and FAD against the development set per category beside the baseline's.
@@ -20,12 +20,14 @@ from contextlib import ExitStack
 import numpy as np
 from django.db import transaction
 
+from sandbox.errors import SandboxError
+from sandbox.process import cuda_visible
+from stimuli.generators.limits import sandbox_limits
+
 from .. import selectors as stimuli_selectors
 from .. import storage
 from ..audio import encode_wav, inspect_audio
 from ..generators.contract import check_output, derive_seed, to_float
-from ..generators.errors import SandboxError
-from ..generators.sandbox import Limits, cuda_visible
 from ..generators.services import (
     BASELINE_MODULE,
     Heartbeat,
@@ -115,7 +117,7 @@ def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
             report = validate_source(
                 source,
                 spec,
-                limits=Limits.from_settings(),
+                limits=sandbox_limits(),
                 categories=[c.slug for c in categories],
                 target=submission.archive_name,
                 on_wait=Heartbeat(job),

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..generators.source import MANIFEST
+from sandbox.source import MANIFEST
+
 from .models import (
     DEFAULT_CODE_SUFFIXES,
     DEFAULT_FILE_MAX_BYTES,

@@ -48,7 +48,7 @@ def test_the_objective_panel_shows_fad_and_kad_on_a_desktop_and_a_phone(
     from tests.objective_setup import small_challenge
 
     challenge = small_challenge(tmp_path, slug="browser-objective")
-    job = services.run_distances(challenge)
+    job = services.rank_by_fad_now(challenge)
     assert job.state == "succeeded", job.error
     for width, height, name in ((1366, 900, "desktop"), (390, 844, "phone")):
         with chromium_page(chromium_path, viewport={"width": width, "height": height}) as page:

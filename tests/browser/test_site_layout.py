@@ -72,7 +72,7 @@ def test_every_organizer_page_is_inside_the_layout_and_no_table_overflows(
                 )
         page.goto(f"{live_server.url}/organize/{slug}/objective/")
         assert page.inner_text("h1") == "Objective stage"
-        assert "Run the objective stage" in page.inner_text("main #objective")
+        assert "Rank by FAD" in page.inner_text("main #objective")
         page.goto(f"{live_server.url}/organize/{slug}/generators/")
         assert page.inner_text("h1") == "Generators"
         assert "layout" in page.inner_text("main .crumbs")

@@ -16,7 +16,7 @@ import pytest
 from tests import ROOT_DIR
 
 ROOT = ROOT_DIR
-PACKAGES = ("foley_platform", "stimuli", "raters", "scoring")
+PACKAGES = ("foley_platform", "stimuli", "raters", "scoring", "sandbox")
 
 
 def lint_imports(tree: Path) -> subprocess.CompletedProcess:
@@ -50,10 +50,13 @@ def test_the_tree_keeps_its_layers():
         ("stimuli/selectors.py", "from raters import selectors as _back", "raters"),
         ("raters/selectors.py", "from scoring import compute as _back", "scoring"),
         (
-            "stimuli/generators/source.py",
+            "stimuli/generators/validate.py",
             "from stimuli.objective.embeddings import base as _x",
             "objective",
         ),
+        # The sandbox is free of Django and of the apps.
+        ("sandbox/process.py", "from django.conf import settings as _x", "django"),
+        ("sandbox/source.py", "from stimuli import archives as _x", "stimuli"),
         (
             "stimuli/objective/services.py",
             "from stimuli.generators import generation as _x",

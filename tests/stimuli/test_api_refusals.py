@@ -96,8 +96,8 @@ def test_json_nested_too_deep_is_a_400_like_bad_json(api_client, challenge):
     form = SubmissionForm(data={"system": "Barker", "track": "A", "config": NESTED})
     assert not form.is_valid() and form.errors["config"] == ["not JSON: nested too deep"]
     # And a team's archive manifest, read on a worker: a refusal of the archive, not a crash.
-    from stimuli.generators.errors import SandboxError
-    from stimuli.generators.source import _parse_manifest
+    from sandbox.errors import SandboxError
+    from sandbox.source import _parse_manifest
 
     with pytest.raises(SandboxError, match="is invalid"):
         _parse_manifest(NESTED.encode())

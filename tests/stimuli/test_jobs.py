@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from stimuli.errors import Refused
-from stimuli.job_kinds import FAD
+from stimuli.job_kinds import RANK_BY_FAD
 from stimuli.jobs import claim, run_job
 from stimuli.models import Job
 from tests import ROOT_DIR
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def running_job(**fields) -> Job:
-    return Job.objects.create(kind=FAD, state=Job.State.RUNNING, attempts=1, **fields)
+    return Job.objects.create(kind=RANK_BY_FAD, state=Job.State.RUNNING, attempts=1, **fields)
 
 
 def test_a_second_delivery_of_a_running_job_is_dropped():
@@ -45,17 +45,17 @@ def test_a_job_left_running_by_a_dead_worker_is_taken_over_and_finished_once(set
 
 def test_only_queued_or_stale_jobs_can_be_claimed(settings):
     settings.FOLEY_JOB_STALE_S = 60
-    queued = Job.objects.create(kind=FAD)
+    queued = Job.objects.create(kind=RANK_BY_FAD)
     assert claim(queued.pk).attempts == 1
     assert claim(queued.pk) is None  # now running, with a fresh heartbeat
     for state in (Job.State.SUCCEEDED, Job.State.FAILED):
-        finished = Job.objects.create(kind=FAD, state=state)
+        finished = Job.objects.create(kind=RANK_BY_FAD, state=state)
         Job.objects.filter(pk=finished.pk).update(updated_at=timezone.now() - timedelta(hours=1))
         assert claim(finished.pk) is None
 
 
 def test_a_worker_that_lost_its_job_does_not_overwrite_the_outcome(settings):
-    job = Job.objects.create(kind=FAD)
+    job = Job.objects.create(kind=RANK_BY_FAD)
     committed: list[str] = []
 
     def on_success(job, result):
@@ -76,14 +76,14 @@ def test_a_worker_that_lost_its_job_does_not_overwrite_the_outcome(settings):
 
 
 def test_a_refusing_success_step_fails_the_job():
-    job = Job.objects.create(kind=FAD)
+    job = Job.objects.create(kind=RANK_BY_FAD)
     final = run_job(job.pk, lambda job, progress: {"n": 1}, on_success=lambda j, r: "too late")
     assert final.state == Job.State.FAILED and final.error == "too late"
     assert final.result == {"n": 1}
 
 
 def test_an_exception_fails_the_job_and_keeps_its_log():
-    job = Job.objects.create(kind=FAD)
+    job = Job.objects.create(kind=RANK_BY_FAD)
 
     def breaks(job, progress):
         progress.log("half-way")
@@ -134,7 +134,7 @@ def test_every_kind_is_one_declared_task_on_its_queue():
 
     ours = our_tasks()
     kinds = dict(KINDS)
-    assert {"import", "fad", "publish_results", "prepare_listening"} <= set(kinds)
+    assert {"import", "rank_by_fad", "publish_results", "prepare_listening"} <= set(kinds)
     for kind in kinds.values():
         task = task_of(kind.kind)
         assert ours[kind.task].name == task.name == kind.task, kind

@@ -27,10 +27,10 @@ class Command(BaseCommand):
             raise CommandError(f"no challenge '{options['challenge']}'")
         try:
             if options["queue"]:
-                job = services.start_medoid_selection(challenge)
+                job = services.start_select_medoids(challenge)
                 self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
                 return
-            job = services.run_medoid_selection(challenge, progress=TerminalProgress("medoids"))
+            job = services.select_medoids_now(challenge, progress=TerminalProgress("medoids"))
         except config.ObjectiveError as exc:
             raise CommandError(str(exc)) from None
         if job.state != Job.State.SUCCEEDED:

@@ -6,9 +6,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from sandbox.process import Limits
 from stimuli.audio import ClipSpec
 from stimuli.generators.contract import CATEGORIES
-from stimuli.generators.sandbox import Limits
+from stimuli.generators.limits import sandbox_limits
 from stimuli.generators.validate import validate_target
 from stimuli.models import Challenge
 from stimuli.selectors import clip_spec
@@ -44,7 +45,7 @@ class Command(BaseCommand):
                 raise CommandError(f"no challenge with slug '{options['challenge']}'")
             spec = clip_spec(challenge)
             categories = list(challenge.categories.values_list("slug", flat=True))
-        limits = Limits.from_settings()
+        limits = sandbox_limits()
         overrides = {}
         if options["timeout"]:
             overrides["call_timeout_s"] = options["timeout"]

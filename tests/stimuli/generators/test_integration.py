@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from stimuli.generators import services as generators
-from stimuli.job_kinds import FAD, VALIDATE_GENERATOR
+from stimuli.job_kinds import RANK_BY_FAD, VALIDATE_GENERATOR
 from stimuli.jobs import run_job
 from stimuli.models import Generator, Job
 from stimuli.services import create_challenge, create_system, create_team
@@ -113,7 +113,7 @@ def test_killed_worker_job_resumes_on_another_with_the_same_audio(celery_worker,
 @pytest.mark.django_db(transaction=True)
 def test_two_deliveries_at_once_run_the_job_once():
     """Two workers get the same job at the same moment: one claims it, the other leaves it."""
-    job = Job.objects.create(kind=FAD)
+    job = Job.objects.create(kind=RANK_BY_FAD)
     start = threading.Barrier(2)
     runs: list[tuple[str, int]] = []
     left = threading.Event()  # a delivery came back without running the job

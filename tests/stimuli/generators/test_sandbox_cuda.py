@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stimuli.generators.sandbox import Limits, Sandbox, cuda_visible, enforcement
-from stimuli.generators.source import GeneratorSource
+from sandbox.process import Limits, Sandbox, cuda_visible, enforcement
+from sandbox.source import GeneratorSource
 
 torch = pytest.importorskip("torch")
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from stimuli.generators import isolation
-from stimuli.generators import sandbox as sandbox_module
+from sandbox import isolation
+from sandbox import process as sandbox_module
+from sandbox.errors import SandboxError
+from sandbox.process import Limits, Sandbox
+from sandbox.source import GeneratorSource
 from stimuli.generators import services as generators
-from stimuli.generators.errors import SandboxError
-from stimuli.generators.sandbox import Limits, Sandbox
-from stimuli.generators.source import GeneratorSource
 from stimuli.generators.validate import validate_target
 from stimuli.models import Generator, Job
 from stimuli.services import create_challenge, create_system, create_team

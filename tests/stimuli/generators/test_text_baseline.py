@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sandbox.process import Limits
 from stimuli.audio import ClipSpec
 from stimuli.generators import baseline
 from stimuli.generators.contract import check_output
-from stimuli.generators.sandbox import Limits
 from stimuli.generators.validate import validate_target
 
 

@@ -14,12 +14,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from sandbox.errors import SandboxError
+from sandbox.process import Limits, Sandbox, output_shape
+from sandbox.source import GeneratorSource
 from stimuli.audio import ClipSpec
 from stimuli.generators import baseline
-from stimuli.generators.contract import CATEGORIES, derive_seed, output_shape, resolve_category
-from stimuli.generators.errors import SandboxError
-from stimuli.generators.sandbox import Limits, Sandbox
-from stimuli.generators.source import GeneratorSource
+from stimuli.generators.contract import CATEGORIES, derive_seed, resolve_category
 from stimuli.generators.validate import validate_target
 from tests import ROOT_DIR, TESTS_DIR
 
@@ -276,9 +276,9 @@ def test_moving_a_file_out_of_the_folder_is_refused(tmp_path):
 
 SNOOP_WORKER = """
 import os, sys
-from stimuli.generators.errors import SandboxError
-from stimuli.generators.sandbox import Limits, Sandbox
-from stimuli.generators.source import GeneratorSource
+from sandbox.errors import SandboxError
+from sandbox.process import Limits, Sandbox
+from sandbox.source import GeneratorSource
 
 how, workdir = sys.argv[1:3]
 sandbox = Sandbox(

@@ -1,4 +1,4 @@
-"""The objective stage's management commands: compute_fad, evaluate, select_medoids,
+"""The objective stage's management commands: compute_fad, rank_by_fad, select_medoids,
 import_reference_stats."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_compute_fad_errors_are_clear(tmp_path):
 @pytest.mark.django_db
 def test_evaluate_and_select_medoids_commands(tmp_path):
     challenge = small_challenge(tmp_path)
-    result = run("evaluate", challenge.slug)
+    result = run("rank_by_fad", challenge.slug)
     assert [r["system"] for r in result["tracks"]["A"]] == ["Close", "Far"]
     assert result["tracks"]["A"][0]["finalist"] and not result["tracks"]["A"][1]["finalist"]
     assert result["tracks"]["B"][0]["rank"] == 1

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from stimuli.demo import write_set
 from stimuli.generators import services as generators
-from stimuli.job_kinds import FAD, SELECT_MEDOIDS
+from stimuli.job_kinds import RANK_BY_FAD, SELECT_MEDOIDS
 from stimuli.models import Embedding, FadResult, Job, Medoid
 from stimuli.objective import config, services
 from stimuli.services import create_challenge
@@ -30,29 +30,29 @@ def wait_for_pipeline(embed_job_id: int, timeout: float = 180) -> tuple[Job, Job
 
 def test_worker_evaluates_a_challenge_and_selects_medoids(celery_worker, tmp_path):
     challenge = small_challenge(tmp_path, slug="on-worker")
-    embed, fad = wait_for_pipeline(services.start_distances(challenge).pk)
-    assert fad.kind == FAD and fad.state == Job.State.SUCCEEDED, fad.error
+    embed, fad = wait_for_pipeline(services.start_rank_by_fad(challenge).pk)
+    assert fad.kind == RANK_BY_FAD and fad.state == Job.State.SUCCEEDED, fad.error
     assert embed.result["computed"] == Embedding.objects.count() == 128
     assert FadResult.objects.filter(challenge=challenge).count() == 16
     assert fad.result["finalists"] == {"A": ["Close"], "B": ["Middle"]}
     # Started again, the pipeline computes nothing new and changes no result.
     values = dict(FadResult.objects.values_list("pk", "value"))
-    embed, fad = wait_for_pipeline(services.start_distances(challenge).pk)
+    embed, fad = wait_for_pipeline(services.start_rank_by_fad(challenge).pk)
     assert embed.result["computed"] == 0 and fad.state == Job.State.SUCCEEDED
     assert dict(FadResult.objects.values_list("pk", "value")) == values
 
-    embed, medoids = wait_for_pipeline(services.start_medoid_selection(challenge).pk)
+    embed, medoids = wait_for_pipeline(services.start_select_medoids(challenge).pk)
     assert medoids.kind == SELECT_MEDOIDS and medoids.state == Job.State.SUCCEEDED
     assert Medoid.objects.filter(challenge=challenge).count() == 20
     assert "stimuli.tasks.embed_clips" in celery_worker.log()
-    assert "stimuli.tasks.compute_fad" in celery_worker.log()
+    assert "stimuli.tasks.rank_by_fad" in celery_worker.log()
 
 
 def test_killed_worker_leaves_the_job_to_another_which_finishes_it_once(celery_worker, tmp_path):
     challenge = small_challenge(tmp_path, slug="killed", system_clips=12)
     config.set_models(challenge, fad_model="tests.embedding_fixtures.slow")
     total = 4 * 2 * 12 + 2 * 2 * 8
-    embed = services.start_distances(challenge)
+    embed = services.start_rank_by_fad(challenge)
 
     deadline = time.monotonic() + 90
     while Embedding.objects.count() < 8:  # batches of 32 clips at 0.3 s each: a few in
@@ -81,7 +81,7 @@ def test_killed_worker_leaves_the_job_to_another_which_finishes_it_once(celery_w
     assert embed.result["cached"] == stored and embed.result["computed"] == total - stored
     assert Embedding.objects.count() == total  # one row per clip, no duplicates
     assert fad.state == Job.State.SUCCEEDED, fad.error
-    assert Job.objects.filter(kind=FAD).count() == 1
+    assert Job.objects.filter(kind=RANK_BY_FAD).count() == 1
     assert FadResult.objects.filter(challenge=challenge).count() == 16
 
 
@@ -93,7 +93,7 @@ def test_a_delivery_finding_its_job_held_comes_back_and_takes_it_over_once_stale
     challenge = small_challenge(tmp_path, slug="held")
     config.set_models(challenge, fad_model="logmel")
     celery_worker.stop()
-    embed = services.start_distances(challenge)  # its message waits: no worker is up
+    embed = services.start_rank_by_fad(challenge)  # its message waits: no worker is up
     Job.objects.filter(pk=embed.pk).update(state=Job.State.RUNNING, attempts=1)
     env = {**celery_worker.env, "FOLEY_JOB_STALE_S": "3"}
     worker = WorkerProcess(env, tmp_path / "held-worker.log")
@@ -149,11 +149,11 @@ def test_generate_with_the_baseline_evaluate_and_select_medoids(celery_worker, t
         challenge, fad_model="logmel", medoid_model="logmel", finalists_per_track=2,
         medoids_per_category=4, kmeans_n_init=2,
     )  # fmt: skip
-    _, fad = wait_for_pipeline(services.start_distances(challenge).pk)
+    _, fad = wait_for_pipeline(services.start_rank_by_fad(challenge).pk)
     assert fad.state == Job.State.SUCCEEDED, fad.error
     assert FadResult.objects.filter(challenge=challenge).count() == 3 * 2 * 2
     assert challenge.systems.filter(is_finalist=True).count() == 2
-    _, medoids = wait_for_pipeline(services.start_medoid_selection(challenge).pk)
+    _, medoids = wait_for_pipeline(services.start_select_medoids(challenge).pk)
     assert medoids.state == Job.State.SUCCEEDED, medoids.error
     chosen = Medoid.objects.filter(challenge=challenge)
     assert chosen.count() == 2 * 2 * 4

@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from stimuli.job_kinds import EMBED, FAD, SELECT_MEDOIDS
+from stimuli.job_kinds import EMBED, RANK_BY_FAD, SELECT_MEDOIDS
 from stimuli.models import Clip, FadResult, Job, Medoid, ReferenceStats
 from stimuli.objective import config, services
 from tests.objective_setup import bad_crc, npy_header, npz_bytes, small_challenge
@@ -41,12 +41,12 @@ def test_challenge_page_loads_the_objective_panel(organizer_client, objective):
 
 
 def test_organizer_runs_evaluation_and_medoids_from_the_page(organizer_client, objective):
-    url = reverse("objective:start", args=[objective.slug, "evaluate"])
+    url = reverse("objective:start", args=[objective.slug, "rank-by-fad"])
     text = organizer_client.post(url, HTTP_HX_REQUEST="true").content.decode()
     assert 'data-track="A"' in text and 'data-system="Close"' in text
     assert text.count('badge ok">finalist') == 2
     assert FadResult.objects.filter(challenge=objective).count() == 16
-    url = reverse("objective:start", args=[objective.slug, "medoids"])
+    url = reverse("objective:start", args=[objective.slug, "select-medoids"])
     text = organizer_client.post(url, HTTP_HX_REQUEST="true").content.decode()
     assert "20 medoids chosen." in text
     job = Job.objects.filter(kind=SELECT_MEDOIDS).get()
@@ -55,7 +55,7 @@ def test_organizer_runs_evaluation_and_medoids_from_the_page(organizer_client, o
 
 
 def test_errors_are_shown_and_nothing_starts(organizer_client, objective):
-    url = reverse("objective:start", args=[objective.slug, "medoids"])
+    url = reverse("objective:start", args=[objective.slug, "select-medoids"])
     response = organizer_client.post(url)
     assert response.status_code == 400
     assert "no finalists yet" in response.content.decode()
@@ -73,7 +73,7 @@ def test_failed_job_is_retried_from_the_page(organizer_client, objective):
     from stimuli.objective import config
 
     config.set_models(objective, fad_model="no_such_module")
-    organizer_client.post(reverse("objective:start", args=[objective.slug, "evaluate"]))
+    organizer_client.post(reverse("objective:start", args=[objective.slug, "rank-by-fad"]))
     job = Job.objects.get(kind=EMBED)
     assert job.state == Job.State.FAILED
     config.set_models(objective, fad_model="logmel")
@@ -82,21 +82,21 @@ def test_failed_job_is_retried_from_the_page(organizer_client, objective):
     job.refresh_from_db()
     assert job.state == Job.State.FAILED and job.attempts == 2
     # ...and a new run takes the corrected settings.
-    organizer_client.post(reverse("objective:start", args=[objective.slug, "evaluate"]))
-    assert Job.objects.get(kind=FAD).state == Job.State.SUCCEEDED
+    organizer_client.post(reverse("objective:start", args=[objective.slug, "rank-by-fad"]))
+    assert Job.objects.get(kind=RANK_BY_FAD).state == Job.State.SUCCEEDED
 
 
 def test_anonymous_and_raters_are_kept_out(client, rater_user, objective):
-    url = reverse("objective:start", args=[objective.slug, "evaluate"])
+    url = reverse("objective:start", args=[objective.slug, "rank-by-fad"])
     assert client.post(url).status_code == 302
     client.force_login(rater_user)
     assert client.post(url).status_code == 302
-    assert client.post(api(objective.slug, "evaluate")).status_code == 403
+    assert client.post(api(objective.slug, "rank-by-fad")).status_code == 403
     assert not Job.objects.exists()
 
 
 def test_api_runs_the_stage_and_serves_the_results(api_client, objective):
-    response = api_client.post(api(objective.slug, "evaluate"))
+    response = api_client.post(api(objective.slug, "rank-by-fad"))
     assert response.status_code == 202
     assert response.json()["kind"] == "embed"
     ranking = api_client.get(api(objective.slug)).json()
@@ -170,15 +170,15 @@ def test_api_settings_and_reference_statistics(api_client, objective):
 
 def test_schema_documents_the_objective_endpoints(organizer_client):
     schema = organizer_client.get("/api/schema/").content.decode()
-    assert "/objective/evaluate/" in schema and "/objective/reference-stats/" in schema
+    assert "/objective/rank-by-fad/" in schema and "/objective/reference-stats/" in schema
 
 
 @pytest.mark.parametrize(
     ("phase", "kind", "page_refuses"),
     [
         ("listening", SELECT_MEDOIDS, True),
-        ("published", FAD, True),
-        ("listening", FAD, False),  # FAD does not touch the stimuli
+        ("published", RANK_BY_FAD, True),
+        ("listening", RANK_BY_FAD, False),  # FAD does not touch the stimuli
     ],
 )
 def test_api_retry_is_refused_where_the_page_refuses_it(
@@ -211,7 +211,7 @@ def test_starting_against_the_phase_is_a_409(api_client, objective):
     from stimuli.models import Challenge
 
     Challenge.objects.filter(pk=objective.pk).update(phase="published")
-    response = api_client.post(api(objective.slug, "evaluate"))
+    response = api_client.post(api(objective.slug, "rank-by-fad"))
     assert response.status_code == 409 and "published" in response.json()["detail"]
 
 
@@ -222,8 +222,8 @@ def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path
     assert "128 clips, page 1 of 2." in first and "?page=2" in first  # 4 x 2 x 12 + 2 x 2 x 8
     second = organizer_client.get(url + "?page=2").content.decode()
     assert "page 2 of 2" in second and second.count("<audio") == 28
-    assert services.run_distances(objective).state == Job.State.SUCCEEDED
-    assert services.run_medoid_selection(objective).state == Job.State.SUCCEEDED
+    assert services.rank_by_fad_now(objective).state == Job.State.SUCCEEDED
+    assert services.select_medoids_now(objective).state == Job.State.SUCCEEDED
     page = organizer_client.get(url + "?medoids=1&system=Close&category=rain").content.decode()
     # 5 medoids per finalist and category, in cluster order, each marked.
     assert "5 clips." in page and page.count("<audio") == 5
@@ -235,7 +235,7 @@ def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path
 def test_a_systems_clips_by_their_own_fad_for_organizers_only(
     organizer_client, rater_user, objective
 ):
-    assert services.run_distances(objective).state == Job.State.SUCCEEDED
+    assert services.rank_by_fad_now(objective).state == Job.State.SUCCEEDED
     system = objective.systems.get(name="Far")
     panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
     url = reverse("objective:clip_fad", args=[objective.slug, system.pk, "rain"])

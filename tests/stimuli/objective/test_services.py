@@ -13,7 +13,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from stimuli import jobs, selectors
-from stimuli.job_kinds import EMBED, FAD, GENERATE
+from stimuli.job_kinds import EMBED, GENERATE, RANK_BY_FAD, SELECT_MEDOIDS
 from stimuli.models import Clip, Embedding, FadResult, Job, Medoid, ReferenceStats
 from stimuli.objective import config, distances, medoids, reference_stats, services
 from stimuli.objective.embeddings import load_embedding_model
@@ -30,8 +30,8 @@ def objective(db, tmp_path):
 
 
 def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
-    job = services.run_distances(objective)
-    assert job.kind == FAD and job.state == Job.State.SUCCEEDED, job.error
+    job = services.rank_by_fad_now(objective)
+    assert job.kind == RANK_BY_FAD and job.state == Job.State.SUCCEEDED, job.error
     # 4 systems x 2 categories x (Eval, Dev)
     assert FadResult.objects.filter(challenge=objective).count() == 16
     row = FadResult.objects.filter(
@@ -51,11 +51,11 @@ def test_evaluation_ranks_systems_by_fad_and_marks_finalists(objective):
 
 
 def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objective):
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     values = dict(FadResult.objects.values_list("pk", "value"))
     files = Embedding.objects.count()
     assert files == 4 * 2 * 12 + 2 * 2 * 8
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     embed = Job.objects.get(pk=job.params["embed_job"])
     assert embed.result["computed"] == 0 and embed.result["cached"] == files
     assert Embedding.objects.count() == files
@@ -63,7 +63,7 @@ def test_rerun_takes_every_embedding_from_the_cache_and_changes_nothing(objectiv
 
 
 def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(objective):
-    first = services.run_distances(objective)
+    first = services.rank_by_fad_now(objective)
     before = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
     finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
     # A run now would change the first system's FAD and pick two finalists per track...
@@ -73,8 +73,8 @@ def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(
     # ...but the last system's last category has lost its embeddings, so it fails there.
     last = Clip.objects.filter(system=system(objective, "Farther"), category__slug="rain")
     Embedding.objects.filter(audio__in=last.values("audio")).delete()
-    job = Job.objects.create(challenge=objective, kind=FAD, params=first.params)
-    job = services.run_fad(job.pk)
+    job = Job.objects.create(challenge=objective, kind=RANK_BY_FAD, params=first.params)
+    job = services.run_rank_by_fad(job.pk)
     assert job.state == Job.State.FAILED and "have no logmel" in job.error
     after = sorted(FadResult.objects.values_list("pk", "system_id", "category_id", "value"))
     assert after == before
@@ -82,7 +82,7 @@ def test_fad_job_failing_on_its_last_category_changes_no_result_and_no_finalist(
         finalists
     )
     # A new run embeds them again, then stores the new values and the new finalists.
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     assert sorted(FadResult.objects.values_list("value", flat=True)) != sorted(
         v for *_, v in before
     )
@@ -97,8 +97,8 @@ def test_cache_is_keyed_on_model_options(objective):
 
 
 def test_medoids_are_distinct_deterministic_and_replace_earlier_ones(objective):
-    services.run_distances(objective)
-    job = services.run_medoid_selection(objective)
+    services.rank_by_fad_now(objective)
+    job = services.select_medoids_now(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     medoids = Medoid.objects.filter(challenge=objective)
     assert medoids.count() == 2 * 2 * 5  # 2 finalists x 2 categories x 5
@@ -111,7 +111,7 @@ def test_medoids_are_distinct_deterministic_and_replace_earlier_ones(objective):
         assert clips.values("clip").distinct().count() == 5
         assert all(m.clip.system_id == system_id for m in clips)
     assert not medoids.filter(system__is_finalist=False).exists()
-    services.run_medoid_selection(objective)
+    services.select_medoids_now(objective)
     again = list(
         medoids.order_by("system", "category", "position").values_list("clip_id", flat=True)
     )
@@ -282,7 +282,7 @@ def test_fad_uses_published_statistics_instead_of_audio(objective, tmp_path: Pat
     vggish = tmp_path / "dog_bark.npz"
     np.savez(vggish, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
     reference_stats.import_reference_stats(objective, {"dog_bark": vggish}, model="vggish")
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     rain = FadResult.objects.get(
         system=system(objective, "Close"), category__slug="rain", reference="evaluation"
     )
@@ -303,7 +303,7 @@ def test_statistics_of_another_configuration_are_refused_before_anything_is_embe
     declared = "logmel:mels64-win0.5-hop0.25@*"
     reference_stats.import_reference_stats(objective, {"rain": path}, model=declared)
     config.set_models(objective, fad_model_options={"hop_s": 0.5})
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     assert job.kind == EMBED and job.state == Job.State.FAILED
     assert (
         "the published evaluation statistics of rain were made with "
@@ -313,12 +313,12 @@ def test_statistics_of_another_configuration_are_refused_before_anything_is_embe
     assert not Embedding.objects.exists() and not FadResult.objects.exists()
     # The configuration they declare uses them.
     config.set_models(objective, fad_model_options={})
-    assert services.run_distances(objective).state == Job.State.SUCCEEDED
+    assert services.rank_by_fad_now(objective).state == Job.State.SUCCEEDED
     rain = FadResult.objects.filter(category__slug="rain", reference="evaluation").first()
     assert rain.details["reference_source"].startswith("published statistics")
     # Statistics imported before they declared a configuration match no model.
     ReferenceStats.objects.update(model_id="logmel:undeclared@undeclared")
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     assert job.state == Job.State.FAILED and "an undeclared configuration" in job.error
 
 
@@ -328,7 +328,7 @@ def test_statistics_of_another_embedding_size_are_refused(objective, tmp_path: P
     reference_stats.import_reference_stats(
         objective, {"rain": path}, model="logmel:mels64-win0.5-hop0.25@*"
     )
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     assert job.state == Job.State.FAILED
     assert "statistics of rain are 64-d, but logmel:mels64-win0.5-hop0.25@none gives 128-d" in (
         job.error
@@ -339,10 +339,10 @@ def test_statistics_of_another_embedding_size_are_refused(objective, tmp_path: P
 def test_clear_errors_before_anything_runs(db, tmp_path):
     challenge = create_challenge(name="Empty", slug="empty")
     with pytest.raises(config.ObjectiveError, match="no systems"):
-        services.start_distances(challenge)
+        services.start_rank_by_fad(challenge)
     objective = small_challenge(tmp_path, slug="objective-2")
     with pytest.raises(config.ObjectiveError, match="no finalists"):
-        services.start_medoid_selection(objective)
+        services.start_select_medoids(objective)
     with pytest.raises(config.ObjectiveError, match="unknown objective settings: colour"):
         config.set_models(objective, colour="red")
     assert not Job.objects.exists()
@@ -371,14 +371,14 @@ def test_the_phase_decides_what_may_start(db, phase, start, message):
 
 def test_unknown_model_fails_the_job_with_the_reason(objective):
     config.set_models(objective, fad_model="no_such_package.model")
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     assert job.kind == EMBED and job.state == Job.State.FAILED
     assert "cannot import 'no_such_package.model'" in job.error
     assert not FadResult.objects.exists()
 
 
 def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     before = dict(
         FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
     )
@@ -394,7 +394,7 @@ def test_clips_of_an_unfinished_generation_stay_out_of_fad(objective):
             audio=clip.audio,
             source_job=running,
         )
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     after = dict(
         FadResult.objects.filter(reference="evaluation").values_list("system__name", "value")
     )
@@ -407,7 +407,7 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
 
     from django.utils import timezone
 
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING, updated_at=timezone.now() - timedelta(hours=1)
     )
@@ -418,22 +418,22 @@ def test_a_job_whose_worker_was_lost_can_be_retried(objective, settings):
 
 def test_fad_defaults_to_vggish_as_dcase_ran_it_and_options_follow_the_model(db):
     challenge = create_challenge(name="Defaults", slug="defaults")
-    choice = config.model_choice(challenge, "fad")
+    choice = config.model_choice(challenge, RANK_BY_FAD)
     assert (choice.name, choice.options) == ("vggish", {"preset": "dcase2023"})
     config.set_models(challenge, fad_model="logmel")
-    assert config.model_choice(challenge, "fad").options == {}
+    assert config.model_choice(challenge, RANK_BY_FAD).options == {}
     config.set_models(challenge, fad_model="vggish", fad_model_options={"hop_size": 0.5})
-    assert config.model_choice(challenge, "fad").options == {"hop_size": 0.5}
+    assert config.model_choice(challenge, RANK_BY_FAD).options == {"hop_size": 0.5}
 
 
 def test_a_worker_whose_job_was_taken_over_writes_no_results(objective):
     from stimuli.jobs import JobLost, claim
 
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     model_id = FadResult.objects.first().model_id
     FadResult.objects.all().delete()
     Medoid.objects.all().delete()
-    job = claim(Job.objects.create(challenge=objective, kind=FAD).pk)
+    job = claim(Job.objects.create(challenge=objective, kind=RANK_BY_FAD).pk)
     Job.objects.filter(pk=job.pk).update(attempts=2)  # another worker took it over
     with pytest.raises(JobLost):
         distances.compute_fad_results(objective, model_id=model_id, owner=job)
@@ -445,7 +445,7 @@ def test_a_worker_whose_job_was_taken_over_writes_no_results(objective):
 def test_results_are_not_written_once_the_phase_forbids_them(objective):
     from stimuli.models import Challenge
 
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     model_id = FadResult.objects.first().model_id
     values = dict(FadResult.objects.values_list("pk", "value"))
     Challenge.objects.filter(pk=objective.pk).update(phase="published")  # while the job ran
@@ -460,19 +460,19 @@ def test_results_are_not_written_once_the_phase_forbids_them(objective):
 
 def test_medoids_default_to_openl3_env_content(db):
     challenge = create_challenge(name="Env", slug="env")
-    choice = config.model_choice(challenge, "medoids")
+    choice = config.model_choice(challenge, SELECT_MEDOIDS)
     assert (choice.name, choice.options) == ("openl3", {"content_type": "env"})
 
 
 def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finalists(objective):
     # The finalists of the FAD model, then a league model that would rank "Far" first.
     config.set_models(objective, league_models=[{"name": "logmel", "options": {"n_mels": 32}}])
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     models = set(FadResult.objects.filter(challenge=objective).values_list("model_id", flat=True))
     assert len(models) == 2 and job.params["model_id"] in models
     assert selectors.latest_fad_model(objective) == job.params["model_id"]
-    league = Job.objects.filter(challenge=objective, kind=FAD).exclude(pk=job.pk).get()
+    league = Job.objects.filter(challenge=objective, kind=RANK_BY_FAD).exclude(pk=job.pk).get()
     assert league.params["league"] is True and league.state == Job.State.SUCCEEDED
     assert league.result["finalists"] == {}
     finalists = set(objective.systems.filter(is_finalist=True).values_list("name", flat=True))
@@ -490,7 +490,7 @@ def test_fad_results_carry_intervals_fad_inf_and_worst_clips_to_the_leaderboard(
     from scoring.services import collect_inputs
 
     config.set_models(objective, fad_bootstrap=50, fad_infinity=True)
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     row = FadResult.objects.get(
         system=system(objective, "Close"), reference="evaluation", category__slug="rain"
@@ -526,7 +526,7 @@ def test_kad_beside_fad_per_system_category_and_reference_reaches_the_leaderboar
     from scoring.services import collect_inputs
     from stimuli.objective.kad import KadReference, kernel_distance
 
-    job = services.run_distances(objective)
+    job = services.rank_by_fad_now(objective)
     assert job.state == Job.State.SUCCEEDED, job.error
     model_id = job.params["model_id"]
     rows = FadResult.objects.filter(challenge=objective)
@@ -557,7 +557,7 @@ def test_kad_needs_the_reference_audio_and_says_so_for_published_statistics(obje
     path = tmp_path / "rain.npz"
     np.savez(path, mu=np.zeros(128), sigma=np.eye(128), embedding_count=1000)
     reference_stats.import_reference_stats(objective, {"rain": path}, model=model.model_id)
-    services.run_distances(objective)
+    services.rank_by_fad_now(objective)
     rain = FadResult.objects.get(
         system=system(objective, "Close"), category__slug="rain", reference="evaluation"
     )

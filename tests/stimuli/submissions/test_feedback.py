@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from sandbox import isolation
 from stimuli.errors import Refused
-from stimuli.generators import isolation
 from stimuli.models import Team
 from stimuli.submissions import schedule
 from stimuli.submissions.models import Submission

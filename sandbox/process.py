@@ -28,12 +28,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 import numpy as np
 
-from ..audio import ClipSpec
-from ..npy_header import is_plain_numbers, read_header
-from .contract import output_env, output_shape
 from .errors import SandboxError
 from .isolation import (
     SANDBOX_ROOT,
@@ -44,7 +42,47 @@ from .isolation import (
     probe,
     seccomp_program,
 )
+from .npy_header import is_plain_numbers, read_header
 from .source import GeneratorSource
+
+
+class OutputSpec(Protocol):
+    """What the sandbox needs of a clip spec (stimuli.audio.ClipSpec is one)."""
+
+    sample_rate: int
+    channels: int
+    duration_s: float
+
+    @property
+    def frames(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class DefaultSpec:
+    """DCASE 2023 Task 7's clips: 4 s of 22,050 Hz mono."""
+
+    sample_rate: int = 22_050
+    channels: int = 1
+    duration_s: float = 4.0
+
+    @property
+    def frames(self) -> int:
+        return round(self.duration_s * self.sample_rate)
+
+
+def output_shape(spec: OutputSpec, n: int) -> tuple[int, ...]:
+    """The array one call for `n` clips must return: [n, frames], or [n, channels, frames]."""
+    return (n, spec.frames) if spec.channels == 1 else (n, spec.channels, spec.frames)
+
+
+def output_env(spec: OutputSpec) -> dict[str, str]:
+    """The clip spec as the generator's process reads it (the contract's environment)."""
+    return {
+        "FOLEY_SAMPLE_RATE": str(spec.sample_rate),
+        "FOLEY_CLIP_DURATION_S": repr(float(spec.duration_s)),
+        "FOLEY_CHANNELS": str(spec.channels),
+    }
+
 
 RUNNER = Path(__file__).with_name("runner.py")
 
@@ -62,12 +100,6 @@ class Limits:
     # Total CPU seconds of the whole sandbox; off by default, since a long generation on many
     # threads legitimately burns hours. The wall-clock limits above always apply.
     cpu_s: float | None = None
-
-    @classmethod
-    def from_settings(cls) -> Limits:
-        from django.conf import settings
-
-        return cls(**getattr(settings, "FOLEY_SANDBOX_LIMITS", {}))
 
 
 def cuda_visible() -> bool:
@@ -125,7 +157,7 @@ class Sandbox:
     def __init__(
         self,
         source: GeneratorSource,
-        spec: ClipSpec | None = None,
+        spec: OutputSpec | None = None,
         limits: Limits | None = None,
         *,
         use_gpu: bool | None = None,
@@ -135,7 +167,7 @@ class Sandbox:
         on_wait: Callable[[], None] | None = None,
     ):
         self.source = source
-        self.spec = spec or ClipSpec()
+        self.spec = spec or DefaultSpec()
         self.limits = limits or Limits()
         self.use_gpu = cuda_visible() if use_gpu is None else use_gpu
         # Trusted (an organizer's explicit choice): may run without isolation where none exists.

@@ -38,10 +38,10 @@ class Command(BaseCommand):
             if changes:
                 config.set_models(challenge, **changes)
             if options["queue"]:
-                job = services.start_distances(challenge)
+                job = services.start_rank_by_fad(challenge)
                 self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
                 return
-            job = services.run_distances(challenge, progress=TerminalProgress("evaluating"))
+            job = services.rank_by_fad_now(challenge, progress=TerminalProgress("evaluating"))
         except config.ObjectiveError as exc:
             raise CommandError(str(exc)) from None
         if job.state != Job.State.SUCCEEDED:
