@@ -26,6 +26,10 @@ half of a scale, the middle included, misrates one), and crowd workers' sessions
 straight-lining, by answering too fast and by favouritism; the platform's record and the
 screening checks exclude; the other rules only flag.
 
+A new rule: its function and its `register(Rule(...))` at the end of this module (a long
+function in a module of its own, imported here, as `favouritism.find` is), its row in the
+manual's table, and a test of its verdicts; nothing else.
+
 Plain Python: no Django here.
 """
 
