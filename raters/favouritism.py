@@ -26,9 +26,10 @@ favoured by many raters at once is a cluster: more raters with `z` of at least `
 the panel's rate of such lifts on the other systems makes likely (a binomial tail under
 `cluster_p`); each of them is named too, as one of the cluster.
 
-Plain Python and numpy over rows of (rater, system, stimulus, quality, fit); the scoring applies
-it with the rater-quality rules (`raters.rules`, the `favouritism` rule) and names each rater
-with the system and by how much.
+Plain Python and numpy over rows of (rater, system, stimulus, quality, fit); `find` is the
+`favouritism` rule's function in the rater-quality registry (`raters.rules`, a panel rule),
+which the scoring and the monitoring table apply, naming each rater with the system and by how
+much.
 """
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ class Finding:
     lifts: list[Lift]
     clusters: list[Cluster]
     favouring: dict[str, tuple[Lift, str]]  # rater -> their largest lift named, and why
+
+    # What the rater-quality engine reads of a panel rule's finding (raters.rules.PanelFinding).
+    @property
+    def judged(self) -> set[str]:
+        """Every rater with a lift measured."""
+        return {lift.rater for lift in self.lifts}
+
+    @property
+    def named(self) -> dict[str, str]:
+        """The raters named as favouring a system, with the words that name them."""
+        return {rater: words for rater, (_, words) in self.favouring.items()}
 
 
 def _binomial_tail(k: int, n: int, p: float) -> float:

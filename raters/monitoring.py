@@ -1,7 +1,8 @@
 """The organizers' monitoring table of raters, readable at hundreds of raters: one row per rater
 with a short verdict per rater-quality rule and per screening step, the reasons behind a
 disclosure, filtered and sorted on the server (the table refreshes itself with the filters it
-was given), and the pass rate of every rule and step above it."""
+was given), and the pass rate of every rule and step above it. The rules' columns are the
+registry's (`raters.rules`: every rule with a short code)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,11 @@ from dataclasses import dataclass, field
 
 from stimuli.models import Challenge
 
-from . import favouritism, screening, selectors
+from . import rules as engine
+from . import screening, selectors
 from .models import Rater, Rating, ScreeningAttempt
 
-# Short column heads for the rules judging sessions (the full name is the column's title); the
-# screening rules (headphones, hearing) show in their steps' columns.
-RULE_CODES = {
-    "anchors": "AN",
-    "straight_lining": "SL",
-    "too_fast": "TF",
-    "not_listened": "NL",
-    "gold": "GO",
-    "favouritism": "FV",
-}
-# Judged per rater over the whole panel, not per session (raters.favouritism).
-PANEL_RULES = ("favouritism",)
+# The screening rules (headphones, hearing) show in their steps' columns.
 STEP_CODES = {"level": "LV", "headphones": "HP", "hearing": "HC"}
 # A verdict cell: its code and the word a screen reader and the title say.
 MARKS = {
@@ -49,7 +40,17 @@ STATUS_WORDS = {
     "ok": "ok",
 }
 KINDS = tuple(Rater.Kind.values)
-SORTS = ("enrolment", "status", "kind", "answered", *RULE_CODES, *(f"step_{s}" for s in STEP_CODES))
+ORDERS = ("enrolment", "status", "kind", "answered")
+
+
+def sort_options() -> list[tuple[str, str]]:
+    """The sort form's options, value and words: the rater's own columns, each screening step,
+    each rule's column."""
+    return [
+        *((order, order) for order in ORDERS),
+        *((f"step_{s}", f"{code} {s}") for s, code in STEP_CODES.items()),
+        *((rule.code, f"{rule.short} {rule.label}") for rule in engine.columns()),
+    ]
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Row:
 
     def cells(self) -> list[tuple[str, str, str]]:
         """(rule, code, word) per rule, in the table's order."""
-        return [(name, *MARKS[self.rules[name]]) for name in RULE_CODES]
+        return [(rule.code, *MARKS[self.rules[rule.code]]) for rule in engine.columns()]
 
     def step_cells(self, steps: list[str]) -> list[tuple[str, str, str, str]]:
         return [
@@ -89,6 +90,11 @@ class Table:
     sort: str = "enrolment"
     descending: bool = False
 
+    @property
+    def width(self) -> int:
+        """The table's columns: the rater's six, the steps', the rules', the reasons."""
+        return 7 + len(self.steps) + len(self.rule_rates)
+
 
 def _worst(actions: list[str]) -> str:
     if "exclude" in actions:
@@ -98,12 +104,11 @@ def _worst(actions: list[str]) -> str:
     return "ok" if actions else ""
 
 
-def favouring(challenge: Challenge, rules) -> dict[int, tuple[str, str]]:
-    """The favouritism rule over the answers stored so far, as the scoring will apply it: per
-    rater id, the action and the words naming the system and by how much. Every rater with
-    lifts measured is in it ("ok" when not named); self-ratings are left out, as scoring
-    removes them."""
-    rule = rules["favouritism"]
+def panel_verdicts(challenge: Challenge, rules) -> dict[str, dict[int, tuple[str, str]]]:
+    """The panel rules (favouritism) over the answers stored so far, as the scoring will apply
+    them: per rule, per rater id, the action and the words naming why. Every rater the rule
+    could judge is in it ("ok" when not named); self-ratings are left out, as scoring removes
+    them."""
     answers = Rating.objects.filter(
         trial__session__rater__challenge=challenge, trial__stimulus__isnull=False
     ).values_list(
@@ -122,14 +127,15 @@ def favouring(challenge: Challenge, rules) -> dict[int, tuple[str, str]]:
     ]
     if not rows:
         return {}
-    kinds = dict(Rater.objects.filter(challenge=challenge).values_list("pk", "kind"))
-    found = favouritism.find(rows, rule)
-    out = {lift.rater: ("ok", "") for lift in found.lifts}
-    for rater, (_, words) in found.favouring.items():
-        crowd = kinds.get(rater) == Rater.Kind.CROWD
-        action = rule["crowd_action" if crowd else "action"]
-        if action != "off":
-            out[rater] = (action, words)
+    crowd = set(
+        Rater.objects.filter(challenge=challenge, kind=Rater.Kind.CROWD).values_list(
+            "pk", flat=True
+        )
+    )
+    out = {}
+    for name, panel in engine.assess_panel(rows, rules, crowd=crowd).items():
+        out[name] = {rater: ("ok", "") for rater in panel.finding.judged}
+        out[name].update({r: (flag.action, flag.reason) for r, flag in panel.flags.items()})
     return out
 
 
@@ -148,18 +154,19 @@ def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
         s for s in STEP_CODES if s in taken or (settings is not None and s in settings.steps())
     ]
     rules = selectors.rater_rules(challenge)
-    favoured = favouring(challenge, rules)
+    panels = panel_verdicts(challenge, rules)
+    shown = engine.columns()
     out = []
     for entry in progress:
         rater, sessions = entry["rater"], entry["sessions"]
-        per_rule: dict[str, list[str]] = {name: [] for name in RULE_CODES}
+        per_rule: dict[str, list[str]] = {rule.code: [] for rule in shown}
         reasons = []
         for session in sessions:
             if session.verdict.session and session.n_answered:
                 named = {flag.rule for flag in session.verdict.flags}
-                for name in RULE_CODES:
-                    if name not in named and name not in (*screening.RULED, *PANEL_RULES):
-                        per_rule[name].append("ok")
+                for rule in shown:
+                    if rule.code not in named and rule.scope == engine.SESSION:
+                        per_rule[rule.code].append("ok")
             for flag in session.verdict.flags:
                 if flag.rule in per_rule:
                     per_rule[flag.rule].append(flag.action)
@@ -179,14 +186,18 @@ def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:
             step_state[step] = state
             note = f"attempt {attempt.number} of {attempt.limit}"
             notes[step] = f"{attempt.summary} ({note})" if attempt.summary else note
-        verdicts = {name: _worst(per_rule.get(name, [])) for name in RULE_CODES}
-        action, words = favoured.get(rater.pk, ("", ""))
-        verdicts["favouritism"] = action
-        if words:
-            reasons.append(f"favouritism: {words}")
+        verdicts = {rule.code: _worst(per_rule[rule.code]) for rule in shown}
+        panel_excluded = False
+        for name, judged in panels.items():
+            action, words = judged.get(rater.pk, ("", ""))
+            panel_excluded = panel_excluded or action == "exclude"
+            if name in verdicts:
+                verdicts[name] = action
+            if words:
+                reasons.append(f"{name}: {words}")
         if screened_out:
             status = "screened_out"
-        elif entry["failing"] or action == "exclude":
+        elif entry["failing"] or panel_excluded:
             status = "excluded"
         elif entry["flagged"] or flagged_step or "flag" in verdicts.values():
             status = "flagged"
@@ -226,13 +237,14 @@ def table(challenge: Challenge, query: Mapping[str, str] | None = None) -> Table
     query = query or {}
     every, steps = rows(challenge)
     rule_rates = []
-    for name, code in RULE_CODES.items():
-        judged = [r for r in every if r.rules[name]]
+    for rule in engine.columns():
+        judged = [r for r in every if r.rules[rule.code]]
         rule_rates.append(
             {
-                "rule": name,
-                "code": code,
-                **_rate(sum(r.rules[name] == "ok" for r in judged), len(judged)),
+                "rule": rule.code,
+                "code": rule.short,
+                "label": rule.label,
+                **_rate(sum(r.rules[rule.code] == "ok" for r in judged), len(judged)),
             }
         )
     step_rates = []
@@ -264,7 +276,10 @@ def table(challenge: Challenge, query: Mapping[str, str] | None = None) -> Table
         "status": lambda r: (STATUSES.index(r.status), r.rater.index),
         "kind": lambda r: (r.rater.kind, r.rater.index),
         "answered": lambda r: (r.answered, r.rater.index),
-        **{name: (lambda r, n=name: (severity[r.rules[n]], r.rater.index)) for name in RULE_CODES},
+        **{
+            rule.code: (lambda r, n=rule.code: (severity[r.rules[n]], r.rater.index))
+            for rule in engine.columns()
+        },
         **{
             f"step_{s}": (lambda r, s=s: (step_order[r.steps.get(s, "")], r.rater.index))
             for s in STEP_CODES
@@ -292,6 +307,6 @@ def table(challenge: Challenge, query: Mapping[str, str] | None = None) -> Table
 def legend() -> list[tuple[str, str]]:
     """What each short code stands for, for the table's key."""
     return [
-        *((code, name.replace("_", " ")) for name, code in RULE_CODES.items()),
+        *((rule.short, rule.label) for rule in engine.columns()),
         *((code, screening.STEP_NAMES[step]) for step, code in STEP_CODES.items()),
     ]

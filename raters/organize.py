@@ -211,6 +211,7 @@ def _context(request: HttpRequest, challenge: Challenge, **extra) -> dict:
         "crowd_warning": enrolment.crowd_warning(challenge),
         "completion_code": enrolment.completion_code(test),
         "rules": selectors.rules_table(challenge),
+        "sort_options": monitoring.sort_options(),
         "crowd_workload": workload(challenge, test, test.crowd_categories),
         "n_stimuli": challenge.stimuli.count(),
         "n_anchors": challenge.anchors.count(),

@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from . import delivery, gold, hearing_check, huggins, listening, selectors
+from . import rules as engine
 from .errors import ListeningError
 from .models import (
     ListeningTest,
@@ -38,8 +39,6 @@ from .models import (
 from .rules import RaterRules
 
 STEP_NAMES = {"level": "Sound level", "headphones": "Headphone check", "hearing": "Hearing check"}
-# The steps the rater-quality engine judges (the level page has nothing to fail).
-RULED = ("headphones", "hearing")
 LEVEL_SECONDS = 6.0
 TRIPLET_SECONDS = 3.2
 NOISE_SECONDS = 3.8
@@ -88,12 +87,11 @@ def applies(rater: Rater, screening: Screening | None) -> bool:
 
 
 def action_of(rules: RaterRules, step: str, rater: Rater) -> str:
-    """What the engine does with a failed check: exclude, flag or off."""
-    if step not in RULED:
+    """What the engine does with a failed check: exclude, flag or off (the steps its screening
+    rules judge; the level page has nothing to fail)."""
+    if step not in {rule.code for rule in engine.registered(engine.SCREENING)}:
         return "off"
-    rule = rules[step]
-    key = "crowd_action" if rater.kind == Rater.Kind.CROWD and "crowd_action" in rule else "action"
-    return rule[key]
+    return engine.action_of(rules[step], crowd=rater.kind == Rater.Kind.CROWD)
 
 
 def stage(rater: Rater, screening: Screening | None = None) -> Stage:

@@ -15,6 +15,8 @@ from django.template.defaultfilters import pluralize
 from stimuli.models import Category, Challenge
 
 from . import platform, statements
+from .columns import DIVERSITY_COLUMNS as DIVERSITY_COLUMNS  # the exports read it here
+from .columns import FLAGS_COLUMN, RATING_COLUMNS
 from .models import (
     CategorySession,
     DiversityRating,
@@ -26,33 +28,8 @@ from .models import (
     Stimulus,
     Trial,
 )
-from .rules import Flag, RaterRules, Verdict, assess, screening_flags
+from .rules import RaterRules, Verdict, assess, screening_flags
 
-RATING_COLUMNS = (
-    "rater",
-    "rater_team",
-    "session",
-    "category",
-    "system",
-    "track",
-    "stimulus",
-    "role",
-    "quality",
-    "fit",
-    "rater_kind",
-    # What a gold trial asks for (empty for the others): the gold rule reads them.
-    "expected_quality_min",
-    "expected_quality_max",
-    "expected_fit_min",
-    "expected_fit_max",
-    "plays",
-    "seeks",
-    "heard_fraction",
-    "answer_s",
-    # Why the crowd platform's record takes the rater's ratings out ("" when it does not).
-    "platform",
-    "flags",
-)
 # The organizers' export: each crowd worker's id on the recruiting platform beside the
 # pseudonym. Scoring reads rating_rows, which has none.
 EXPORT_RATING_COLUMNS = ("rater", "participant_id", *RATING_COLUMNS[1:])
@@ -70,20 +47,6 @@ CROWD_COLUMNS = (
     "categories_done",
     "checks_misrated",
 )
-DIVERSITY_COLUMNS = (
-    "rater",
-    "rater_team",
-    "category",
-    "system",
-    "track",
-    "diversity",
-    "plays",
-    "seeks",
-    "heard_fraction",
-    "answer_s",
-)
-
-FLAGS_COLUMN = "flags"
 
 
 def rater_rules(challenge: Challenge) -> RaterRules:
@@ -170,18 +133,18 @@ def session_verdicts(
             ).values_list("pk", "rater__code")
         ]
     rules = rules or rater_rules(challenge)
+    # The crowd platform's record (raters.platform) and the screening checks judge raters, not
+    # answers: read with the whole challenge (monitoring, scoring, exports). A save assessing
+    # its own session skips them: a rater a check excludes was screened out before any session.
+    if whole:
+        left = platform.unreconciled(challenge)
+        for row in rows:
+            row["platform"] = left.get(row["rater"], "")
     verdicts = assess(rows, rules, unfinished=open_codes)
-    # The screening checks judge raters, not answers: read with the whole challenge (monitoring,
-    # scoring, exports). A save assessing its own session skips them: a rater a check excludes
-    # was screened out before any session.
     screened = screening_failures(challenge) if whole else {}
-    # So does the crowd platform's record (raters.platform).
-    left = platform.unreconciled(challenge) if whole else {}
     for verdict in verdicts.values():
         failed, crowd = screened.get(verdict.rater, ({}, False))
         verdict.flags.extend(screening_flags(failed, rules, crowd=crowd))
-        if verdict.rater in left and rules["platform"]["action"] != "off":
-            verdict.flags.append(Flag("platform", rules["platform"]["action"], left[verdict.rater]))
     return {int(v.session.rsplit("-", 1)[1]): v for v in verdicts.values()}
 
 

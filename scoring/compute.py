@@ -27,7 +27,7 @@ import numpy as np
 
 # DCASE 2023 Task 7's anchor rule (DEFAULT_MISRATING) and the other rater-quality rules.
 from raters import favouritism
-from raters.rules import ANCHOR_ROLES, GOLD, Flag, assess
+from raters.rules import ANCHOR_ROLES, GOLD, add_panel_flags, assess, assess_panel
 
 from .inputs import (
     DIVERSITY_COLUMNS,
@@ -160,25 +160,22 @@ def clean(inputs: Inputs, rules: Rules) -> Cleaned:
     return Cleaned(team_of, track_of, trials, anchors, diversity, self_removed)
 
 
-def _favouritism(cleaned: Cleaned, inputs: Inputs, rater_rules, verdicts) -> dict:
-    """The favouritism rule over the whole panel (raters.favouritism): each rater named adds
-    the rule's flag, with the system and by how much, to every session of theirs. The findings,
-    for the result: every rater named, and every system a cluster of raters lifts."""
-    rule = rater_rules["favouritism"]
+def _panel(cleaned: Cleaned, inputs: Inputs, rater_rules, verdicts) -> dict:
+    """The panel rules over the whole panel (raters.rules; the favouritism rule,
+    raters.favouritism): each rater named adds the rule's flag, with its words, to every session
+    of theirs. The favouritism rule's findings, for the result: every rater named, and every
+    system a cluster of raters lifts."""
     rows = [(t[0], t[3], t[4], t[5], t[6]) for t in cleaned.trials]
-    if rule["action"] == "off" and rule.get("crowd_action", "off") == "off":
+    crowd = {cell_text(r["rater"]) for r in inputs.ratings if r.get("rater_kind") == "crowd"}
+    panels = assess_panel(rows, rater_rules, crowd=crowd, skip_off=True)
+    add_panel_flags(panels, verdicts)
+    if "favouritism" not in panels:
         every = {(x.rater, x.system): x.points for x in favouritism.lifts(rows)}
         return {"raters": [], "clusters": [], "lifts": every}
-    crowd = {cell_text(r["rater"]) for r in inputs.ratings if r.get("rater_kind") == "crowd"}
-    finding = favouritism.find(rows, rule)
+    flags, finding = panels["favouritism"].flags, panels["favouritism"].finding
     named = []
-    for rater, (lift, words) in sorted(finding.favouring.items()):
-        action = rule["crowd_action" if rater in crowd else "action"]
-        if action == "off":
-            continue
-        for key, verdict in verdicts.items():
-            if key[0] == rater:
-                verdict.flags.append(Flag("favouritism", action, words))
+    for rater, flag in sorted(flags.items()):
+        lift = finding.favouring[rater][0]
         named.append(
             {
                 "rater": rater,
@@ -186,8 +183,8 @@ def _favouritism(cleaned: Cleaned, inputs: Inputs, rater_rules, verdicts) -> dic
                 "points": lift.points,
                 "z": lift.z,
                 "sounds": lift.sounds,
-                "action": action,
-                "reason": words,
+                "action": flag.action,
+                "reason": flag.reason,
             }
         )
     clusters = [
@@ -206,7 +203,7 @@ def check(cleaned: Cleaned, inputs: Inputs, rules: Rules) -> Checked:
     excluded."""
     rater_rules = rules.for_raters()
     verdicts = assess(inputs.ratings, rater_rules)
-    favoured = _favouritism(cleaned, inputs, rater_rules, verdicts)
+    favoured = _panel(cleaned, inputs, rater_rules, verdicts)
     # A session counts as checked when it holds checks or trials that count (not only its
     # team's own systems).
     with_trials = {(t[0], t[2], t[1]) for t in cleaned.trials}

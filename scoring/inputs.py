@@ -10,24 +10,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from raters.columns import SCORED_DIVERSITY_COLUMNS, SCORED_RATING_COLUMNS
 from stimuli.errors import Refused
 from stimuli.exports import read_cell
 
 from .league import SUBSET_SIZES, fad_models, has_kad
 
-RATING_COLUMNS = (
-    "rater",
-    "rater_team",
-    "session",
-    "category",
-    "system",
-    "track",
-    "stimulus",
-    "role",
-    "quality",
-    "fit",
-)
-DIVERSITY_COLUMNS = ("rater", "rater_team", "category", "system", "track", "diversity")
+# The listening test's tables as the scoring reads them, declared where they are written.
+RATING_COLUMNS = SCORED_RATING_COLUMNS
+DIVERSITY_COLUMNS = SCORED_DIVERSITY_COLUMNS
 FAD_COLUMNS = ("system", "track", "category", "fad_dev", "fad_eval")
 # Optional FAD-inf columns: present when the objective settings compute FAD-inf.
 FAD_INF_COLUMNS = ("fad_dev_inf", "fad_eval_inf")

@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-# DCASE 2023 Task 7's anchor rule (DEFAULT_MISRATING) and the other rater-quality rules.
-from raters.rules import (
-    ANCHOR_ROLES,
-    CONDITIONS,
-    DEFAULT_MISRATING,
-    RaterRules,
-    RuleError,
-)
+# The rater-quality rules, their defaults among them (the anchor rule's are DCASE 2023 Task 7's).
+from raters.rules import ANCHOR_ROLES, ANCHORS, CONDITIONS, RaterRules, RuleError
 
 from .inputs import ScoringInputError
 from .intervals import JACKKNIFE_T
@@ -23,15 +17,17 @@ from .intervals import METHODS as INTERVAL_METHODS
 class Rules:
     """Every rule of the scoring, with the DCASE 2023 Task 7 values as defaults."""
 
-    low: float = 3.0  # a rating at or below this is "low"
-    high: float = 7.0  # a rating at or above this is "high"
+    # The anchor rule's parameters, its defaults the registry's (raters.rules.ANCHORS).
+    low: float = ANCHORS.defaults["low"]  # a rating at or below this is "low"
+    high: float = ANCHORS.defaults["high"]  # a rating at or above this is "high"
     misrating: Mapping[str, Sequence[str]] = field(
-        default_factory=lambda: {k: list(v) for k, v in DEFAULT_MISRATING.items()}
+        default_factory=lambda: {k: list(v) for k, v in ANCHORS.defaults["misrating"].items()}
     )
-    exclude_at: int = 5  # a session with this many misrated anchors or more is excluded whole
+    # A session with this many misrated anchors or more is excluded whole.
+    exclude_at: int = ANCHORS.defaults["exclude_at"]
     # Checks a complete session holds; a session left part-way is held to the same share of
     # misrated anchors (0: sessions have no anchors, and none is excluded for lacking them).
-    anchors_per_session: int = 12
+    anchors_per_session: int = ANCHORS.defaults["anchors_per_session"]
     remove_self_ratings: bool = True
     # The other rater-quality rules and the anchor rule's action (see raters.rules); the
     # anchor rule's parameters are the fields above.
@@ -79,16 +75,14 @@ class Rules:
 
     def for_raters(self) -> RaterRules:
         """The rater-quality rules these settings make (raters.rules assesses sessions)."""
-        given = {name: dict(values) for name, values in dict(self.rater_rules or {}).items()}
-        given["anchors"] = {
-            **given.get("anchors", {}),
-            "low": self.low,
-            "high": self.high,
-            "misrating": {k: list(v) for k, v in self.misrating.items()},
-            "exclude_at": self.exclude_at,
-            "anchors_per_session": self.anchors_per_session,
-        }
-        return RaterRules(given)
+        return RaterRules.of(
+            self.rater_rules,
+            low=self.low,
+            high=self.high,
+            misrating=self.misrating,
+            exclude_at=self.exclude_at,
+            anchors_per_session=self.anchors_per_session,
+        )
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -25,7 +25,7 @@ from stimuli.models import (
     Team,
 )
 
-from ..rules import DEFAULT_MISRATING, RaterRules, RuleError
+from ..rules import ANCHORS, RaterRules, RuleError
 
 ANCHOR_KINDS = ("hq_goodfit", "hq_poorfit", "lq_poorfit")
 TRIAL_ROLES = ("trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit", "gold")
@@ -49,7 +49,7 @@ def new_seed() -> int:
 
 
 def default_misrating() -> dict:
-    return {role: list(conditions) for role, conditions in DEFAULT_MISRATING.items()}
+    return {role: list(conditions) for role, conditions in ANCHORS.defaults["misrating"].items()}
 
 
 class ListeningTest(models.Model):
@@ -74,7 +74,8 @@ class ListeningTest(models.Model):
         default=10, help_text="Independent ratings wanted per stimulus."
     )
     anchors_per_session = models.PositiveSmallIntegerField(
-        default=12, help_text="Hidden anchors per category session, a third of each type."
+        default=ANCHORS.defaults["anchors_per_session"],
+        help_text="Hidden anchors per category session, a third of each type.",
     )
     familiarization_clips = models.PositiveSmallIntegerField(
         default=6, help_text="Development clips heard before the trials of a category."
@@ -122,13 +123,16 @@ class ListeningTest(models.Model):
         help_text="When the crowd platform's submissions export was last loaded; from then on "
         "crowd workers it does not list as valid leave the scoring.",
     )
-    # The rater-quality rules (raters/rules.py): read with the rater on every request, so an
-    # answer is assessed with no query of its own; scoring reads them from here too.
+    # The rater-quality rules (raters/rules.py, whose registry holds their defaults): read with
+    # the rater on every request, so an answer is assessed with no query of its own; scoring
+    # reads them from here too.
     low_threshold = models.FloatField(
-        default=3.0, help_text="An answer at or below this is low (the anchor rule)."
+        default=ANCHORS.defaults["low"],
+        help_text="An answer at or below this is low (the anchor rule).",
     )
     high_threshold = models.FloatField(
-        default=7.0, help_text="An answer at or above this is high (the anchor rule)."
+        default=ANCHORS.defaults["high"],
+        help_text="An answer at or above this is high (the anchor rule).",
     )
     misrating_rules = models.JSONField(
         default=default_misrating,
@@ -138,7 +142,8 @@ class ListeningTest(models.Model):
         "makes an anchor misrated.",
     )
     exclude_at = models.PositiveSmallIntegerField(
-        default=5, help_text="A session with this many misrated anchors or more is excluded."
+        default=ANCHORS.defaults["exclude_at"],
+        help_text="A session with this many misrated anchors or more is excluded.",
     )
     rater_rules = models.JSONField(
         default=dict,
@@ -201,16 +206,14 @@ class ListeningTest(models.Model):
     def rules(self) -> RaterRules:
         """The rater-quality rules of this test; the anchor rule expects the test's anchors per
         session of a complete session."""
-        given = {name: dict(values) for name, values in dict(self.rater_rules or {}).items()}
-        given["anchors"] = {
-            **given.get("anchors", {}),
-            "low": self.low_threshold,
-            "high": self.high_threshold,
-            "misrating": {k: list(v) for k, v in dict(self.misrating_rules or {}).items()},
-            "exclude_at": self.exclude_at,
-            "anchors_per_session": self.anchors_per_session,
-        }
-        return RaterRules(given)
+        return RaterRules.of(
+            self.rater_rules,
+            low=self.low_threshold,
+            high=self.high_threshold,
+            misrating=self.misrating_rules,
+            exclude_at=self.exclude_at,
+            anchors_per_session=self.anchors_per_session,
+        )
 
     def clean(self) -> None:
         problems = {}
