@@ -47,6 +47,7 @@ def main() -> None:
     from raters import listening, text_prompts
     from stimuli.demo import seed_text_demo
     from stimuli.generators import text_prompts as text_generation
+    from stimuli.job_kinds import GENERATE_TEXT
     from stimuli.models import Job
 
     challenge, _ = seed_text_demo(per_category=2)
@@ -83,7 +84,7 @@ def main() -> None:
 
     def queued() -> list[int]:
         return list(
-            Job.objects.filter(kind=Job.Kind.GENERATE_TEXT, state=Job.State.QUEUED).values_list(
+            Job.objects.filter(kind=GENERATE_TEXT, state=Job.State.QUEUED).values_list(
                 "pk", flat=True
             )
         )

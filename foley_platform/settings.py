@@ -373,6 +373,10 @@ SPECTACULAR_SETTINGS = {
 # --- Celery: no broker means tasks run in-process, so a bare machine needs no services ---
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# Without a broker, a job started from a page runs on a thread of the web process, so that the
+# page answers at once and shows the job's progress (the demo's server sets it); commands and
+# tests leave it off and get their jobs back finished.
+FOLEY_TASKS_IN_BACKGROUND = env.bool("FOLEY_TASKS_IN_BACKGROUND", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

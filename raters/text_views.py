@@ -87,6 +87,10 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         clips = []
         if step.prompt_set is not None and not step.waiting:
             clips = _heard(rater, list(step.prompt_set.clips.order_by("index")))
+            for number, clip in enumerate(clips, 1):  # numbered and named, one Tab stop each
+                clip.player_id = f"sound-{number}"
+                clip.short = f"Sound {number}"
+                clip.label = f"Sound {number} of {len(clips)}"
         return render(
             request,
             TEMPLATE.format("prompt"),

@@ -219,8 +219,12 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
     if session.familiarized_at is None:
         clips = list(session.familiarization.order_by("position"))
         listening.page_shown(rater)
-        for clip in clips:
+        for number, clip in enumerate(clips, 1):
             _, clip.listened = listening.listened_now(rater, clip.token, test)
+            # Numbered and named: a screen reader's list of buttons says which is which.
+            clip.player_id = f"example-{number}"
+            clip.short = f"Example {number}"
+            clip.label = f"Example {number} of {len(clips)}: {session.category.name}"
         return render(
             request,
             "raters/familiarization.html",

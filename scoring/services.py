@@ -149,12 +149,15 @@ def publish(
         study_was_open = study is not None and study.is_open
         if study_was_open:
             text_study.set_open(study, False)
+    step = _Steps(progress)
     try:
+        step(0)
         if inputs is None:
             inputs = collect_inputs(challenge)
         rules = rules_for(challenge)
+        step(1)
         # Scored outside the transaction: it takes seconds and needs no lock.
-        result = add_text_prompt_results(challenge, score(inputs, rules, progress))
+        result = add_text_prompt_results(challenge, score(inputs, rules, step.within(1)))
         if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
             # Results of the objective stage alone may be published; a listening test whose
             # every rating was set aside would publish an empty leaderboard as if it were a
@@ -166,6 +169,7 @@ def publish(
             )
         from .plots import render  # matplotlib: where results are published, never in web requests
 
+        step(2)
         drawn = render(result, final=final)
         if drawn.missing:  # published without them; the pages name each (render logged why)
             logger.warning(
@@ -179,6 +183,7 @@ def publish(
         if study_was_open:
             text_study.set_open(study, True)
         raise
+    step(3)
     with transaction.atomic():
         # Lock the challenge so that two publications get consecutive numbers.
         locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
@@ -208,6 +213,33 @@ def publish(
             for track, kind, svg, png in drawn.plots
         )
         return snapshot
+
+
+class _Steps:
+    """The publication's steps as the job's progress: "Step 2 of 4: scoring …", and within a
+    step the scoring's own count (the bootstrap's replicates)."""
+
+    NAMES = (
+        "reading the ratings and the FAD results",
+        "scoring, with the intervals",
+        "drawing the plots",
+        "saving the snapshot",
+    )
+
+    def __init__(self, progress: JobProgress | None):
+        self.progress = progress
+
+    def __call__(self, index: int, detail: str = "") -> None:
+        if self.progress is not None:
+            n = len(self.NAMES)
+            message = f"Step {index + 1} of {n}: {self.NAMES[index]}{detail}"
+            self.progress(index, n, message, force=not detail)
+
+    def within(self, index: int):
+        def report(done: int, total: int, what: str) -> None:
+            self(index, f" ({what.lower()} {done} of {total})")
+
+        return report if self.progress is not None else None
 
 
 def _refuse_interim_after_final(challenge: Challenge) -> None:

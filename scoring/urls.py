@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("<slug:slug>/", views.challenge_results, name="challenge"),
     path("<slug:slug>/publish/", views.publish, name="publish"),
+    path("<slug:slug>/publish/<int:pk>/", views.publishing, name="publishing"),
     path("<slug:slug>/preview/", views.preview, name="preview"),
     path("<slug:slug>/<int:number>/", views.snapshot, name="snapshot"),
     path("<slug:slug>/<int:number>/track/<str:code>/", views.track, name="track"),

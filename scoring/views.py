@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
+from stimuli.jobs import fail_if_stale
 from stimuli.models import Challenge, Job
 from stimuli.permissions import (
     check_challenge,
@@ -23,6 +24,7 @@ from stimuli.permissions import (
 
 from . import selectors, services
 from .inputs import ScoringInputError
+from .job_kinds import PUBLISH
 from .models import Snapshot
 
 # The rater-quality findings, shown under "Quality checks".
@@ -74,16 +76,30 @@ def publish(request: HttpRequest, slug: str) -> HttpResponse:
     final = kind == "final"
     public = final or request.POST.get("visibility") != "organizers"
     job = services.request_publication(challenge, request.user, final=final, public=public)
+    # Always through the job's page, whether the job has finished already (no broker) or not:
+    # it shows each step while the job runs and opens the snapshot when it is done.
+    return redirect("scoring:publishing", slug=slug, pk=job.pk)
+
+
+@require_safe
+def publishing(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """A publication under way: its step and the time it has taken, polled by htmx; once the
+    job has succeeded, the snapshot it made."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    check_challenge(request.user, challenge, write=False)
+    job = fail_if_stale(get_object_or_404(Job, pk=pk, challenge=challenge, kind=PUBLISH))
     if job.state == Job.State.SUCCEEDED:
         number = job.result["snapshot"]
-        label = "final results" if final else "interim results"
+        label = "final results" if job.params.get("final", True) else "interim results"
         messages.success(request, f"Published {label} #{number}.")
-        return redirect("scoring:snapshot", slug=slug, number=number)
-    if job.state == Job.State.FAILED:
-        messages.error(request, f"Nothing was published: {job.error}")
-        return redirect("scoring:publish", slug=slug)
-    messages.info(request, "Publishing: the results appear when the job has finished.")
-    return redirect("stimuli:job", pk=job.pk)
+        url = reverse("scoring:snapshot", args=[slug, number])
+        if getattr(request, "htmx", False):
+            return HttpResponse(status=204, headers={"HX-Redirect": url})
+        return redirect(url)
+    context = {"challenge": challenge, "job": job}
+    if getattr(request, "htmx", False):
+        return render(request, "scoring/_publishing.html", context)
+    return render(request, "scoring/publishing.html", context)
 
 
 @require_safe

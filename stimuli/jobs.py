@@ -11,6 +11,7 @@ was given up for dead and comes back cannot overwrite what the worker that took 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -72,9 +73,10 @@ class JobProgress:
         self.interval = interval
         self._last = 0.0
 
-    def __call__(self, done: int, total: int, message: str = "") -> None:
+    def __call__(self, done: int, total: int, message: str = "", *, force: bool = False) -> None:
+        """`force`: a new step, written however soon after the last write."""
         now = time.monotonic()
-        if done < total and now - self._last < self.interval:
+        if done < total and now - self._last < self.interval and not force:
             return
         self._last = now
         Job.objects.filter(pk=self.job.pk).update(
@@ -242,13 +244,30 @@ def enqueue(job: Job) -> None:
     """Send the job's task once the transaction that created the job has committed.
 
     In-process tasks (no broker) run at once instead: they share this connection and so see the
-    job row already, and the caller gets the finished job back.
+    job row already, and the caller gets the finished job back. With FOLEY_TASKS_IN_BACKGROUND
+    (the demo's server) they run on a thread of their own after the commit, as a worker would,
+    and the page that started one shows its progress.
     """
     task = task_of(job.kind)
-    if task.app.conf.task_always_eager:
-        task.delay(job.pk)
-    else:
+    if not task.app.conf.task_always_eager:
         transaction.on_commit(lambda: task.delay(job.pk))
+    elif getattr(settings, "FOLEY_TASKS_IN_BACKGROUND", False):
+        transaction.on_commit(lambda: _start_thread(task, job.pk))
+    else:
+        task.delay(job.pk)
+
+
+def _start_thread(task, job_id: int) -> None:
+    def run() -> None:
+        try:
+            task.delay(job_id)
+        except Exception:  # run_job has recorded it on the row; the thread only ends
+            logger.exception("in-process job %s failed", job_id)
+        finally:
+            # Each thread has its own connections; a finished one must not hold its file or slot.
+            connections.close_all()
+
+    threading.Thread(target=run, name=f"job-{job_id}", daemon=True).start()
 
 
 def retry(job: Job) -> Job:

@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Concat
+from django.utils import timezone
 
 from .job_kinds import kind_label
 from .names import name_key, normalise_name
@@ -362,6 +363,12 @@ class Job(models.Model):
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds()
         return None
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the job was asked for, to its end or to now: what a person waited."""
+        end = self.finished_at or timezone.now()
+        return max((end - self.created_at).total_seconds(), 0.0)
 
 
 class FadResult(models.Model):

@@ -356,6 +356,38 @@ def wait_for_job(job_id: int, timeout: float = 120):
 
 
 @pytest.fixture
+def held_plots(monkeypatch):
+    """Drawing the plots waits for `release`: the job stays at that step while the test looks."""
+    import threading
+
+    from scoring import plots
+
+    drawing, release = threading.Event(), threading.Event()
+    real = plots.render
+
+    def held(*args, **kwargs):
+        drawing.set()
+        assert release.wait(60), "the test never let the plots be drawn"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "render", held)
+    yield drawing, release
+    release.set()
+    join_job_threads()
+
+
+def join_job_threads(timeout: float = 60) -> None:
+    """Wait for the jobs' threads to end (their last write and closing their connection)
+    before the test's database goes."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name.startswith("job-"):
+            thread.join(timeout)
+            assert not thread.is_alive(), f"{thread.name} still runs"
+
+
+@pytest.fixture
 def chromium_path() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if not path:

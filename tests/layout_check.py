@@ -10,8 +10,9 @@ DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 # For each table: its own width and the width it may take, that of the nearest box that scrolls
-# sideways (whose right edge must then lie inside main) or else its parent's content box.
-OVERFLOWING_TABLES = """() => {
+# sideways (whose right edge must then lie inside main; strictly, the table too must fit it) or
+# else its parent's content box.
+OVERFLOWING_TABLES = """(strict) => {
   const main = document.querySelector('main').getBoundingClientRect();
   const problems = [];
   for (const table of document.querySelectorAll('main table')) {
@@ -25,6 +26,8 @@ OVERFLOWING_TABLES = """() => {
     const name = table.id || table.dataset.track || table.className || table.caption?.innerText || 'table';
     if (scrolls) {
       if (b.right > main.right + 1) problems.push(`${name}: its box ends at ${b.right}, main at ${main.right}`);
+      // Strict: a box that scrolls is no excuse, every column shows.
+      if (strict && t.width > b.width + 1) problems.push(`${name}: ${Math.round(t.width)} px scrolling in a ${Math.round(b.width)} px box`);
     } else {
       const style = getComputedStyle(box);
       const inner = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
@@ -42,5 +45,12 @@ def assert_in_layout(page) -> None:
     assert page.locator("header.site nav .brand").count() == 1, page.url
     background = page.eval_on_selector("body", "el => getComputedStyle(el).backgroundColor")
     assert background == "rgb(251, 251, 252)", f"{page.url} is not styled"
-    problems = page.evaluate(OVERFLOWING_TABLES)
+    problems = page.evaluate(OVERFLOWING_TABLES, False)
     assert problems == [], f"{page.url} at {page.viewport_size['width']} px: {problems}"
+
+
+def overflows(page) -> list[str]:
+    """What pokes out of its box, strictly: a table wider than its box even where the box
+    scrolls (a column a person must scroll sideways to find), and a page wider than the
+    window."""
+    return page.evaluate(OVERFLOWING_TABLES, True)

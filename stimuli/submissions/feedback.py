@@ -131,7 +131,9 @@ def check(submission: Submission, job: Job, progress: JobProgress) -> dict:
         raise PlatformFailure(platform[0]["message"])
     for problem in report.get("problems", []):
         progress.log(f"[{problem['code']}] {problem['message']}")
-    progress(1, steps, report["summary"])
+    # What comes next, while it runs: the examples take most of the check.
+    progress(1, steps, f"{report['summary'].rstrip('.')}; making the example clips" if report["ok"] else
+             report["summary"], force=True)  # fmt: skip
     feedback: dict = {}
     if report["ok"]:
         try:

@@ -80,7 +80,7 @@ def test_a_crowd_worker_hears_one_example_at_a_time_and_is_told_what_happened(
         assert "You will rate 1 category." in page.inner_text("main")
         with page.expect_navigation():
             page.click("button[type=submit]")
-        page.wait_for_selector("ol.examples audio")
+        page.wait_for_selector("ol.examples button.play")
         assert_in_layout(page)
         _no_site_navigation(page)
 

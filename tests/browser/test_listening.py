@@ -312,3 +312,69 @@ def test_dragging_the_seek_bar_to_the_end_cannot_rate(live_server, chromium_path
     rating = Rating.objects.get(trial__token=token)
     assert (rating.quality, rating.fit) == (6, 4)
     assert rating.seeks >= 1 and rating.heard_fraction >= 0.9 and rating.plays >= 2
+
+
+FOCUSED = "() => { const el = document.activeElement; return el.id || el.className || el.tagName; }"
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_examples_page_by_keyboard_alone(live_server, chromium_path, viewport):
+    """One Tab stop per example: its Play button, named "Example n of N: <category>", Space
+    and Enter play and pause it, and the server still decides what was heard."""
+    challenge = build_listening_challenge(
+        slug="examples-keys", categories=1, duration=1.0, familiarization_clips=3
+    )
+    preparation.set_open(challenge, True)
+    rater = enrolment.invite(challenge, label="keys")
+    category = challenge.categories.get().name
+    with chromium_page(chromium_path, viewport=viewport) as page:
+        page.goto(f"{live_server.url}/listen/{challenge.slug}/join/{rater.access_key}/")
+        page.check("#agree")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        page.wait_for_selector("ol.examples button.play")
+        assert_in_layout(page)
+        names = [page.get_attribute(f"#example-{n}-button", "aria-labelledby") for n in (1, 2, 3)]
+        assert names == [f"example-{n}-button example-{n}-name" for n in (1, 2, 3)]
+        button = page.get_by_role("button", name=f"Play Example 2 of 3: {category}")
+        assert button.get_attribute("id") == "example-2-button"
+        # No native player: nothing inside a player takes focus.
+        assert page.locator("ol.examples audio[controls]").count() == 0
+
+        stops = []
+        for n in (1, 2, 3):
+            page.keyboard.press("Tab")
+            stops.append(page.evaluate(FOCUSED))
+            while stops[-1] != f"example-{n}-button":
+                assert len(stops) < 6, f"Tab stops before example {n}: {stops}"
+                page.keyboard.press("Tab")
+                stops.append(page.evaluate(FOCUSED))
+            if n == 1:  # Space plays and pauses; the button says which it will do
+                page.keyboard.press("Space")
+                page.wait_for_selector("#example-1-button:text-is('Pause')")
+                page.keyboard.press("Space")
+                page.wait_for_selector("#example-1-button:text-is('Play')")
+                page.keyboard.press("Home")  # back to the start: the whole clip is heard
+            page.keyboard.press("Enter" if n == 2 else "Space")
+            page.wait_for_selector(f"ol.examples li:nth-child({n}) .heard:text-is('heard')")
+            assert page.inner_text(f"#example-{n}-button") == "Play again"
+        page.wait_for_selector("#start:not([disabled])")
+        page.keyboard.press("Tab")
+        stops.append(page.evaluate(FOCUSED))
+        # The skip link, three examples, Start: five stops (a native player takes about six).
+        assert stops == [
+            "skip",
+            "example-1-button",
+            "example-2-button",
+            "example-3-button",
+            "start",
+        ]
+        assert "1.0 s of 1.0 s" in page.inner_text("ol.examples li:nth-child(3) .clip-time")
+        assert_in_layout(page)
+        name = "examples" + ("" if viewport is DESKTOP else "-phone") + ".png"
+        page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        page.wait_for_selector("form[data-listening]")

@@ -1,6 +1,6 @@
 """Publishing in a real headless Chromium at 1,366 px and on a 390 px phone: the organizer's
-confirmation says what closes and what stays, and an interim snapshot is labelled as one while
-the listening test stays open."""
+confirmation says what closes and what stays, the publication's page shows its steps while the
+job runs, and an interim snapshot is labelled as one while the listening test stays open."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_publishing_is_confirmed_and_an_interim_snapshot_is_labelled(
-    live_server, chromium_path, organizer, viewport
+    live_server, chromium_path, organizer, viewport, settings, held_plots
 ):
+    settings.FOLEY_TASKS_IN_BACKGROUND = True  # as in the demo: no broker, no waiting request
+    drawing, release = held_plots
     challenge = build_listening_challenge(slug="publishing", categories=2)
     preparation.set_open(challenge, True)
     settings = services.scoring_settings(challenge)
@@ -41,8 +43,19 @@ def test_publishing_is_confirmed_and_an_interim_snapshot_is_labelled(
         page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
         assert Snapshot.objects.count() == 0  # nothing happened before the choice
 
+        # The job runs apart, as on a worker: its page shows each step and the time taken
+        # (held at the plots here, so that the page is seen while the job runs).
         page.click("#publish-interim button[type=submit]")
+        assert drawing.wait(60), "the publication never reached the plots"
+        step = page.wait_for_selector("#publishing .job-step:has-text('Step 3 of 4')")
+        assert "drawing the plots" in step.inner_text() and "so far" in step.inner_text()
+        assert page.locator("h1").inner_text() == "Publishing"
+        assert_in_layout(page)
+        name = "publishing" + ("" if viewport is DESKTOP else "-phone") + ".png"
+        page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
+        release.set()
         page.wait_for_selector("#interim-notice")
+        assert "Published interim results #1." in page.inner_text("main")
         assert page.url.endswith(f"/results/{challenge.slug}/1/")
         assert "Only organizers see this snapshot." in page.inner_text("#interim-notice")
         assert page.inner_text("h1 .badge.warn") == "interim"

@@ -67,7 +67,7 @@ def test_a_worker_who_hears_the_tone_passes_and_reaches_the_examples(live_server
         trial = ScreeningTrial.objects.get(token=page.get_attribute("input[name=token]", "value"))
         assert f'value="{trial.answer_key}" required' in html  # every choice alike, no more
         _take_check(page, lambda t: t.answer_key, screenshot="screening-headphones.png")
-        page.wait_for_selector("ol.examples audio")
+        page.wait_for_selector("ol.examples button.play")
         assert "Examples of" in page.inner_text("main")
     rater = Rater.objects.get(participant_id="PIDhears")
     attempt = rater.screening_attempts.get()

@@ -1,6 +1,7 @@
 """Every page inside the site's layout, in a real headless Chromium at 1,366 px and on a 390 px
-phone: the stage pages opened as pages, the error pages, the favicon, and no table wider than
-its box (measured in the browser)."""
+phone: every public and organizer page of a published challenge, listed by URL, with no table
+wider than its box and no page wider than the window (measured in the browser); the error pages,
+the favicon."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import pytest
 
 from raters import preparation
 from scoring import services as scoring
-from stimuli.models import System
+from stimuli.job_kinds import IMPORT
+from stimuli.models import Job, System
 from tests.chromium import chromium_page, log_in
-from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
+from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout, overflows
 from tests.listening_setup import build_listening_challenge
 from tests.simulate import simulate_farm
 
@@ -35,64 +37,124 @@ def published(organizer):
         honest=14, farm=4, kind="crude", categories=3, categories_per_rater=2, seed=3
     )
     scoring.publish(challenge, organizer, inputs)
+    # An upload's report with long paths and reasons, as a rejected archive's: its job page.
+    files = [
+        {"path": f"evaluation_set/dog_bark/recording-{n:03d}-microphone-array-left.wav",
+         "category": "dog_bark", "status": "valid", "errors": [], "warnings": []}
+        for n in range(3)
+    ] + [
+        {"path": "evaluation_set/helicopter_flyover_outdoor/heli-with-a-rather-long-name.wav",
+         "category": None, "status": "rejected", "warnings": [],
+         "errors": ["folder 'helicopter_flyover_outdoor' is not a category of this challenge "
+                    "(dog_bark, footstep, gunshot, keyboard, moving_motor_vehicle, rain)"]},
+    ]  # fmt: skip
+    Job.objects.create(
+        challenge=challenge, kind=IMPORT, state=Job.State.FAILED, created_by=organizer,
+        error="Upload rejected: 1 of 4 files are invalid. Nothing was stored.",
+        result={"summary": "Upload rejected: 1 of 4 files are invalid. Nothing was stored.",
+                "files": files, "problems": []},
+    )  # fmt: skip
     return challenge
 
 
+# Every page of a published challenge, by URL: what a visitor reads, then what its organizers do.
+PUBLIC_PAGES = [
+    "/",
+    "/results/",
+    "/results/{slug}/1/",
+    "/results/{slug}/1/track/A/",
+    "/results/{slug}/1/track/B/",
+    "/teams/{slug}/",
+    "/teams/{slug}/register/",
+    "/listen/{slug}/",
+    "/accounts/login/",
+    "/accounts/password-reset/",
+]
 ORGANIZER_PAGES = [
+    "/organize/",
     "/organize/{slug}/",
     "/organize/{slug}/objective/",
     "/organize/{slug}/generators/",
     "/organize/{slug}/listening/",
+    "/organize/{slug}/text-prompts/",
+    "/organize/{slug}/submissions/",
     "/organize/{slug}/clips/",
     "/organize/{slug}/jobs/",
+    "/organize/jobs/{job}/",
     "/results/{slug}/preview/",
+    "/results/{slug}/publish/",
     "/results/{slug}/1/",
     "/results/{slug}/1/track/A/",
+    "/results/{slug}/1/track/B/",
 ]
 
 
-@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_every_organizer_page_is_inside_the_layout_and_no_table_overflows(
-    live_server, chromium_path, published, viewport
+def test_every_page_of_a_published_challenge_fits_a_desktop_and_a_phone(
+    live_server, chromium_path, published
 ):
+    """At 1,366 and 390 px, in the site's layout: no table wider than its box (even a box that
+    scrolls: every column shows) and no page wider than the window, measured in the browser."""
     slug = published.slug
-    missing = []
-    with chromium_page(chromium_path, viewport=viewport) as page:
+    job = published.jobs.order_by("pk").last()
+    pages = [(address, False) for address in PUBLIC_PAGES]
+    pages += [(address, True) for address in ORGANIZER_PAGES]
+    missing, problems = [], {}
+    with chromium_page(chromium_path, viewport=DESKTOP) as page:
         page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
-        log_in(page, live_server.url, "olivia", "organizer-pass-1")
-        for address in ORGANIZER_PAGES:
-            response = page.goto(live_server.url + address.format(slug=slug))
-            assert response.status == 200, address
-            page.wait_for_load_state("networkidle")
-            assert_in_layout(page)
-            if address.endswith("/listening/"):  # with the rater-quality rules
-                suffix = "" if viewport is DESKTOP else "-phone"
-                page.screenshot(
-                    path=str(DOCS_SCREENSHOTS / f"organizer-listening{suffix}.png"), full_page=True
-                )
-        page.goto(f"{live_server.url}/organize/{slug}/objective/")
-        assert page.inner_text("h1") == "Objective stage"
-        assert "Rank by FAD" in page.inner_text("main #objective")
-        page.goto(f"{live_server.url}/organize/{slug}/generators/")
-        assert page.inner_text("h1") == "Generators"
-        assert "layout" in page.inner_text("main .crumbs")
-        # Published: the forms that would be refused give way to the reason.
-        page.goto(f"{live_server.url}/organize/{slug}/")
-        page.wait_for_selector("#generators-frozen")
-        assert "results of this challenge are published" in page.inner_text("#upload-closed")
-        assert page.locator("#upload-form").count() == 0
-        assert page.locator("#generators button:text-is('Generate')").count() == 0
-        if viewport is DESKTOP:
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(DOCS_SCREENSHOTS / "organizer-challenge.png"), full_page=True)
-        page.goto(f"{live_server.url}/results/{slug}/1/")
-        board = page.locator("#table-leaderboard-A")
-        assert "Rank without its most favourable 10% of raters" in board.inner_text()
-        assert page.locator("#table-favouring-raters tbody tr").count() >= 4
-        assert "rates system" in page.inner_text("#table-favouring-raters")
-        name = "leaderboard.png" if viewport is DESKTOP else "leaderboard-phone.png"
-        page.screenshot(path=str(DOCS_SCREENSHOTS / name), full_page=True)
+        for viewport in (DESKTOP, PHONE):
+            page.set_viewport_size(viewport)
+            page.context.clear_cookies()
+            logged_in = False
+            for address, organizer_page in pages:
+                if organizer_page and not logged_in:
+                    log_in(page, live_server.url, "olivia", "organizer-pass-1")
+                    logged_in = True
+                url = address.format(slug=slug, job=job.pk if job else 0)
+                response = page.goto(live_server.url + url)
+                if response.status != 200:
+                    problems[url] = [f"answered {response.status}"]
+                    continue
+                page.wait_for_load_state("networkidle")
+                assert_in_layout(page)
+                if found := overflows(page):
+                    problems[f"{url} at {viewport['width']} px"] = found
+            _organizer_shots(page, live_server.url, slug, viewport)
+            # A rejected upload's report: every column of every file at both widths.
+            page.goto(f"{live_server.url}/organize/jobs/{job.pk}/")
+            suffix = "" if viewport is DESKTOP else "-phone"
+            assert "is not a category" in page.inner_text("details table")
+            page.screenshot(
+                path=str(DOCS_SCREENSHOTS / f"upload-report{suffix}.png"), full_page=True
+            )
+    assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
     assert missing == []  # the favicon included
+
+
+def _organizer_shots(page, base: str, slug: str, viewport) -> None:
+    suffix = "" if viewport is DESKTOP else "-phone"
+    page.goto(f"{base}/organize/{slug}/listening/")  # with the rater-quality rules
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(DOCS_SCREENSHOTS / f"organizer-listening{suffix}.png"), full_page=True)
+    page.goto(f"{base}/organize/{slug}/objective/")
+    assert page.inner_text("h1") == "Objective stage"
+    assert "Rank by FAD" in page.inner_text("main #objective")
+    page.goto(f"{base}/organize/{slug}/generators/")
+    assert page.inner_text("h1") == "Generators"
+    assert "layout" in page.inner_text("main .crumbs")
+    # Published: the forms that would be refused give way to the reason.
+    page.goto(f"{base}/organize/{slug}/")
+    page.wait_for_selector("#generators-frozen")
+    assert "results of this challenge are published" in page.inner_text("#upload-closed")
+    assert page.locator("#upload-form").count() == 0
+    assert page.locator("#generators button:text-is('Generate')").count() == 0
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(DOCS_SCREENSHOTS / f"organizer-challenge{suffix}.png"), full_page=True)
+    page.goto(f"{base}/results/{slug}/1/")
+    board = page.locator("#table-leaderboard-A")
+    assert "Rank without its most favourable 10% of raters" in board.inner_text()
+    assert page.locator("#table-favouring-raters tbody tr").count() >= 4
+    assert "rates system" in page.inner_text("#table-favouring-raters")
+    page.screenshot(path=str(DOCS_SCREENSHOTS / f"leaderboard{suffix}.png"), full_page=True)
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])

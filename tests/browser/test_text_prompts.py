@@ -206,6 +206,15 @@ def test_prompts_generated_on_a_worker_while_the_judge_types(
                 # (a play queued behind them is stamped late, and these sounds last 0.5 s).
                 page.wait_for_function("() => window.postsPending === 0")
             assert page.locator("form[data-familiarization] audio").count() == 3
+            if n == 1:  # numbered players of one Tab stop each, named for a screen reader
+                button = page.get_by_role("button", name="Play Sound 2 of 3")
+                assert button.get_attribute("id") == "sound-2-button"
+                for size, suffix in ((DESKTOP, ""), (PHONE, "-phone")):
+                    page.set_viewport_size(size)
+                    assert_in_layout(page)
+                    shot = DOCS_SCREENSHOTS / f"text-prompt-sounds{suffix}.png"
+                    page.screenshot(path=str(shot), full_page=True)
+                page.set_viewport_size(DESKTOP)
             _listen_to_every_sound(page)
             page.check("input[name=match][value=maybe]")
             page.check(f"input[name=quality][value='{n + 3}']")

@@ -45,6 +45,40 @@
     });
   });
 
+  // Players of one Tab stop (raters/_clip_player.html): the button plays or pauses its sound
+  // (Space and Enter, as any button), the arrows go back or ahead 2 s and Home to the start;
+  // the time played shows beside it. Going ahead skips a part, which the server counts as not
+  // heard, as with any player.
+  document.querySelectorAll("[data-clip-play]").forEach(function (button) {
+    var audio = document.getElementById(button.dataset.clipPlay);
+    var time = document.querySelector("[data-clip-time='" + audio.id + "']");
+    var show = function () {
+      var total = isFinite(audio.duration) ? " of " + seconds(audio.duration) : "";
+      time.textContent = seconds(audio.currentTime) + total;
+    };
+    button.addEventListener("click", function () {
+      if (audio.paused) { audio.play(); } else { audio.pause(); }
+    });
+    audio.addEventListener("play", function () { button.textContent = "Pause"; });
+    audio.addEventListener("pause", function () { button.textContent = audio.ended ? "Play again" : "Play"; });
+    audio.addEventListener("ended", function () { button.textContent = "Play again"; });
+    ["loadedmetadata", "timeupdate", "seeked", "emptied"].forEach(function (type) {
+      audio.addEventListener(type, show);
+    });
+    button.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey || event.shiftKey) { return; }
+      var to = null;
+      if (event.key === "ArrowLeft") { to = audio.currentTime - 2; }
+      if (event.key === "ArrowRight") { to = audio.currentTime + 2; }
+      if (event.key === "Home") { to = 0; }
+      if (to === null) { return; }
+      event.preventDefault();
+      var end = isFinite(audio.duration) ? audio.duration : to;
+      audio.currentTime = Math.max(0, Math.min(end, to));
+    });
+    show();
+  });
+
   // P plays or pauses where the page has no Play button of its own (the examples): the sound
   // playing, else the first not yet heard, else the last one played.
   var lastPlayed = null;

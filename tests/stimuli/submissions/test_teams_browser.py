@@ -5,6 +5,8 @@ Screenshots of the new pages at 1,366 px and 390 px go to docs/screenshots/."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.urls import reverse
 
@@ -14,6 +16,7 @@ from stimuli.submissions.baseline_archive import baseline_archive
 from stimuli.submissions.models import Submission
 from stimuli.submissions.services import submit
 from tests.chromium import chromium_page, log_in
+from tests.conftest import join_job_threads, wait_for_job
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 
 from .conftest import PASSWORD, mailed_link, meta, upload
@@ -158,3 +161,51 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
         )
         assert "byte-identical" in page.inner_text("#diff")
     assert Team.objects.get(name="Barkers").memberships.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submission_answers_at_once_and_its_page_shows_the_check_under_way(
+    live_server, chromium_path, make_member, settings, monkeypatch, tmp_path
+):
+    """Without a broker (the demo), the check runs on a thread of the server: the Submit button
+    opens the version's page at once, which shows the check's step and the time taken."""
+    from stimuli.submissions import feedback
+
+    settings.FOLEY_TASKS_IN_BACKGROUND = True
+    loading, release = threading.Event(), threading.Event()
+    real = feedback.start_checked
+
+    def held(*args, **kwargs):
+        loading.set()
+        assert release.wait(60), "the test never let the examples be made"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(feedback, "start_checked", held)
+    make_member("Barkers", "ann")
+    archive = tmp_path / "baseline.zip"
+    archive.write_bytes(baseline_archive())
+    try:
+        with chromium_page(chromium_path, viewport=DESKTOP) as page:
+            log_in(page, live_server.url, "ann", PASSWORD)
+            page.goto(live_server.url + reverse("teams:team", args=["teams"]))
+            page.fill("#id_system", "Barker")
+            page.select_option("#id_track", "A")
+            page.fill("#id_licence", "MIT")
+            page.set_input_files("#id_archive", str(archive))
+            page.click("#submit button[type=submit]")
+            page.wait_for_selector("#feedback")
+            assert loading.wait(60), "the check never reached the examples"
+            step = page.wait_for_selector(
+                "#feedback .job-step:has-text('making the example clips')"
+            )
+            assert "Valid generator" in step.inner_text() and "so far" in step.inner_text()
+            _shots(page, page.url, "team-submission-checking")
+            release.set()
+            page.wait_for_selector("#feedback[data-state=valid]", timeout=120_000)
+            assert page.locator("#feedback .job-step").count() == 0
+    finally:
+        release.set()
+        join_job_threads()
+    submission = Submission.objects.get()
+    assert submission.state == Submission.State.VALID
+    assert wait_for_job(submission.job_id, timeout=60).state == "succeeded"
