@@ -75,7 +75,7 @@ def collect_inputs(challenge: Challenge) -> Inputs:
         # Every embedding model's FAD, for the league; the leaderboard shows the latest model's.
         fad=stimuli_selectors.fad_rows(challenge, every_model=True),
         teams=stimuli_selectors.team_rows(challenge),
-        fad_model=stimuli_selectors.latest_fad_model(challenge) or "",
+        fad_model=stimuli_selectors.designated_fad_model(challenge) or "",
     )
 
 

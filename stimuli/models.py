@@ -47,6 +47,12 @@ class Challenge(models.Model):
         blank=True,
         help_text="Where teams and volunteers write to the organizers; shown on the public pages.",
     )
+    fad_model_id = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The embedding model whose FAD picked the finalists, set by the ranking by FAD; "
+        "the leaderboards' FAD columns are its.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

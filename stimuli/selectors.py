@@ -7,8 +7,6 @@ import statistics
 
 from django.db.models import Count, QuerySet
 
-from stimuli.job_kinds import RANK_BY_FAD
-
 from .archives import Listing
 from .audio import ClipSpec
 from .models import Category, Challenge, Clip, FadResult, Job, Medoid, ObjectiveSettings, System
@@ -101,7 +99,7 @@ def fad_rows(
     # the column then (empty where a set was too small), and not at all otherwise.
     infinity = ObjectiveSettings.objects.filter(challenge=challenge, fad_infinity=True).exists()
     if not every_model:
-        model_id = model_id or latest_fad_model(challenge)
+        model_id = model_id or designated_fad_model(challenge)
         if model_id is None:
             return []
         results = results.filter(model_id=model_id)
@@ -161,13 +159,12 @@ def medoids(challenge: Challenge) -> QuerySet[Medoid]:
     )
 
 
-def latest_fad_model(challenge: Challenge) -> str | None:
-    """The challenge's FAD model: that of its most recent FAD job that picked finalists (league
-    models' jobs do not); without such a job, that of its most recent FAD computation."""
-    jobs = Job.objects.filter(challenge=challenge, kind=RANK_BY_FAD, state=Job.State.SUCCEEDED)
-    for params in jobs.order_by("-pk").values_list("params", flat=True)[:100]:
-        if not params.get("league") and params.get("model_id"):
-            return params["model_id"]
+def designated_fad_model(challenge: Challenge) -> str | None:
+    """The challenge's FAD model: the one whose FAD picked its finalists (league models' do not);
+    before any ranking, that of its most recent FAD computation."""
+    chosen = Challenge.objects.filter(pk=challenge.pk).values_list("fad_model_id", flat=True)
+    if model_id := chosen.first():
+        return model_id
     results = FadResult.objects.filter(challenge=challenge).order_by("-computed_at")
     return results.values_list("model_id", flat=True).first()
 
@@ -179,7 +176,7 @@ def fad_ranking(challenge: Challenge, model_id: str | None = None) -> dict[str, 
     A system is ranked only when it has a FAD for every category of the challenge.
     """
     results = FadResult.objects.filter(challenge=challenge)
-    model_id = model_id or latest_fad_model(challenge)
+    model_id = model_id or designated_fad_model(challenge)
     categories = list(Category.objects.filter(challenge=challenge).values_list("pk", flat=True))
     per: dict[int, dict[str, dict[int, float]]] = {}
     kad: dict[int, dict[str, dict[int, float]]] = {}
@@ -222,7 +219,7 @@ def clip_fad(system: System, category: Category, model_id: str | None = None) ->
     """A system's clips of one category ordered by their own FAD (fadtk's per-clip FAD), the
     worst first: against the evaluation set where there is one, else the development set. Clips
     without one (fewer than 2 frames) come last."""
-    model_id = model_id or latest_fad_model(system.challenge)
+    model_id = model_id or designated_fad_model(system.challenge)
     per_reference = {
         result.reference: dict((result.details or {}).get("clip_fad", []))
         for result in FadResult.objects.filter(system=system, category=category, model_id=model_id)
@@ -251,7 +248,7 @@ def _mean(values: dict[int, float], categories: list[int]) -> float | None:
 
 def fad_ranking_table(challenge: Challenge, model_id: str | None = None) -> dict:
     """The ranking as plain data, for the API and the command line."""
-    model_id = model_id or latest_fad_model(challenge)
+    model_id = model_id or designated_fad_model(challenge)
     tracks = fad_ranking(challenge, model_id) if model_id else {}
     return {
         "model_id": model_id,

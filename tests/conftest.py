@@ -72,7 +72,28 @@ def _missing_services() -> list[str]:
     return missing
 
 
+# The fast selection (`pytest -m "not slow"`, CONTRIBUTING.md) leaves out what drives a browser,
+# plays the adversary, runs the demo or a production process, or goes through nginx or docker:
+# the whole suite (CI) runs them.
+SLOW_PATHS = (
+    "tests/adversary/",
+    "tests/browser/",
+    "tests/foley_platform/test_demo.py",
+    "tests/foley_platform/test_production.py",
+    "tests/foley_platform/test_nginx_limits.py",
+    "tests/foley_platform/test_proxy_trust.py",
+    "tests/foley_platform/test_deployment.py",
+    "tests/stimuli/submissions/test_archive_through_proxy.py",
+    "tests/stimuli/submissions/test_teams_browser.py",
+    "tests/stimuli/generators/test_sandbox_hostile.py",
+    "tests/raters/test_embedded_concurrency.py",
+)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if "browser" in item.keywords or item.nodeid.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
     if any("sandbox" in item.keywords for item in items):
         from sandbox.isolation import probe
 

@@ -284,4 +284,7 @@ def select_finalists(challenge: Challenge, model_id: str) -> dict[str, list[Syst
     with transaction.atomic():
         System.objects.filter(challenge=challenge).exclude(pk__in=ids).update(is_finalist=False)
         System.objects.filter(pk__in=ids).update(is_finalist=True)
+        # The model that picked them is the challenge's FAD model from now on.
+        Challenge.objects.filter(pk=challenge.pk).update(fad_model_id=model_id)
+    challenge.fad_model_id = model_id
     return chosen

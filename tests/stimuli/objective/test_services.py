@@ -471,7 +471,7 @@ def test_league_models_compute_fad_beside_the_fad_model_which_alone_picks_finali
     assert job.state == Job.State.SUCCEEDED, job.error
     models = set(FadResult.objects.filter(challenge=objective).values_list("model_id", flat=True))
     assert len(models) == 2 and job.params["model_id"] in models
-    assert selectors.latest_fad_model(objective) == job.params["model_id"]
+    assert selectors.designated_fad_model(objective) == job.params["model_id"]
     league = Job.objects.filter(challenge=objective, kind=RANK_BY_FAD).exclude(pk=job.pk).get()
     assert league.params["league"] is True and league.state == Job.State.SUCCEEDED
     assert league.result["finalists"] == {}
