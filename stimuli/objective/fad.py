@@ -151,7 +151,7 @@ def _read_stats_npz(source: str | os.PathLike | IO[bytes], max_dim: int) -> dict
 
 def _npy_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype, int]:
     """Shape, dtype and data offset of one member, from its header alone."""
-    from ..npy_header import is_plain_numbers, read_header
+    from sandbox.npy_header import is_plain_numbers, read_header
 
     with archive.open(info) as handle:
         try:
