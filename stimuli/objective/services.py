@@ -10,8 +10,8 @@ An embed job that succeeds queues the job after it, once (guarded by a lock on i
 redelivered task never makes two. Every step is idempotent: embeddings are cached per clip and
 model; FAD values are all computed before any is stored, then upserted on their unique key with
 stale rows removed and finalists selected in one transaction; medoids are replaced in one
-transaction. The same functions run synchronously for the demo and the command line (`run_distances`,
-`run_medoid_selection`).
+transaction. The same functions run synchronously for the demo and the command line (`rank_by_fad_now`,
+`select_medoids_now`).
 
 torch and scikit-learn are imported inside the worker-side functions only."""
 

@@ -351,15 +351,15 @@ def test_clear_errors_before_anything_runs(db, tmp_path):
 @pytest.mark.parametrize(
     ("phase", "start", "message"),
     [
-        ("published", "start_distances", "the results of this challenge are published"),
-        ("published", "start_medoid_selection", "the results of this challenge are published"),
+        ("published", "start_rank_by_fad", "the results of this challenge are published"),
+        ("published", "start_select_medoids", "the results of this challenge are published"),
         (
             "listening",
-            "start_medoid_selection",
+            "start_select_medoids",
             "the listening test is open: its stimuli are fixed, so medoids cannot change",
         ),
         # FAD does not touch the stimuli: only the missing systems stop it.
-        ("listening", "start_distances", "the challenge has no systems yet"),
+        ("listening", "start_rank_by_fad", "the challenge has no systems yet"),
     ],
 )
 def test_the_phase_decides_what_may_start(db, phase, start, message):
