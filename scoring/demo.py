@@ -51,12 +51,17 @@ def run_demo(
     n_raters: int = 6,
     echo: Echo | None = None,
     progress: Progress | None = None,
+    fad_bootstrap: int | None = None,
 ) -> DemoRun:
     say = echo or (lambda _line: None)
     if clips_per_category < 20:
         raise ValueError("the listening test takes 20 medoids per system: at least 20 clips")
     summary = seed_demo(system_clips=clips_per_category)
     challenge = summary.challenge
+    if fad_bootstrap is not None:  # fewer resamples per FAD interval than the challenge's 200
+        chosen = config.objective_settings(challenge)
+        chosen.fad_bootstrap = fad_bootstrap
+        chosen.save(update_fields=["fad_bootstrap"])
     say(f"{'Created' if summary.created else 'Found'} the demo challenge '{challenge.name}'.")
 
     if not Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE).exists():

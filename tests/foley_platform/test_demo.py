@@ -47,7 +47,10 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings):
     from scoring.models import Snapshot
     from stimuli.models import FadResult, Medoid
 
-    run = run_demo(clips_per_category=26, simulate_raters=True, n_raters=4)
+    # A lighter configuration than the demo command's: 20 bootstrap resamples per FAD instead of
+    # 200 (two thirds of the ranking's time here); the intervals themselves are tested in
+    # tests/stimuli/objective/test_fad.py.
+    run = run_demo(clips_per_category=26, simulate_raters=True, n_raters=4, fad_bootstrap=20)
     challenge = run.challenge
     generated = Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE)
     assert generated.count() == 3 * 7 * 26  # the baseline and its two variants
