@@ -4,13 +4,15 @@ sessions at random positions but never first, and judged by the gold rule of `ra
 An organizer uploads gold sounds with the range each scale's answer must fall in, or uses the
 built-in trapping sounds: spoken instructions ("set both sliders to two") from the espeak-ng
 speech synthesiser, at the clip length and the challenge's rate. Each built-in one is heard by
-one trial only, so a bot's operator who listened once has nothing to reuse. Its numbers are
-drawn at random, and its voice, accent, speed, pitch, formants, room, background noise (the
-speech 10 to 20 dB above it), lead-in silence and gain are drawn afresh for it
-(`trapping_parts`): the synthesiser's own rendering of the sentence is no longer near it by
-MFCC distance, so templates of every sentence no longer read its numbers. A matcher that warps
-time still reads some, and a speech recogniser reads them as a person hears them: gold screens
-out people who do not listen, not programs.
+one trial only, so a bot's operator who listened once has nothing to reuse. Its numbers, its
+opening words and the order it names the sliders in are drawn at random; each of its words is
+spoken in a voice, accent, speed, pitch and formant shift of its own, at one loudness, and the
+whole in a room, after a lead-in, behind background noise (the speech 10 to 20 dB above it) and a
+babble of backward speech (8 to 14 dB below the speech), at a gain, all drawn afresh for it
+(`trapping_parts`). The synthesiser's own rendering of a sentence, whole or word by word, is no
+longer near it by MFCC distance, so templates of every sentence no longer read its numbers; a
+matcher that warps time still reads a few, and a speech recogniser reads them as a person hears
+them: gold screens out people who do not listen, not programs.
 
 Preparation makes a pool of them, rendered for delivery like every stimulus (`make_pool`); a
 session takes its gold sounds from the pool, and makes any the pool lacks before its first page
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -64,13 +67,35 @@ TRAPPING_VARIANTS = (
     *("+" + name for name in ("rob", "robert", "paul", "travis", "victor", "zac", "steph")),
     *("+" + name for name in ("quincy", "grandpa", "grandma", "edward", "benjamin", "john")),
 )
+# The words before the first slider, and between the two: a sentence's shape is not known ahead.
+OPENINGS = (
+    "Please set",
+    "Now set",
+    "Set",
+    "Okay, set",
+    "Please move",
+    "Move",
+    "Now move",
+    "Please turn",
+)
+JOININGS = ("and", "then", "and then", "and set", "and move")
 SPEAKER = "espeak-ng"
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(NUMBERS[1:10]) + r")\b")
 # How far above its background a trapping sound's speech is (dB, its mean power while it
 # speaks against the noise's): well clear for a listener (digits are understood near 0 dB and
 # below), far enough from clean for a matcher.
 SPEECH_SNR_DB = (10.0, 20.0)
 # Formants (and pitch, and pace) shifted by resampling: a speaker of another size.
 FORMANT_SHIFT = 0.12
+# The pause between one speaker's stretch of a trapping sound and the next's (seconds).
+CHUNK_GAP_S = (0.0, 0.06)
+# How many words one voice of a trapping sound says before the next voice takes over.
+CHUNK_WORDS = (1, 1)
+# Backward speech behind a trapping sound, this far below its speech (dB), by so many voices.
+BABBLE_SNR_DB = (8.0, 14.0)
+BABBLE_TALKERS = 3
+# How far a trapping sound's filter lifts or lowers each band, drifting (dB).
+COLOURING_DB = 8.0
 # Reverberation time of the room a trapping sound is spoken in (seconds).
 ROOM_RT60_S = (0.1, 0.4)
 LEAD_S = (0.1, 1.0)
@@ -81,19 +106,56 @@ FASTEST_WPM = 260
 GAIN_DB = (-6.0, 0.0)
 
 
+def sentence(
+    quality: int, fit: int, quality_first: bool = True, opening: str = "", joining: str = ""
+) -> str:
+    """The words asking for `quality` and `fit`: one number for both sliders when they are the
+    same, else each slider by name, in the order given; after `opening` (an `OPENINGS` one,
+    the first by default), the second slider after `joining` (a `JOININGS` one)."""
+    opening = opening or OPENINGS[0]
+    if quality == fit:
+        return f"{opening} both sliders to {NUMBERS[quality]}."
+    named = [("quality", quality), ("fit", fit)]
+    (first, a), (second, b) = named if quality_first else named[::-1]
+    joining = joining or JOININGS[0]
+    return f"{opening} {first} to {NUMBERS[a]}, {joining} {second} to {NUMBERS[b]}."
+
+
 def instruction(rng: random.Random) -> tuple[str, int, int]:
     """What a trapping sound says, and the quality and fit it asks for: both scales alike, or
-    each its own (never the same, so copying one scale to the other fails), from 1 to 9."""
+    each its own (never the same, so copying one scale to the other fails), from 1 to 9, the
+    two sliders named in either order, in words drawn from `OPENINGS` and `JOININGS`."""
+    opening, joining = rng.choice(OPENINGS), rng.choice(JOININGS)
     if rng.random() < 0.5:
         n = rng.randint(1, 9)
-        return f"Please set both sliders to {NUMBERS[n]}.", n, n
+        return sentence(n, n, opening=opening), n, n
     quality, fit = rng.sample(range(1, 10), 2)
-    return (
-        f"Please set the quality slider to {NUMBERS[quality]} and the fit slider to "
-        f"{NUMBERS[fit]}.",
-        quality,
-        fit,
-    )
+    return sentence(quality, fit, rng.random() < 0.5, opening, joining), quality, fit
+
+
+def instructions() -> list[tuple[str, int, int]]:
+    """Every sentence `instruction` may say in its first words, with the quality and fit it
+    asks for."""
+    found = [(sentence(n, n), n, n) for n in range(1, 10)]
+    for quality in range(1, 10):
+        for fit in range(1, 10):
+            if quality != fit:
+                found += [(sentence(quality, fit, first), quality, fit) for first in (True, False)]
+    return found
+
+
+def chunks(text: str, rng: random.Random | None = None) -> list[str]:
+    """`text` cut into the stretches a trapping sound speaks each in a voice of its own: every
+    number alone, and the words between them, in runs of `CHUNK_WORDS` drawn from `rng` (all of
+    them together without one)."""
+    found = []
+    for part in _NUMBER_WORD.split(text):
+        words = part.replace(",", " ").replace(".", " ").replace(":", " ").split()
+        while words:
+            size = rng.randint(*CHUNK_WORDS) if rng else len(words)
+            found.append(" ".join(words[:size]))
+            words = words[size:]
+    return found
 
 
 def speaker_missing() -> str:
@@ -182,38 +244,108 @@ def _speech_power(samples: np.ndarray, sample_rate: int) -> float:
     return float(np.mean(power[power > 10 ** (-30 / 10) * power.max()])) if power.size else 0.0
 
 
+def _voice(rng: random.Random) -> list[str]:
+    """espeak-ng's arguments for one stretch of a trapping sound: an accent and voice variant,
+    a pitch, and a speed factor (the `-s` the caller fills in)."""
+    voice = rng.choice(TRAPPING_VOICES) + rng.choice(TRAPPING_VARIANTS)
+    return ["-v", voice, "-p", str(rng.randint(20, 80))]
+
+
+def _babble(frames: int, sample_rate: int, rng: random.Random) -> np.ndarray:
+    """`BABBLE_TALKERS` voices speaking other instructions backwards, each from its own place
+    and round again to the clip's end: speech's sounds and rhythm without a word in it (a
+    listener hears past it, as past a crowd in another language); unit mean power. One
+    rendering, each talker a stretch of it at a formant shift of its own."""
+    text = " ".join(instruction(rng)[0] for _ in range(3))
+    spoken = _trimmed(synthesise(text, sample_rate, [*_voice(rng), "-s", "170"]))[::-1]
+    out = np.zeros(frames)
+    for _ in range(BABBLE_TALKERS):
+        shift = rng.uniform(1 - 2 * FORMANT_SHIFT, 1 + 2 * FORMANT_SHIFT)
+        talker = resample(spoken[:, None], round(sample_rate * shift), sample_rate)[:, 0]
+        out += np.roll(np.resize(talker, frames), rng.randrange(frames))
+    return out / math.sqrt(float(np.mean(out**2)) or 1.0)
+
+
+def _colouring(samples: np.ndarray, sample_rate: int, rng: random.Random) -> np.ndarray:
+    """`samples` through a filter that keeps changing: every band's gain drifts on its own
+    within `COLOURING_DB` either way (bands a third of an octave apart, new gains every 0.2 s,
+    smoothly between), as a voice heard through a moving telephone. A listener hears the same
+    words; their spectrum, frame by frame, is another."""
+    size = 512 if sample_rate <= 24_000 else 1024
+    hop = size // 4
+    window = np.hanning(size + 1)[:-1]
+    padded = np.concatenate([np.zeros(size), samples, np.zeros(size)])
+    count = 1 + (padded.size - size) // hop
+    frames = np.stack([padded[k * hop : k * hop + size] * window for k in range(count)])
+    spectrum = np.fft.rfft(frames, axis=1)
+    frequencies = np.maximum(np.fft.rfftfreq(size, 1 / sample_rate), 50.0)
+    octaves = np.log2(frequencies / 50.0)
+    band_at = np.arange(0, octaves.max() + 1 / 3, 1 / 3)
+    time_at = np.arange(0, count * hop / sample_rate + 0.2, 0.2)
+    generator = np.random.default_rng(rng.randrange(2**63))
+    grid = generator.uniform(-COLOURING_DB, COLOURING_DB, (time_at.size, band_at.size))
+    frame_times = np.arange(count) * hop / sample_rate
+    over_time = np.stack([np.interp(frame_times, time_at, column) for column in grid.T], axis=1)
+    gains_db = np.stack([np.interp(octaves, band_at, row) for row in over_time])
+    filtered = np.fft.irfft(spectrum * 10 ** (gains_db / 20), size, axis=1) * window
+    out = np.zeros(padded.size)
+    for k in range(count):
+        out[k * hop : k * hop + size] += filtered[k]
+    # A Hann window squared, overlapped by four, sums to 1.5.
+    return out[size : size + samples.size] / 1.5
+
+
 def trapping_parts(
     text: str, sample_rate: int, frames: int, rng: random.Random
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The speech and the background of one trapping sound, each `frames` long: `text` in a
-    voice and accent, speed, pitch and pause between words, formant shift, room and lead-in
-    drawn from `rng`, whole within the clip (sped up when it would not fit, no faster than
-    `FASTEST_WPM`), and noise `SPEECH_SNR_DB` below it."""
-    voice = rng.choice(TRAPPING_VOICES) + rng.choice(TRAPPING_VARIANTS)
-    speed, pitch, gap = rng.randint(130, 185), rng.randint(20, 80), rng.randint(0, 4)
-    shift = rng.uniform(1 - FORMANT_SHIFT, 1 + FORMANT_SHIFT)
+    """The speech and the background of one trapping sound, each `frames` long. Every number
+    and every stretch of words between them (`chunks`) has a voice and accent, pitch, speed
+    and formant shift of its own, all at one loudness, with a pause of `CHUNK_GAP_S` between
+    them: a listener hears a sentence passed from speaker to speaker, while the synthesiser's
+    rendering of the sentence in any one voice is far from it. The whole speech is in a room
+    with a lead-in, whole within the clip (sped up when it would not fit, no faster than
+    `FASTEST_WPM`); behind it, noise `SPEECH_SNR_DB` below it and a babble of backward speech
+    `BABBLE_SNR_DB` below it."""
+    stretches = chunks(text, rng)
+    voices = [_voice(rng) for _ in stretches]
+    paces = [rng.uniform(0.9, 1.1) for _ in stretches]
+    shifts = [rng.uniform(1 - FORMANT_SHIFT, 1 + FORMANT_SHIFT) for _ in stretches]
+    gaps = [int(rng.uniform(*CHUNK_GAP_S) * sample_rate) for _ in stretches[1:]]
+    speed = rng.randint(130, 185)
     lead_min, tail = int(LEAD_S[0] * sample_rate), int(TAIL_S * sample_rate)
     room_for_speech = max(1, frames - lead_min - tail)
 
     def render(words_per_minute: int) -> np.ndarray:
-        arguments = ["-v", voice, "-s", str(words_per_minute), "-p", str(pitch), "-g", str(gap)]
-        spoken = _trimmed(synthesise(text, sample_rate, arguments))
-        # Played back at another rate: every frequency, formants included, scaled by `shift`.
-        return resample(spoken[:, None], round(sample_rate * shift), sample_rate)[:, 0]
+        parts = []
+        for stretch, voice, pace, shift, gap in zip(
+            stretches, voices, paces, shifts, [0, *gaps], strict=True
+        ):
+            pace_wpm = min(FASTEST_WPM, round(words_per_minute * pace))
+            spoken = _trimmed(synthesise(stretch, sample_rate, [*voice, "-s", str(pace_wpm)]))
+            # Played back at another rate: every frequency, formants included, scaled by `shift`.
+            spoken = resample(spoken[:, None], round(sample_rate * shift), sample_rate)[:, 0]
+            parts += [np.zeros(gap), spoken / math.sqrt(_speech_power(spoken, sample_rate) or 1.0)]
+        return np.concatenate(parts)
 
     spoken = render(speed)
-    if spoken.size > room_for_speech:
-        faster = min(FASTEST_WPM, math.ceil(speed * spoken.size / room_for_speech * 1.05))
-        spoken = render(faster)
+    while spoken.size > room_for_speech and speed < FASTEST_WPM:
+        speed = min(FASTEST_WPM, math.ceil(speed * spoken.size / room_for_speech * 1.05))
+        spoken = render(speed)
     # Cut only where even the fastest speech would not fit (a clip far shorter than DCASE's).
     spoken = _room(spoken[:room_for_speech], sample_rate, rng)
+    spoken = _colouring(spoken, sample_rate, rng)
     spare = max(0, frames - tail - spoken.size)
     lead = min(spare, int(rng.uniform(*LEAD_S) * sample_rate))
     speech = np.zeros(frames)
     speech[lead : lead + spoken.size] = spoken
-    snr = rng.uniform(*SPEECH_SNR_DB)
-    noise = _background(frames, sample_rate, rng)
-    return speech, noise * math.sqrt(_speech_power(spoken, sample_rate) / 10 ** (snr / 10))
+    power = _speech_power(spoken, sample_rate)
+    noise = _background(frames, sample_rate, rng) * math.sqrt(
+        power / 10 ** (rng.uniform(*SPEECH_SNR_DB) / 10)
+    )
+    babble = _babble(frames, sample_rate, rng) * math.sqrt(
+        power / 10 ** (rng.uniform(*BABBLE_SNR_DB) / 10)
+    )
+    return speech, noise + babble
 
 
 def trapping_speech(text: str, sample_rate: int, frames: int, rng: random.Random) -> np.ndarray:

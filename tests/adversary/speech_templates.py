@@ -1,6 +1,8 @@
 """What a bot that reads spoken gold by templates computes (numpy and scipy only): espeak-ng's own
-rendering of every sentence a built-in trapping sound may say, in the synthesiser's default voice,
-and the nearest of them to a served sound by MFCC distance.
+rendering of every sentence a built-in trapping sound may say, in the synthesiser's default voice
+(each stretch between the numbers and each number rendered apart, at one loudness, as the
+platform speaks them: the bot has read `raters.gold`), and the nearest of them to a served sound
+by MFCC distance.
 
 Two distances: the sequences of MFCCs stretched to one length and compared frame by frame (the
 plain reading), and dynamic time warping, which lets each template's words align with the
@@ -8,6 +10,8 @@ sound's wherever they fall (the stronger reading)."""
 
 from __future__ import annotations
 
+import functools
+import random
 import shutil
 import subprocess
 
@@ -15,7 +19,7 @@ import numpy as np
 from scipy.fft import dct
 from scipy.signal import stft
 
-from raters.gold import NUMBERS
+from raters import gold
 from stimuli.audio import decode_wav, resample
 
 FRAME_S, HOP_S = 0.025, 0.010
@@ -26,19 +30,15 @@ TRIM_DB = 35.0
 STRETCHED = 100
 
 
-def sentences() -> dict[tuple[int, int], str]:
+def sentences() -> dict[tuple[int, int], list[str]]:
     """Every instruction `gold.instruction` can give, by the (quality, fit) it asks for."""
-    found = {(n, n): f"Please set both sliders to {NUMBERS[n]}." for n in range(1, 10)}
-    for quality in range(1, 10):
-        for fit in range(1, 10):
-            if quality != fit:
-                found[(quality, fit)] = (
-                    f"Please set the quality slider to {NUMBERS[quality]} and the fit slider "
-                    f"to {NUMBERS[fit]}."
-                )
+    found: dict[tuple[int, int], list[str]] = {}
+    for text, quality, fit in gold.instructions():
+        found.setdefault((quality, fit), []).append(text)
     return found
 
 
+@functools.cache
 def render(text: str, sample_rate: int) -> np.ndarray:
     """`text` in espeak-ng's default voice, speed and pitch, mono at `sample_rate`."""
     spoken = subprocess.run(
@@ -47,6 +47,28 @@ def render(text: str, sample_rate: int) -> np.ndarray:
     samples, rate = decode_wav(spoken)
     samples = samples.astype(np.float64).mean(axis=1)
     return samples if rate == sample_rate else resample(samples[:, None], rate, sample_rate)[:, 0]
+
+
+def render_as_served(text: str, sample_rate: int) -> np.ndarray:
+    """`text` as a trapping sound speaks it, word by word (`gold.chunks`), every word in the
+    default voice at one loudness, with the mean pause between them."""
+    gap = np.zeros(int(np.mean(gold.CHUNK_GAP_S) * sample_rate))
+    parts = []
+    for stretch in gold.chunks(text, random.Random(0)):
+        spoken = gold._trimmed(render(stretch, sample_rate))
+        parts += [gap, spoken / np.sqrt(np.mean(spoken**2))]
+    return np.concatenate(parts[1:])
+
+
+RENDERINGS = (render, render_as_served)
+
+
+def templates(sample_rate: int, renderer=render_as_served) -> dict[tuple[int, int], list]:
+    """The MFCCs of every sentence, by the (quality, fit) it asks for."""
+    return {
+        answer: [mfcc(renderer(text, sample_rate), sample_rate) for text in texts]
+        for answer, texts in sentences().items()
+    }
 
 
 def _mel_bank(size: int, sample_rate: int) -> np.ndarray:
@@ -107,4 +129,4 @@ def warped_distance(a: np.ndarray, b: np.ndarray) -> float:
 
 def nearest(features: np.ndarray, templates: dict, distance) -> tuple[int, int]:
     """The (quality, fit) of the template nearest to `features`."""
-    return min(templates, key=lambda answer: distance(features, templates[answer]))
+    return min(templates, key=lambda answer: min(distance(features, t) for t in templates[answer]))

@@ -4,8 +4,9 @@ answer one without listening:
 - the time to the first byte of a sound (the trial page preloads the next sound: a gold sound
   rendered on its first fetch would take longer to start than a stimulus);
 - templates: espeak-ng's rendering of every sentence a built-in gold sound may say, in the
-  synthesiser's default voice, matched against each served gold sound by MFCC distance, to read
-  the numbers it asks for (`tests/adversary/speech_templates.py`).
+  synthesiser's default voice and spoken word by word as the platform speaks it, matched against
+  each served gold sound by MFCC distance, stretched or time-warped, to read the numbers it asks
+  for (`tests/adversary/speech_templates.py`).
 
 Neither may beat chance by much; an honest rater, who hears the words, passes the gold rule.
 """
@@ -13,6 +14,7 @@ Neither may beat chance by much; an honest rater, who hears the words, passes th
 from __future__ import annotations
 
 import io
+import itertools
 import random
 import shutil
 import time
@@ -111,15 +113,24 @@ def test_first_byte_times_do_not_tell_gold_trials(stack, browser_at):
 
 TEMPLATE_RATERS = 3  # ten gold trials each: thirty gold sounds
 RATE = 16_000
+DISTANCES = (speech_templates.stretched_distance, speech_templates.warped_distance)
+READINGS = [
+    f"{distance} on {rendering}"
+    for distance in ("stretched", "time-warped")
+    for rendering in ("whole sentences", "word by word")
+]
 
 
 @pytest.mark.django_db
 def test_the_synthesisers_own_renderings_do_not_read_the_numbers():
-    """A bot renders every sentence in espeak-ng's default voice and answers a gold trial with
-    the nearest template's numbers. Each served trapping sound has its own voice, accent, speed,
-    pitch, formants, room, lead-in and background noise: the plain MFCC distance answers at most
-    3 of 30 right on both scales (chance is about 2: a ninth of the "both" sentences, a
-    seventy-second of the others). An honest rater, who hears the words, passes the gold rule."""
+    """A bot that has read `raters.gold` renders every sentence it may say, word by word in
+    espeak-ng's default voice, and answers a gold trial with the nearest template's numbers.
+    Each served trapping sound passes its words from voice to voice (accent, variant, pitch,
+    speed, formants each word's own), in a room, behind noise and a babble of backward speech,
+    in words and an order drawn for it: the plain MFCC distance answers 3 of 30 right on
+    both scales (chance is about 1: a ninth of the "both" sentences, a seventy-second of the
+    others), dynamic time warping 7 (12 when each sentence had one voice and no babble). An
+    honest rater, who hears the words, passes the gold rule."""
     challenge = build_listening_challenge(
         slug="gold-templates",
         categories=1,
@@ -130,11 +141,9 @@ def test_the_synthesisers_own_renderings_do_not_read_the_numbers():
         listened_fraction=0.0,
     )
     preparation.set_open(challenge, True)
-    templates = {
-        answer: speech_templates.mfcc(speech_templates.render(text, RATE), RATE)
-        for answer, text in speech_templates.sentences().items()
-    }
-    asked, plain, warped = [], [], []
+    # Two sets: each sentence as the synthesiser says it whole, and word by word as served.
+    sets = [speech_templates.templates(RATE, r) for r in speech_templates.RENDERINGS]
+    asked, read = [], {name: [] for name in READINGS}
     for _ in range(TEMPLATE_RATERS):
         rater, session = rater_at_trials(challenge)
         client = Client()
@@ -144,12 +153,10 @@ def test_the_synthesisers_own_renderings_do_not_read_the_numbers():
             samples, rate = soundfile.read(io.BytesIO(served), always_2d=True)
             features = speech_templates.mfcc(samples[:, 0], rate)
             asked.append((trial.gold.quality_min, trial.gold.fit_min))
-            plain.append(
-                speech_templates.nearest(features, templates, speech_templates.stretched_distance)
-            )
-            warped.append(
-                speech_templates.nearest(features, templates, speech_templates.warped_distance)
-            )
+            for (distance, templates), answers in zip(
+                itertools.product(DISTANCES, sets), read.values(), strict=True
+            ):
+                answers.append(speech_templates.nearest(features, templates, distance))
         # The honest rater answers what the words ask for; its other answers are its own.
         for trial in session.trials.select_related("gold").order_by("position"):
             quality, fit = (
@@ -167,10 +174,12 @@ def test_the_synthesisers_own_renderings_do_not_read_the_numbers():
         flags = session_verdicts(challenge)[session.pk].flags
         assert not [flag for flag in flags if flag.rule == "gold"], flags
     assert len(asked) == 30
-    right = sum(a == b for a, b in zip(asked, plain, strict=True))
-    warped_right = sum(a == b for a, b in zip(asked, warped, strict=True))
-    print(f"templates: plain MFCC distance {right} of 30, time-warped {warped_right} of 30")
-    assert right <= 3, right
-    # Not defeated: a matcher that warps time still reads some (the organizer's guide says how
-    # many); no more than half.
-    assert warped_right <= 15, warped_right
+    right = {
+        name: sum(a == b for a, b in zip(asked, answers, strict=True))
+        for name, answers in read.items()
+    }
+    print("templates, right of 30:", right)
+    # Stretched: chance. Time-warped: 7 of 30 as measured (12 before the words passed from voice
+    # to voice, behind babble): not defeated, and said so in the organizer's guide.
+    assert max(right[name] for name in READINGS[:2]) <= 3, right
+    assert max(right[name] for name in READINGS[2:]) <= 8, right

@@ -52,9 +52,9 @@ def test_builtin_trapping_sounds_are_spoken_instructions_at_the_tests_loudness(g
     trials = list(session.trials.filter(role="gold").select_related("gold"))
     assert len(trials) == 2
     for trial in trials:
-        gold = trial.gold
-        assert gold.builtin and gold.label.startswith("Please set ")
-        assert 1 <= gold.quality_min == gold.quality_max <= 9
+        assert trial.gold.builtin and trial.gold.label.startswith(gold.OPENINGS)
+        assert trial.gold.label.endswith(".")
+        assert 1 <= trial.gold.quality_min == trial.gold.quality_max <= 9
         data = get_sound(client, f"/listen/{gold_test.slug}/audio/{trial.token}/").body
         samples, rate = sf.read(io.BytesIO(data), always_2d=True)
         assert (rate, samples.shape[0]) == (gold_test.sample_rate, gold_test.clip_frames)
@@ -314,7 +314,8 @@ test_sessions_made_at_once_never_share_a_trapping_sound = pytest.mark.django_db(
 
 def test_trapping_speech_is_whole_in_the_clip_and_well_above_its_background(monkeypatch):
     """The words a listener must hear: every sentence fits a 4-s clip whole (sped up where it
-    would not, never cut), after a lead-in, and the speech stands 10 to 20 dB above the noise."""
+    would not, never cut), after a lead-in, and the speech stands 10 to 20 dB above the noise
+    and 8 to 14 dB above the babble: about 6 dB or more above both together."""
     rate, frames = 16_000, 64_000
     room = frames - int(gold.LEAD_S[0] * rate) - int(gold.TAIL_S * rate)
     sizes, snrs, leads = [], [], []
@@ -334,5 +335,5 @@ def test_trapping_speech_is_whole_in_the_clip_and_well_above_its_background(monk
         leads.append(spoken[0] / rate)
         assert spoken[-1] < frames - int(gold.TAIL_S * rate)
     assert max(sizes) < room  # nothing was cut to fit
-    assert min(snrs) > 9.5 and max(snrs) < 20.5, snrs
+    assert min(snrs) > 5.5 and max(snrs) < 14.5, snrs
     assert min(leads) >= gold.LEAD_S[0] and max(leads) - min(leads) > 0.3  # drawn, not fixed
