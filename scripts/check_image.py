@@ -56,6 +56,7 @@ TRANSLATED = {
 HANDLED = {"build", "depends_on", "restart"}
 STANDIN_FOR = {"python": "python", "postgres": "postgres", "redis": "redis", "nginx": "nginx"}
 DEBIAN_STANDIN = "foley-standin/debian:bookworm"
+LOCAL_CA = "/usr/local/share/ca-certificates"
 TORCH = "torch==2.13.0"
 ORGANIZER = "check-organizer"
 CHALLENGE = "image-check"
@@ -243,6 +244,21 @@ def ensure_daemon(log: Path) -> None:
     raise SystemExit(f"dockerd did not come up; see {log}")
 
 
+def forwarding_dropped() -> bool:
+    """Bridged packets pass the host's iptables FORWARD chain (br_netfilter); a Docker daemon
+    run with iptables once leaves its policy DROP, and one run without adds no rule to let the
+    check's network through: its containers would not reach one another."""
+    bridged = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    if not bridged.exists() or bridged.read_text().strip() != "1" or not shutil.which("iptables"):
+        return False
+    rules = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True)
+    return (
+        rules.returncode == 0
+        and "-P FORWARD DROP" in rules.stdout
+        and "-j DOCKER" not in rules.stdout
+    )
+
+
 def have_image(tag: str) -> bool:
     return docker_ok("image", "inspect", tag)
 
@@ -274,9 +290,15 @@ def ensure_base_images(tags: set[str], cache: Path, *, pull_timeout: int) -> dic
         if kind not in STANDIN_FOR:
             raise SystemExit(f"no stand-in for {tag}; pull it or load it (docker load)")
         ensure_debian(cache)
-        docker(
-            "build", "--network", "host", "-t", tag, str(STANDINS / STANDIN_FOR[kind]), capture=True
-        )
+        with tempfile.TemporaryDirectory() as context:
+            shutil.copytree(STANDINS / STANDIN_FOR[kind], context, dirs_exist_ok=True)
+            # The authorities this host added (a proxy that re-signs TLS, as pip here trusts):
+            # the python stand-in trusts them too, or the build's pip cannot reach PyPI.
+            local = Path(context) / "local-ca"
+            local.mkdir()
+            for cert in Path(LOCAL_CA).glob("*.crt"):
+                shutil.copy(cert, local / cert.name)
+            docker("build", "--network", "host", "-t", tag, context, capture=True)
         how[tag] = "stand-in, built now"
     return how
 
@@ -333,7 +355,10 @@ def serve(directory: Path) -> Iterator[str]:
         *a, directory=str(directory), **k
     )
     http.server.SimpleHTTPRequestHandler.log_message = lambda *a: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    # A fixed port: the URL is a build argument, part of the build cache's key for every step
+    # after it; a new port per run would rebuild torch's layer each time.
+    port = int(os.environ.get("FOLEY_CHECK_INDEX_PORT", "48765"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -623,18 +648,33 @@ def main() -> None:
             print(f"    {tag}: {said}")
     with step("torch's CPU build as a package index"):
         index = torch_index(cache)
-    existed = have_image("foley:latest")
-    build_kind = "without cache" if options.no_cache else ("cached" if existed else "first")
+    build_kind = "without the cache" if options.no_cache else "with the build cache"
     with serve(index) as url, step(f"build foley:latest ({build_kind})"):
         # The build's RUN steps reach the index on this host's loopback: host network.
-        build = ["build", "--network", "host", "--build-arg", f"TORCH_INDEX_URL={url}",
-                 "-t", "foley:latest", str(ROOT)]  # fmt: skip
+        build = ["docker", "build", "--network", "host", "--build-arg",
+                 f"TORCH_INDEX_URL={url}", "-t", "foley:latest", str(ROOT)]  # fmt: skip
         if options.no_cache:
-            build.insert(1, "--no-cache")
-        docker(*build)
+            build.insert(2, "--no-cache")
+        steps = cached = 0
+        with subprocess.Popen(
+            build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as run:
+            for line in run.stdout:
+                print(line, end="", flush=True)
+                steps += line.startswith("Step ")
+                cached += line.strip() == "---> Using cache"
+        if run.returncode != 0:
+            raise SystemExit(f"the build failed ({run.returncode})")
+        build_kind = f"{build_kind}: {cached} of {steps} steps from the cache"
     size = int(docker("image", "inspect", "--format", "{{.Size}}", "foley:latest", capture=True))
     print(f"    foley:latest: {size / 2**30:.2f} GiB")
     down()  # what an interrupted run left
+    if forwarding_dropped():
+        raise SystemExit(
+            "iptables' FORWARD policy is DROP with no Docker rules: the services could not reach "
+            "one another. Restart dockerd with its iptables rules, or allow forwarding between "
+            "containers of one bridge (iptables -I FORWARD -i br+ -o br+ -j ACCEPT)."
+        )
     try:
         with tempfile.TemporaryDirectory() as directory:
             env_file, env = write_env(Path(directory))
