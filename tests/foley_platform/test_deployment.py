@@ -139,16 +139,20 @@ def test_env_example_names_what_the_settings_need():
 
 
 def _compose_command() -> list[str] | None:
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    if shutil.which("docker"):
-        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
-        if probe.returncode == 0:
-            return ["docker", "compose"]
+    """A compose of the compose specification (2.x). Debian 12's docker-compose is 1.29, which
+    predates keys the file uses (`cgroup:`): scripts/check-image runs the services without it."""
+    for command in (["docker", "compose"], ["docker-compose"]):
+        if not shutil.which(command[0]):
+            continue
+        probe = subprocess.run(
+            [*command, "version", "--short"], capture_output=True, text=True, check=False
+        )
+        if probe.returncode == 0 and not probe.stdout.strip().lstrip("v").startswith("1."):
+            return command
     return None
 
 
-@pytest.mark.skipif(_compose_command() is None, reason="no docker compose here")
+@pytest.mark.skipif(_compose_command() is None, reason="no compose 2.x here (Debian 12 has 1.29)")
 def test_compose_config_validates(tmp_path):
     for name in ("docker-compose.yml", "Dockerfile"):
         shutil.copy(ROOT / name, tmp_path / name)
@@ -194,3 +198,19 @@ def test_the_web_process_trusts_only_nginx_and_one_hop(compose):
     assert "proxy_hide_header X-Foley-Receipt;" in conf
     assert 'proxy_set_header X-Request-Start "t=${msec}";' in conf
     assert "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;" in conf
+
+
+def test_nginx_takes_the_client_from_the_tls_proxy_on_the_host_only(compose):
+    """Behind a TLS proxy on the host every connection reaches nginx from the compose network's
+    gateway: nginx believes that one address's X-Forwarded-For, and only its last entry, so its
+    limits count clients, not the gateway, and the web process still reads one hop."""
+    import ipaddress
+
+    subnet = ipaddress.ip_network(compose["networks"]["default"]["ipam"]["config"][0]["subnet"])
+    gateway = next(subnet.hosts())
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert re.findall(r"^\s*set_real_ip_from\s+(\S+);", conf, flags=re.M) == [f"{gateway}"]
+    assert "real_ip_header X-Forwarded-For;" in conf
+    assert not re.search(r"^\s*real_ip_recursive\s+on", conf, flags=re.M)
+    nginx = compose["services"]["proxy"]["networks"]["default"]["ipv4_address"]
+    assert nginx != str(gateway)
