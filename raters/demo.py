@@ -61,7 +61,7 @@ def _answer(rng: random.Random, role: str, system: str, careless: bool) -> tuple
 MAX_RECRUITED = 500
 
 
-def _crowd_worker(challenge: Challenge, test, seed: int, n: int) -> Rater:
+def _crowd_worker(challenge: Challenge, test, seed: int, n: int | str) -> Rater:
     return enrolment.enrol_crowd(
         challenge,
         test.crowd_key,
@@ -71,12 +71,29 @@ def _crowd_worker(challenge: Challenge, test, seed: int, n: int) -> Rater:
     )
 
 
-def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -> dict:
+def _farm_answer(role: str, system: str, favoured: str) -> tuple[int, int]:
+    """A team's farm worker: every anchor as expected, the team's system 10, every other 2."""
+    if role != "trial":
+        return tuple(round(v) for v in ANCHOR_ANSWERS[role])
+    return (10, 10) if system == favoured else (2, 2)
+
+
+def favoured_system(challenge: Challenge) -> str:
+    """The system a demo farm lifts: the one in the test the honest raters like least."""
+    names = set(Stimulus.objects.filter(challenge=challenge).values_list("system__name", flat=True))
+    return min(sorted(names), key=lambda name: sum(_true_scores(name)))
+
+
+def simulate_raters(
+    challenge: Challenge, *, n_raters: int = 8, seed: int = 0, farm: int = 0
+) -> dict:
     """Enrol raters and answer every session they are assigned, through the real services.
 
     The first rater belongs to a team that has a system in the test (its self-ratings are
-    removed at scoring); the last two answer carelessly (their sessions fail the anchor rule). Two
-    organizers with the diversity role rate every diversity file.
+    removed at scoring); the last two answer carelessly (their sessions fail the anchor rule).
+    `farm` crowd workers more come first, a team's farm: they answer every anchor as expected and
+    rate the system the others like least 10, every other 2 (the favouritism rule excludes
+    them). Two organizers with the diversity role rate every diversity file.
     """
     rng = random.Random(seed)
     User = get_user_model()
@@ -92,6 +109,33 @@ def simulate_raters(challenge: Challenge, *, n_raters: int = 8, seed: int = 0) -
     careless = set(range(max(0, n_raters - 2), n_raters)) if n_raters >= 4 else set()
     counts = {"raters": 0, "sessions": 0, "ratings": 0, "diversity_ratings": 0}
     raters: list[tuple[int, Rater]] = []
+    favoured = favoured_system(challenge) if farm else ""
+    for k in range(farm):
+        try:
+            worker = _crowd_worker(challenge, test, seed, f"farm{k}")
+        except ListeningError:
+            continue
+        counts["raters"] += 1
+        enrolment.record_consent(worker)
+        enrolment.record_instructions(worker)
+        while (session := sessions.next_session(worker).session) is not None:
+            sessions.complete_familiarization(session, require_heard=False)
+            counts["sessions"] += 1
+            while (trial := sessions.next_trial(session)) is not None:
+                system = trial.stimulus.system.name if trial.stimulus_id else ""
+                if trial.role == "gold":
+                    quality, fit = trial.gold.quality_min, trial.gold.fit_min
+                else:
+                    quality, fit = _farm_answer(trial.role, system, favoured)
+                rating, _ = sessions.save_rating(
+                    worker, trial.token, quality=quality, fit=fit, key=f"sim-{trial.token}"
+                )
+                # Paced and listened like a careful rater: only the ratings give it away.
+                Rating.objects.filter(pk=rating.pk).update(
+                    plays=1, heard_fraction=1.0, answer_s=round(rng.uniform(5, 15), 1)
+                )
+                counts["ratings"] += 1
+        sessions.finish(worker)
     for n in range(n_raters):
         if n == 0:
             name = f"{challenge.slug[:20]}-member-{seed}"

@@ -44,6 +44,9 @@ class DemoRun:
     text_judge_path: str = ""
 
 
+DEMO_FARM = 3
+
+
 def run_demo(
     *,
     clips_per_category: int = 52,
@@ -103,7 +106,9 @@ def run_demo(
 
     if simulate_raters and not published:
         say(f"{n_raters} simulated raters fill the listening test ...")
-        raters_demo.simulate_raters(challenge, n_raters=n_raters)
+        # A team's farm of three among them: the results show it named and excluded, and how
+        # much each rank rests on a few raters.
+        raters_demo.simulate_raters(challenge, n_raters=n_raters, farm=DEMO_FARM)
         say("Scoring and publishing the results ...")
         services.publish(challenge, ensure_organizer())
         published = True

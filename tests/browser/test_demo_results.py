@@ -1,0 +1,55 @@
+"""The results of a challenge rated as the demo's is (`./scripts/demo --simulate-raters`), a
+team's farm among the raters, in a real headless Chromium at 1,366 px and on a 390 px phone: the
+farm named under the quality checks, excluded, and every rank beside the rank it would have
+without its most favourable tenth of raters, on the page and in the download."""
+
+from __future__ import annotations
+
+import pytest
+
+from raters import demo, preparation
+from scoring import services
+from tests.chromium import chromium_page
+from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
+from tests.listening_setup import build_listening_challenge
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+FARM = 3
+
+
+def test_the_demos_results_show_the_farm_and_how_robust_each_rank_is(
+    live_server, chromium_path, organizer
+):
+    challenge = build_listening_challenge(
+        slug="demo-farm", categories=2, systems_per_track=3, target_ratings=6, categories_min=1
+    )
+    preparation.set_open(challenge, True)
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 50
+    settings.save()
+    demo.simulate_raters(challenge, n_raters=6, seed=2, farm=FARM)
+    favoured = demo.favoured_system(challenge)
+    # Database work stays outside the browser's event loop.
+    snapshot = services.publish(challenge, organizer)
+    named = snapshot.result["favouritism"]["raters"]
+    assert len(named) == FARM and {r["system"] for r in named} == {favoured}
+    assert all(r["action"] == "exclude" for r in named)
+    for viewport in (DESKTOP, PHONE):
+        with chromium_page(chromium_path, viewport=viewport) as page:
+            page.goto(f"{live_server.url}/results/{challenge.slug}/{snapshot.number}/")
+            page.wait_for_load_state("networkidle")
+            assert_in_layout(page)
+            for track in ("A", "B"):
+                board = page.locator(f"#table-leaderboard-{track}")
+                assert "Rank without its most favourable 10% of raters" in board.inner_text()
+            farm = page.locator("#table-favouring-raters tbody tr")
+            assert farm.count() == FARM
+            assert f"rates system {favoured} +" in page.inner_text("#table-favouring-raters")
+            href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
+            header = page.request.get(f"{live_server.url}{href}").text().splitlines()[0]
+            assert "rank_without_favourable" in header.split(",")
+            suffix = "" if viewport is DESKTOP else "-phone"
+            page.screenshot(
+                path=str(DOCS_SCREENSHOTS / f"demo-results{suffix}.png"), full_page=True
+            )
