@@ -442,7 +442,7 @@ def down() -> None:
 
 
 def manage(code: str) -> str:
-    return docker("exec", container_name("web"), "python", "manage.py", "shell", "-c", code,
+    return docker("exec", container_name("web"), "python", "manage.py", "shell", "-v0", "-c", code,
                   capture=True)  # fmt: skip
 
 
@@ -611,13 +611,14 @@ def exercise(base: str) -> dict:
             )
             job = json.loads(answer)
         took = time.monotonic() - began
+        result = job.get("result") or {}
         found["job"] = (
-            f"{job['kind']} job {job['state']} in {took:.1f} s "
-            f"(queued to finished; worker {job.get('started_at')} .. {job.get('finished_at')}): "
-            f"{job.get('message') or job.get('result')}"
+            f"{job['kind']} job {job['state']} in {took:.1f} s from the POST "
+            f"(the worker's part: {job.get('started_at')} to {job.get('finished_at')}), "
+            f"{result.get('created_clips')} clips created"
         )
         print(f"    {found['job']}")
-        assert job["state"] == "succeeded", job
+        assert job["state"] == "succeeded" and result.get("created_clips") == 4, job
     return found
 
 
@@ -636,7 +637,8 @@ def main() -> None:
             raise SystemExit(
                 f"{name}: compose keys the check does not translate: {sorted(unknown)}"
             )
-    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+    load_at_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at the start: {load_at_start}; "
           f"{os.cpu_count()} CPUs")  # fmt: skip
     with step("Docker daemon"):
         ensure_daemon(cache / "dockerd.log")
@@ -694,7 +696,7 @@ def main() -> None:
     for key, value in found.items():
         print(f"  {key}: {value}")
     total = time.monotonic() - STARTED
-    print(f"  total {total:.0f} s; load average at the end: "
+    print(f"  total {total:.0f} s; load average at the start {load_at_start}, at the end: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
 
 
