@@ -33,8 +33,11 @@ def test_the_demos_results_show_the_farm_and_how_robust_each_rank_is(
     # Database work stays outside the browser's event loop.
     snapshot = services.publish(challenge, organizer)
     named = snapshot.result["favouritism"]["raters"]
-    assert len(named) == FARM and {r["system"] for r in named} == {favoured}
-    assert all(r["action"] == "exclude" for r in named)
+    farm = [r for r in named if r["system"] == favoured]
+    assert len(farm) == FARM and all(r["action"] == "exclude" for r in farm)
+    # A panel this small (each system has 2 sounds per rater) lets a chance lift name an honest
+    # rater too: no more than 2, the bound the rule is held to beside 48 honest raters.
+    assert len(named) - FARM <= 2
     for viewport in (DESKTOP, PHONE):
         with chromium_page(chromium_path, viewport=viewport) as page:
             page.goto(f"{live_server.url}/results/{challenge.slug}/{snapshot.number}/")
@@ -43,8 +46,8 @@ def test_the_demos_results_show_the_farm_and_how_robust_each_rank_is(
             for track in ("A", "B"):
                 board = page.locator(f"#table-leaderboard-{track}")
                 assert "Rank without its most favourable 10% of raters" in board.inner_text()
-            farm = page.locator("#table-favouring-raters tbody tr")
-            assert farm.count() == FARM
+            rows = page.locator("#table-favouring-raters tbody tr")
+            assert rows.count() == len(named)
             assert f"rates system {favoured} +" in page.inner_text("#table-favouring-raters")
             href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
             header = page.request.get(f"{live_server.url}{href}").text().splitlines()[0]
