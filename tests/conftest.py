@@ -87,6 +87,24 @@ SLOW_PATHS = (
     "tests/stimuli/submissions/test_teams_browser.py",
     "tests/stimuli/generators/test_sandbox_hostile.py",
     "tests/raters/test_embedded_concurrency.py",
+    # The slowest of the rest (`--durations`): a killed worker, released checkpoints' full-size
+    # networks, generation in the sandbox, whole pipelines on a page or the command line.
+    "tests/stimuli/objective/test_integration.py",
+    "tests/stimuli/generators/test_integration.py",
+    "tests/stimuli/objective/test_embeddings_passt.py::test_the_released_checkpoint",
+    "tests/stimuli/objective/test_embeddings_panns.py::test_released_checkpoints",
+    "tests/stimuli/objective/test_tf_checkpoint.py::test_vggish_loads_googles_checkpoint",
+    "tests/stimuli/generators/test_jobs.py::test_generation_stores_clips_with_the_spec",
+    "tests/stimuli/generators/test_jobs.py::test_interrupted_job_resumes",
+    "tests/stimuli/generators/test_jobs.py::test_baseline_systems_for_the_demo",
+    "tests/stimuli/submissions/test_feedback.py::test_every_hostile_attack_is_refused",
+    "tests/stimuli/objective/test_pages.py::test_organizer_runs_evaluation_and_medoids",
+    "tests/stimuli/objective/test_services.py::test_rerun_takes_every_embedding_from_the_cache",
+    "tests/stimuli/objective/test_services.py::test_a_job_whose_worker_was_lost",
+    "tests/stimuli/objective/test_services.py::test_fad_job_failing_on_its_last_category",
+    "tests/stimuli/objective/test_prompt_scores.py::test_an_organizer_has_the_clips_scored",
+    "tests/stimuli/objective/test_commands.py::test_evaluate_and_select_medoids_commands",
+    "tests/raters/test_sessions.py::test_assignment_takes_least_rated_categories",
 )
 
 
