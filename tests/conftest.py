@@ -124,6 +124,17 @@ SLOW_PATHS = (
     "tests/stimuli/generators/test_jobs.py::test_a_listening_test_opened_during_the_job",
     "tests/stimuli/generators/test_jobs.py::test_a_stale_validation_does_not_judge_newer_code",
     "tests/raters/test_text_prompts.py::test_prompts_make_sets_and_one_answer_each",
+    "tests/raters/test_judges_judged.py::test_a_judge_who_fails_the_gold_clip",
+    "tests/raters/test_proxy.py::test_nginx_sends_every_sound",
+    "tests/raters/test_demo.py::test_simulated_raters_give_scoring_real_results",
+    "tests/stimuli/test_models.py::test_researchers_command_line_tools_run",
+    "tests/scoring/test_text_prompts.py::test_results_are_published_in_the_snapshot",
+    "tests/scoring/test_integration.py::test_concurrent_publications_get_consecutive",
+    "tests/stimuli/submissions/test_demo.py::test_teams_demo_has_a_valid_and_a_failing",
+    "tests/stimuli/submissions/test_feedback.py::test_review_window_takes_a_code_fix",
+    "tests/stimuli/submissions/test_feedback.py::test_the_counting_version_is_the_code",
+    "tests/stimuli/submissions/test_pages.py::test_organizer_sees_teams_versions_diff",
+    "tests/stimuli/generators/test_validate.py::test_memory_limit_counts_a_daemon",
 )
 
 
