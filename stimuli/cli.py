@@ -31,3 +31,28 @@ class TerminalProgress:
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()
+
+
+def run_or_queue(command, challenge_slug: str, operation: str, start, now, *, queue: bool):
+    """One objective operation from the command line: started on the workers with `queue`
+    (None back, after saying so), else run here with a progress bar and its succeeded job back.
+    A refusal or a failed job ends the command with its reason (CommandError)."""
+    from django.core.management.base import CommandError
+
+    from stimuli.models import Challenge, Job
+    from stimuli.objective.config import ObjectiveError
+
+    challenge = Challenge.objects.filter(slug=challenge_slug).first()
+    if challenge is None:
+        raise CommandError(f"no challenge '{challenge_slug}'")
+    try:
+        if queue:
+            job = start(challenge)
+            command.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
+            return challenge, None
+        job = now(challenge, progress=TerminalProgress(operation))
+    except ObjectiveError as exc:
+        raise CommandError(str(exc)) from None
+    if job.state != Job.State.SUCCEEDED:
+        raise CommandError(f"{operation} failed: {job.error}")
+    return challenge, job

@@ -1,14 +1,13 @@
-"""Run a challenge's objective stage: embeddings, FAD per system and category, finalists."""
+"""Rank by FAD: embeddings, FAD per system and category, the ranking and the finalists."""
 
 from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from stimuli import selectors
-from stimuli.cli import TerminalProgress
-from stimuli.models import Challenge, Job
+from stimuli.cli import run_or_queue
 from stimuli.objective import config, services
 
 
@@ -26,26 +25,27 @@ class Command(BaseCommand):
         parser.add_argument("--queue", action="store_true", help="Send the job to the workers.")
 
     def handle(self, *args, **options):
-        challenge = Challenge.objects.filter(slug=options["challenge"]).first()
-        if challenge is None:
-            raise CommandError(f"no challenge '{options['challenge']}'")
         changes = {}
         if options["fad_model"]:
             changes["fad_model"] = options["fad_model"]
         if options["finalists"]:
             changes["finalists_per_track"] = options["finalists"]
-        try:
+
+        def start(challenge):
             if changes:
                 config.set_models(challenge, **changes)
-            if options["queue"]:
-                job = services.start_rank_by_fad(challenge)
-                self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
-                return
-            job = services.rank_by_fad_now(challenge, progress=TerminalProgress("evaluating"))
-        except config.ObjectiveError as exc:
-            raise CommandError(str(exc)) from None
-        if job.state != Job.State.SUCCEEDED:
-            raise CommandError(f"evaluation failed: {job.error}")
+            return services.start_rank_by_fad(challenge)
+
+        def now(challenge, progress):
+            if changes:
+                config.set_models(challenge, **changes)
+            return services.rank_by_fad_now(challenge, progress=progress)
+
+        challenge, job = run_or_queue(
+            self, options["challenge"], "ranking by FAD", start, now, queue=options["queue"]
+        )
+        if job is None:
+            return
         self.stdout.write(
             json.dumps(selectors.fad_ranking_table(challenge, job.result["model_id"]), indent=2)
         )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from stimuli.cli import TerminalProgress
-from stimuli.models import Challenge, Job, Medoid
-from stimuli.objective import config, services
+from stimuli.cli import run_or_queue
+from stimuli.models import Medoid
+from stimuli.objective import services
 
 
 class Command(BaseCommand):
@@ -22,19 +22,16 @@ class Command(BaseCommand):
         parser.add_argument("--queue", action="store_true", help="Send the job to the workers.")
 
     def handle(self, *args, **options):
-        challenge = Challenge.objects.filter(slug=options["challenge"]).first()
-        if challenge is None:
-            raise CommandError(f"no challenge '{options['challenge']}'")
-        try:
-            if options["queue"]:
-                job = services.start_select_medoids(challenge)
-                self.stdout.write(f"queued job #{job.pk}; follow it on the challenge page")
-                return
-            job = services.select_medoids_now(challenge, progress=TerminalProgress("medoids"))
-        except config.ObjectiveError as exc:
-            raise CommandError(str(exc)) from None
-        if job.state != Job.State.SUCCEEDED:
-            raise CommandError(f"medoid selection failed: {job.error}")
+        challenge, job = run_or_queue(
+            self,
+            options["challenge"],
+            "medoid selection",
+            services.start_select_medoids,
+            services.select_medoids_now,
+            queue=options["queue"],
+        )
+        if job is None:
+            return
         out: dict = {}
         medoids = Medoid.objects.filter(challenge=challenge).select_related(
             "system", "category", "clip__audio"
