@@ -84,6 +84,10 @@ class SettingsForm(forms.ModelForm):
         anchors = data.get("anchors_per_session")
         if anchors is not None and anchors % 3:
             self.add_error("anchors_per_session", "Use a multiple of 3 (one third of each type).")
+        if self.instance.pk and (
+            refusal := preparation.design_refusal(self.instance.challenge, self.changed_data)
+        ):
+            raise ValidationError(refusal[0].upper() + refusal[1:] + ".")
         return data
 
 

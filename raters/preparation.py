@@ -100,6 +100,35 @@ def listening_began(challenge: Challenge) -> bool:
     )
 
 
+# What a category session is built from when a rater begins it: changed later, the sessions
+# already built would follow another design than those still to come.
+DESIGN_FIELDS = (
+    "categories_min",
+    "categories_max",
+    "crowd_categories",
+    "anchors_per_session",
+    "gold_per_session",
+    "familiarization_clips",
+    "loudness_alignment",
+    "target_lufs",
+    "diversity_gap_s",
+    "listened_fraction",
+)
+
+
+def design_refusal(challenge: Challenge, changed: list[str]) -> str | None:
+    """Why the listening test's design fields `changed` cannot change now, if they cannot. The
+    settings page and the definition file refuse in these words."""
+    fixed = [name for name in changed if name in DESIGN_FIELDS]
+    if fixed and listening_began(challenge):
+        sessions = CategorySession.objects.filter(rater__challenge=challenge).count()
+        return (
+            f"{', '.join(fixed)} cannot change once raters have begun: {sessions:,} category "
+            "sessions were built with the current design"
+        )
+    return None
+
+
 # Clips only the organizer holds, by the anchor kind they may become: imported anchor sources
 # first (high quality: good fit for their category, poor fit for the others, or degraded into
 # low-quality anchors; low quality: poor fit as they are), then the evaluation reference set.

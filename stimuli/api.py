@@ -188,11 +188,8 @@ class ChallengeViewSet(viewsets.ModelViewSet):
         ]
         with transaction.atomic():
             Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
-            if changed and Clip.objects.filter(challenge=challenge).exists():
-                raise Conflict(
-                    f"{', '.join(changed)} cannot change: this challenge already stores clips "
-                    "checked against the current clip spec"
-                )
+            if changed and (refusal := services.clip_spec_refusal(challenge)):
+                raise Conflict(refusal)
             try:
                 serializer.save()
             except IntegrityError:  # a slug taken by a request that committed meanwhile

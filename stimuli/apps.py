@@ -13,3 +13,5 @@ class StimuliConfig(AppConfig):
         # Every app's declared kinds of job (stimuli/job_kinds.py): their labels for the pages,
         # their tasks for a worker.
         autodiscover_modules("job_kinds")
+        # Every app's sections of a challenge's definition file (stimuli/definition/).
+        autodiscover_modules("definition")

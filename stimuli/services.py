@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .models import LOOK_ALIKE_NAME, Category, Challenge, System, Team, Track
+from .models import LOOK_ALIKE_NAME, Category, Challenge, Clip, System, Team, Track
 from .names import name_key, normalise_name
 from .permissions import name_owner
 
@@ -23,6 +23,19 @@ DEFAULT_TRACKS = [
     ("A", "Track A", "External data and pre-trained models allowed.", True),
     ("B", "Track B", "Development set only; no external data.", False),
 ]
+
+
+def clip_spec_refusal(challenge: Challenge) -> str | None:
+    """Why the clip spec cannot change now, if it cannot: the clips already imported were
+    checked against (or converted to) it. The API, the challenge's page and its definition file
+    refuse in these words."""
+    clips = Clip.objects.filter(challenge=challenge).count()
+    if clips:
+        return (
+            f"the clip spec cannot change: {clips:,} clips were imported under it "
+            "(remove them first)"
+        )
+    return None
 
 
 @transaction.atomic

@@ -64,7 +64,7 @@ def test_the_clip_spec_is_fixed_once_clips_are_stored(api_client, challenge):
     for change in ({"sample_rate": 44_100}, {"clip_duration_s": 2.0}, {"bit_depth": 24}):
         response = api_client.patch(url, change, format="json")
         assert response.status_code == 409, response.content
-        assert "already stores clips" in response.json()["detail"]
+        assert "were imported under it" in response.json()["detail"]
     challenge.refresh_from_db()
     assert (challenge.sample_rate, challenge.clip_duration_s, challenge.bit_depth) == (
         22_050,

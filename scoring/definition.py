@@ -1,0 +1,62 @@
+"""The definition's section that scoring owns: how the listeners' answers become the ranking."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from pydantic import Field
+
+from stimuli.definition.fields import section_model, values_of
+from stimuli.definition.sections import Section, register
+from stimuli.errors import Refused
+from stimuli.models import Challenge
+
+from .models import ScoringSettings
+
+SCORING_FIELDS = [
+    "remove_self_ratings",
+    "weight_quality",
+    "weight_fit",
+    "weight_diversity",
+    "bootstrap_samples",
+    "confidence",
+    "seed",
+]
+Scoring = section_model(
+    "Scoring",
+    "How a system's score is made: the weighted mean of its quality, fit and diversity (DCASE "
+    "2023 Task 7: Q + F + D/2), with each rater's ratings of their own team's systems removed, "
+    "and the intervals' replicates, confidence and seed.",
+    ScoringSettings,
+    SCORING_FIELDS,
+)
+
+
+def _settings(challenge: Challenge) -> ScoringSettings:
+    return ScoringSettings.objects.get_or_create(challenge=challenge)[0]
+
+
+def _read(challenge: Challenge) -> dict:
+    return values_of(_settings(challenge), SCORING_FIELDS)
+
+
+def _write(challenge: Challenge, value: dict) -> None:
+    settings = _settings(challenge)
+    for name in SCORING_FIELDS:
+        setattr(settings, name, value[name])
+    try:
+        settings.full_clean()
+    except ValidationError as exc:
+        raise Refused([f"{k}: {m}" for k, ms in exc.message_dict.items() for m in ms]) from None
+    settings.save()
+
+
+register(
+    Section(
+        key="scoring",
+        annotation=Scoring,
+        position=80,
+        read=_read,
+        write=_write,
+        default=Field(default_factory=Scoring),
+    )
+)
