@@ -14,16 +14,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ..errors import Refused
+
 Path = tuple[str | int, ...]
 
 
-class DefinitionError(Exception):
+class DefinitionError(Refused):
     """A definition file that cannot be read or does not match the schema: every problem, each
     with the key's path and its place in the file."""
 
     def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
+        super().__init__(problems)
 
 
 def dotted(path: Iterable[str | int]) -> str:
