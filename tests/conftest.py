@@ -138,10 +138,22 @@ SLOW_PATHS = (
 )
 
 
+# The longest tests, started first: a two-worker run then ends with short ones on both workers
+# instead of one worker finishing the demo while the other waits (with `--dist worksteal`,
+# scripts/test, the idle worker takes over the other's remaining tests).
+FIRST = (
+    "tests/foley_platform/test_demo.py::test_demo_runs_the_whole_challenge_and_publishes",
+    "tests/adversary/test_gold_detectors.py",
+    "tests/adversary/test_farm.py",
+    "tests/adversary/test_anchors_detectors.py",
+)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "browser" in item.keywords or item.nodeid.startswith(SLOW_PATHS):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
     if any("sandbox" in item.keywords for item in items):
         from sandbox.isolation import probe
 

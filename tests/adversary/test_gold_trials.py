@@ -36,9 +36,15 @@ pytestmark = [
 @pytest.fixture
 def gold_test(db):
     """Two categories of 4-s clips with two gold trials per session and no uploaded gold: the
-    built-in spoken instructions, one per trial."""
+    built-in spoken instructions, one per trial. Six ratings wanted per stimulus: room for the
+    twelve raters a test here takes at most, and a pool of 30 to render."""
     challenge = build_listening_challenge(
-        slug="trap", categories=2, duration=4.0, gold_per_session=2, listened_fraction=0.0
+        slug="trap",
+        categories=2,
+        duration=4.0,
+        gold_per_session=2,
+        target_ratings=6,
+        listened_fraction=0.0,
     )
     preparation.set_open(challenge, True)
     return challenge
@@ -239,15 +245,15 @@ def test_preparation_renders_the_trapping_sounds_before_any_session(gold_test, o
     delivery; a session takes its own from it, and its first fetch renders nothing."""
     test = selectors.listening_test(gold_test)
     ready = list(gold.unplaced(gold_test).values_list("audio_id", flat=True))
-    assert len(ready) == gold.pool_wanted(gold_test, test) == 50  # 2 categories x 10 x 2, +25%
+    assert len(ready) == gold.pool_wanted(gold_test, test) == 30  # 2 categories x 6 x 2, +25%
     assert _rendered(ready) == set(ready)
     rater, session = rater_at_trials(gold_test)
     taken = list(session.trials.filter(role="gold").select_related("gold"))
     assert {t.gold.audio_id for t in taken} <= set(ready)
     assert all(t.gold.placed_at is not None for t in taken)
-    assert gold.unplaced(gold_test).count() == 48
+    assert gold.unplaced(gold_test).count() == 28
     page = organizer_client.get(f"/organize/{gold_test.slug}/listening/").content.decode()
-    assert "Built-in spoken instructions: 48 ready, 2 placed in sessions." in page
+    assert "Built-in spoken instructions: 28 ready, 2 placed in sessions." in page
     client = Client()
     client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")
     before = DeliveredAudio.objects.count()
@@ -256,7 +262,7 @@ def test_preparation_renders_the_trapping_sounds_before_any_session(gold_test, o
     assert DeliveredAudio.objects.count() == before
     # Rerun, preparation tops the pool up again.
     assert preparation.prepare(gold_test, seed=1)["trapping_sounds"] == 2
-    assert gold.unplaced(gold_test).count() == 50
+    assert gold.unplaced(gold_test).count() == 30
 
 
 def test_a_session_beyond_the_pool_makes_its_own_rendered_at_once(gold_test):
