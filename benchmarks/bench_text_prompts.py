@@ -51,6 +51,7 @@ def main() -> None:
     from stimuli.models import Job
 
     challenge, _ = seed_text_demo(per_category=2)
+    text_prompts.study_of(challenge).delete()  # the demo's own counts: the benchmark sets its own
     study = text_prompts.create_study(
         challenge,
         list(challenge.systems.all()),

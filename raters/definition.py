@@ -39,6 +39,12 @@ ScreeningSection = section_model(
     "(Huggins pitch) and a hearing check (digits in noise).",
     Screening,
     SCREENING_FIELDS,
+    described={
+        "who": "Who is screened: crowd (crowd workers) or everyone (every rater; never "
+        "diversity raters or text-prompt judges).",
+        "headphone_trials": "Trials of the headphone check.",
+        "hearing_triplets": "Digit triplets of the hearing check.",
+    },
 )
 LISTENING_FIELDS = [
     "categories_min",
@@ -65,6 +71,11 @@ Listening = section_model(
     "examples heard first, loudness, the share of each sound to be heard, and screening.",
     ListeningTest,
     LISTENING_FIELDS,
+    described={
+        "consent_text": "What a rater agrees to before the test; empty: the platform's own "
+        "text (what is stored, for how long, that taking part is voluntary).",
+        "instructions_text": "Said before the platform's own instructions; empty: only those.",
+    },
     screening=(
         ScreeningSection | None,
         Field(None, description="The screening stage; none (null) when raters are not screened."),
@@ -215,6 +226,7 @@ TextPrompts = section_model(
     "Its systems (text-conditioned generators) are added on the study's page.",
     TextPromptStudy,
     TEXT_FIELDS,
+    described={"clips_per_prompt": "Clips the system makes of each prompt a judge types."},
 )
 
 
@@ -253,6 +265,8 @@ register(
         read=_read_text,
         write=_write_text,
         refusals=_text_refusals,
-        default=Field(None, description="The text-prompt study, when the challenge has one."),
+        default=Field(
+            None, description="The text-prompt study; none (null) when the challenge has none."
+        ),
     )
 )

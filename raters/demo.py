@@ -215,22 +215,17 @@ def simulate_raters(
 
 
 def open_text_study(challenge: Challenge) -> str:
-    """The demo's text-prompt study (small counts) on its text-conditioned systems, opened, and
-    a judge's invitation path (the first judge that has not finished)."""
+    """The demo's text-prompt study, as its definition file (challenges/demo-text.yaml) set it
+    up, given its text-conditioned systems and opened, and a judge's invitation path (the first
+    judge that has not finished)."""
     from stimuli.models import System
 
     from . import text_prompts
 
     study = text_prompts.study_of(challenge)
-    if study is None:
-        study = text_prompts.create_study(
-            challenge,
-            list(System.objects.filter(challenge=challenge, generator__isnull=False)),
-            judges=5,
-            interpretability_clips=5,
-            realism_clips=6,
-            prompts=3,
-        )
+    if not study.systems.exists():
+        for system in System.objects.filter(challenge=challenge, generator__isnull=False):
+            text_prompts.add_system(study, system)
         text_prompts.set_open(study, True)
     judge = study.judge_set.filter(started_at__isnull=True).first()
     if judge is None:

@@ -28,6 +28,18 @@ Scoring = section_model(
     "and the intervals' replicates, confidence and seed.",
     ScoringSettings,
     SCORING_FIELDS,
+    described={
+        "remove_self_ratings": "Remove a rating by a member of the team whose system it rates.",
+        "weight_quality": "The weight of a system's mean audio quality in its score (DCASE "
+        "2023: 1).",
+        "weight_fit": "The weight of its mean category fit (DCASE 2023: 1).",
+        "weight_diversity": "The weight of its mean diversity (DCASE 2023: 0.5).",
+        "bootstrap_samples": "Replicates of the resampling behind the results' intervals (the "
+        "embedding league's, and the percentile bootstrap's where that method is chosen); 0: "
+        "no intervals.",
+        "confidence": "The intervals' level, between 0 and 1 (0.95: 95% intervals).",
+        "seed": "The seed of the resampling, so that the same ratings give the same intervals.",
+    },
 )
 
 

@@ -6,8 +6,9 @@ and medoids; the listening test opens; with `simulate_raters`, simulated raters 
 results are published, so the leaderboard shows computed numbers. Each step is skipped when its
 output exists, so running the demo again only prints the links.
 
-The demo uses the weight-free log-mel embedding for FAD and medoids: VGGish's and OpenL3's
-weights are not shipped with the platform (see the README to add them).
+The challenges' settings are their definition files' (challenges/demo.yaml and
+challenges/demo-text.yaml): the weight-free log-mel embedding for FAD and medoids, as VGGish's
+and OpenL3's weights are not shipped with the platform (see the README to add them).
 """
 
 from __future__ import annotations
@@ -76,14 +77,8 @@ def run_demo(
 
     if not FadResult.objects.filter(challenge=challenge).exists():
         say("Objective stage: embeddings, FAD per system and category, finalists ...")
-        # Four finalists per track, as DCASE took: the league then correlates over 8 systems.
-        config.set_models(
-            challenge,
-            fad_model="logmel",
-            medoid_model="logmel",
-            finalists_per_track=4,
-            league_models=_league_models(),
-        )
+        # The models, the league and the finalists are challenges/demo.yaml's.
+        _with_torchcrepe(challenge)
         job = objective.rank_by_fad_now(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"the objective stage failed: {job.error}")
@@ -126,14 +121,18 @@ def run_demo(
     )
 
 
-def _league_models() -> list[dict]:
-    """The demo's embedding league beside its FAD model: a coarser log-mel front end, and the
-    HEAR baseline torchcrepe (real weights shipped with the package) where it can be imported."""
+TORCHCREPE = "hearbaseline.torchcrepe"
+
+
+def _with_torchcrepe(challenge: Challenge) -> None:
+    """The HEAR baseline torchcrepe (real weights shipped with the package) joins the league of
+    challenges/demo.yaml where it can be imported: the file cannot say what is installed."""
     import importlib
 
-    models = [{"name": "logmel", "options": {"n_mels": 128, "window_s": 1.0, "hop_s": 0.5}}]
     try:
-        importlib.import_module("hearbaseline.torchcrepe")
+        importlib.import_module(TORCHCREPE)
     except ImportError:  # torchcrepe needs torchaudio, not a dependency of the platform
-        return models
-    return [*models, {"name": "hearbaseline.torchcrepe"}]
+        return
+    league = config.objective_settings(challenge).league_models
+    if all(entry["name"] != TORCHCREPE for entry in league):
+        config.set_models(challenge, league_models=[*league, {"name": TORCHCREPE}])

@@ -1,5 +1,6 @@
-"""The demo challenge: procedurally synthesized reference sets and systems, loaded through the same
-import path as real uploads, and an organizer account."""
+"""The demo challenge: built from its definition file (challenges/demo.yaml) as an organizer would
+apply it, with procedurally synthesized reference sets and systems loaded through the same import
+path as real uploads, and an organizer account."""
 
 from __future__ import annotations
 
@@ -8,19 +9,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from . import definition
 from .audio import encode_wav
 from .models import Challenge
 from .permissions import ORGANIZERS_GROUP, name_owner
-from .services import create_challenge, create_system, create_team
+from .services import create_system, create_team
 from .uploads.imports import import_clips
 
 DEMO_SLUG = "dcase2023-demo"
 DEMO_USER = "organizer"
 DEMO_PASSWORD = "foley-demo"
+# The demo's challenges are defined by these files, as any challenge can be: what the demo sets
+# is reviewed, exported and diffed like an organizer's own settings.
+CHALLENGES = Path(settings.BASE_DIR) / "challenges"
+DEMO_FILE = CHALLENGES / "demo.yaml"
+TEXT_DEMO_FILE = CHALLENGES / "demo-text.yaml"
 
 
 @dataclass
@@ -94,6 +102,12 @@ def ensure_organizer(username: str = DEMO_USER, password: str = DEMO_PASSWORD):
     return user
 
 
+def from_file(path: Path, organizer) -> Challenge:
+    """The challenge `path` defines, created by applying the file as `organizer`."""
+    applied = definition.apply(path.read_text(), by=organizer)
+    return Challenge.objects.get(slug=applied.slug)
+
+
 @transaction.atomic
 def seed_demo(*, per_category: int = 12, system_clips: int = 12) -> DemoSummary:
     """Create the demo challenge once; a second call only resets the organizer's password."""
@@ -101,12 +115,7 @@ def seed_demo(*, per_category: int = 12, system_clips: int = 12) -> DemoSummary:
     existing = Challenge.objects.filter(slug=DEMO_SLUG).first()
     if existing:
         return DemoSummary(existing, user.username, DEMO_PASSWORD, created=False)
-    challenge = create_challenge(
-        name="DCASE 2023 Task 7 (demo)",
-        slug=DEMO_SLUG,
-        owner=user,
-        description="A demo challenge with procedurally synthesized audio.",
-    )
+    challenge = from_file(DEMO_FILE, user)
     with tempfile.TemporaryDirectory() as scratch:
         # The anchor sources are the organizer's private clips, imported as such (and the
         # evaluation set, equally private): the development set is published, so anchors made
@@ -158,8 +167,8 @@ TEXT_DESCRIPTIONS = {
 
 @transaction.atomic
 def seed_text_demo(per_category: int = 3) -> tuple[Challenge, bool]:
-    """A challenge with a described reference set (uploaded with its CSV, as an organizer
-    would) and the procedural baseline's text variant as a system; once."""
+    """A challenge (challenges/demo-text.yaml) with a described reference set (uploaded with its
+    CSV, as an organizer would) and the procedural baseline's text variant as a system; once."""
     from .generators.services import BASELINE_MODULE, set_generator
     from .generators.text_prompts import import_described_clips
     from .models import System
@@ -167,12 +176,8 @@ def seed_text_demo(per_category: int = 3) -> tuple[Challenge, bool]:
     existing = Challenge.objects.filter(slug=TEXT_DEMO_SLUG).first()
     if existing:
         return existing, False
-    challenge = create_challenge(
-        name="Text-prompt study (demo)",
-        slug=TEXT_DEMO_SLUG,
-        owner=ensure_organizer(),
-        description="Text-conditioned sound effects judged by a panel: the text-prompt protocol.",
-    )
+    # The file sets the study's counts too; its system is added when it opens (raters/demo.py).
+    challenge = from_file(TEXT_DEMO_FILE, ensure_organizer())
     with tempfile.TemporaryDirectory() as scratch:
         root = write_set(Path(scratch) / "reference", challenge, per_category, seed=3, tilt=0.0)
         lines = ["file,text"]

@@ -69,9 +69,48 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
 def schema() -> dict:
-    """The JSON Schema of the file (published in the manual and by the API)."""
-    return definition_model().model_json_schema()
+    """The JSON Schema of the file (published in the manual and by the API): each key described
+    in plain words, each object titled by where it sits in the file."""
+    made = definition_model().model_json_schema()
+    _tidy(made)
+    for path, ref in _objects(made):
+        made["$defs"][ref]["title"] = path
+    return {"$schema": JSON_SCHEMA_DIALECT, **made}
+
+
+def _tidy(node: object) -> None:
+    # pydantic titles every key by its name in words ("Fad Model"): the key itself says more,
+    # and the manual names keys, never titles. Descriptions from docstrings keep their line
+    # breaks, which a reader of the schema should not see.
+    if isinstance(node, dict):
+        for prop in (node.get("properties") or {}).values():
+            prop.pop("title", None)
+        if isinstance(node.get("description"), str):
+            node["description"] = " ".join(node["description"].split())
+        for value in node.values():
+            _tidy(value)
+    elif isinstance(node, list):
+        for value in node:
+            _tidy(value)
+
+
+def _objects(made: dict, node: dict | None = None, path: str = "") -> list[tuple[str, str]]:
+    """`(path, name)` of each object defined under `$defs`, by the key path it sits at
+    (`listening.screening`, `categories[]` for a list's items)."""
+    found = []
+    for key, prop in ((node or made).get("properties") or {}).items():
+        where = f"{path}.{key}" if path else key
+        for option in [prop, *prop.get("anyOf", [])]:
+            if "items" in option:
+                option, where = option["items"], f"{where}[]"
+            if "$ref" in option:
+                ref = option["$ref"].removeprefix("#/$defs/")
+                found += [(where, ref), *_objects(made, made["$defs"][ref], where)]
+    return found
 
 
 def schema_json() -> str:

@@ -133,7 +133,9 @@ class TrackItem(Strict):
     code: str = Field(min_length=1, max_length=8)
     """Short code (A, B)."""
     name: str = Field(min_length=1, max_length=120)
+    """As pages show it (Track A)."""
     description: str = ""
+    """The track's rules in a sentence, shown beside its name."""
     external_data_allowed: bool = False
     """Whether systems may use data beyond the development set and pre-trained models."""
 
@@ -285,6 +287,25 @@ Schedule = section_model(
     "The challenge's dates (the server's clock decides each) and the limits on what teams submit.",
     ChallengeSchedule,
     SCHEDULE_FIELDS,
+    described={
+        "registration_opens": "When registration starts, on the timeline teams see (null: "
+        "not shown).",
+        "development_opens": "Submissions are accepted from then (null: at once).",
+        "submission_deadline": "No new version after it; only code fixes, for the review "
+        "window's days (null: no deadline).",
+        "evaluation_opens": "When the evaluation starts, on the timeline teams see (null: not "
+        "shown).",
+        "listening_opens": "When the listening test opens, on the timeline teams see (null: "
+        "not shown).",
+        "results_published": "When the results are published, on the timeline teams see "
+        "(null: not shown).",
+        "systems_per_track": "Systems a team may enter in each track (DCASE 2023: 4).",
+        "submissions_per_day": "Versions a team may submit a day, counted in the time zone.",
+        "archive_max_bytes": "The largest a submitted archive may be, in bytes (at most the "
+        "site's FOLEY_GENERATOR_MAX_BYTES).",
+        "examples_per_category": "Example clips per category each submitted version generates "
+        "for its check (1 to 20).",
+    },
 )
 
 
@@ -343,6 +364,19 @@ Objective = section_model(
     "category (k-means).",
     ObjectiveSettings,
     OBJECTIVE_FIELDS,
+    described={
+        "fad_model_options": 'The FAD model\'s options, e.g. {"preset": "dcase2023"} for '
+        "VGGish as the DCASE 2023 pipeline ran it; {}: the model's defaults.",
+        "medoid_model": "The embedding model k-means clusters each finalist's clips by: a "
+        "built-in (vggish, openl3, logmel) or the import path of a HEAR module.",
+        "medoid_weights": "The medoid model's weights file; empty: the model's default file.",
+        "finalists_per_track": "Systems per track, best FAD first, that go on to the "
+        "listening test (DCASE 2023: 4).",
+        "medoids_per_category": "Clusters (k of k-means), hence medoids, per finalist and "
+        "category: the listening test's stimuli (DCASE 2023: 20).",
+        "kmeans_seed": "The seed of k-means, so that the medoids can be chosen again.",
+        "kmeans_n_init": "k-means runs from different starts; the best is kept.",
+    },
 )
 
 

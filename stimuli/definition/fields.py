@@ -14,17 +14,33 @@ from pydantic import Field, create_model
 from .sections import Strict
 
 
-def section_model(name: str, doc: str, model: type[models.Model], names: list[str], **extra):
-    """A pydantic model of `model`'s fields `names` (and `extra`'s, as `(type, Field)`)."""
-    fields = {field_name: field_of(model, field_name) for field_name in names}
+def section_model(
+    name: str,
+    doc: str,
+    model: type[models.Model],
+    names: list[str],
+    *,
+    described: dict[str, str] | None = None,
+    **extra,
+):
+    """A pydantic model of `model`'s fields `names` (and `extra`'s, as `(type, Field)`).
+    `described`: what a key means, in the file's words, where the field's help text does not
+    say it (the manual's reference of the file shows every key's description)."""
+    described = described or {}
+    fields = {
+        field_name: field_of(model, field_name, described.get(field_name)) for field_name in names
+    }
     fields.update(extra)
     made = create_model(name, __base__=Strict, **fields)
     made.__doc__ = doc
     return made
 
 
-def field_of(model: type[models.Model], name: str) -> tuple[Any, Any]:
-    """The type and pydantic `Field` of `model`'s field `name`."""
+def field_of(
+    model: type[models.Model], name: str, description: str | None = None
+) -> tuple[Any, Any]:
+    """The type and pydantic `Field` of `model`'s field `name` (described by `description`, or
+    by the field's help text)."""
     field = model._meta.get_field(name)
     kind: Any
     limits: dict[str, Any] = {}
@@ -46,7 +62,9 @@ def field_of(model: type[models.Model], name: str) -> tuple[Any, Any]:
     elif isinstance(field, models.DateTimeField):
         kind = dt.datetime
     elif isinstance(field, models.JSONField):
-        kind = Any
+        # An object or a list as its default is; what it holds, the model's own check says.
+        default = field.default() if callable(field.default) else field.default
+        kind = list[Any] if isinstance(default, list) else dict[str, Any]
     else:
         kind = str
         if field.max_length:
@@ -60,11 +78,18 @@ def field_of(model: type[models.Model], name: str) -> tuple[Any, Any]:
             limits["le"] = validator.limit_value
     if field.null:
         kind = kind | None
-    description = str(field.help_text or field.verbose_name)
+    description = description or str(field.help_text or field.verbose_name)
     if field.has_default():
         default = field.default
         if callable(default):
-            return kind, Field(default_factory=default, description=description, **limits)
+            # A factory's value is not in a JSON Schema by itself: the manual shows it.
+            shown = {"default": default()} if isinstance(field, models.JSONField) else None
+            return kind, Field(
+                default_factory=default,
+                description=description,
+                json_schema_extra=shown,
+                **limits,
+            )
         return kind, Field(default, description=description, **limits)
     if field.null:
         return kind, Field(None, description=description, **limits)

@@ -102,6 +102,10 @@ def definition_model() -> type[BaseModel]:
     return create_model(
         "ChallengeDefinition",
         __config__=ConfigDict(extra="forbid", title="A challenge's definition (challenge.yaml)"),
+        __doc__=(
+            "Everything an organizer sets about a challenge, in one file: applying it creates "
+            "the challenge of its slug or changes it; unknown keys are refused by name."
+        ),
         **fields,
     )
 

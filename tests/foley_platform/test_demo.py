@@ -1,22 +1,41 @@
-"""The demo challenge is built through the same import path as real uploads; the demo command
-prints its help without doing anything else."""
+"""The demo challenge is built from its definition file and through the same import path as real
+uploads; the demo command prints its help without doing anything else."""
 
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from stimuli.demo import DEMO_PASSWORD, DEMO_USER, seed_demo
+from stimuli import definition
+from stimuli.demo import (
+    DEMO_FILE,
+    DEMO_PASSWORD,
+    DEMO_SLUG,
+    DEMO_USER,
+    TEXT_DEMO_FILE,
+    TEXT_DEMO_SLUG,
+    seed_demo,
+    seed_text_demo,
+)
 from stimuli.job_kinds import GENERATE
 from stimuli.models import Clip
-from stimuli.permissions import is_organizer
+from stimuli.permissions import challenge_role, is_organizer
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_demos_files_name_the_demos_challenges():
+    # Each file under challenges/ applies and exports back to itself:
+    # tests/stimuli/test_shipped_definitions.py.
+    assert DEMO_FILE.parent == TEXT_DEMO_FILE.parent == ROOT / "challenges"
+    assert yaml.safe_load(DEMO_FILE.read_text())["slug"] == DEMO_SLUG
+    assert yaml.safe_load(TEXT_DEMO_FILE.read_text())["slug"] == TEXT_DEMO_SLUG
 
 
 def test_seed_demo_creates_reference_sets_systems_and_an_organizer(django_user_model):
@@ -32,8 +51,36 @@ def test_seed_demo_creates_reference_sets_systems_and_an_organizer(django_user_m
     assert tracks == ["A"] * 5 + ["B"] * 2  # with the baseline's three: five per track
     user = django_user_model.objects.get(username=DEMO_USER)
     assert user.check_password(DEMO_PASSWORD) and is_organizer(user)
+    assert challenge_role(user, challenge) == "owner"
+    # Its settings are its file's: the models of the objective stage, the league, the finalists.
+    assert yaml.safe_load(definition.export(challenge)) == yaml.safe_load(DEMO_FILE.read_text())
+    objective = challenge.objective_settings
+    assert (objective.fad_model, objective.medoid_model, objective.finalists_per_track) == (
+        "logmel",
+        "logmel",
+        4,
+    )
+    assert objective.league_models[0]["name"] == "logmel"
     again = seed_demo(per_category=2, system_clips=3)
     assert not again.created and again.challenge == challenge
+
+
+def test_the_text_demo_is_its_file_and_its_study_opens_on_the_baselines_text_variant():
+    from raters.demo import open_text_study
+
+    challenge, created = seed_text_demo(per_category=2)
+    assert created and challenge.slug == TEXT_DEMO_SLUG
+    assert yaml.safe_load(definition.export(challenge)) == yaml.safe_load(
+        TEXT_DEMO_FILE.read_text()
+    )
+    study = challenge.text_prompt_study
+    assert (study.judges, study.realism_clips, study.prompts) == (5, 6, 3)
+    assert not study.is_open and not study.systems.exists()
+    path = open_text_study(challenge)
+    study.refresh_from_db()
+    assert study.is_open and study.systems.get().name == "Procedural baseline (text)"
+    assert path.startswith(f"/listen/{TEXT_DEMO_SLUG}/join/")
+    assert open_text_study(challenge) == path
 
 
 def test_demo_command_refuses_without_debug(settings):

@@ -19,7 +19,8 @@ class Command(BaseCommand):
         "The challenge's definition file (challenge.yaml). `export SLUG [-o FILE]` writes it; "
         "`apply FILE [--dry-run] [--owner USERNAME]` creates or changes the challenge it "
         "defines, printing each change ('no changes' when none) or every reason it is refused, "
-        "and stores nothing then; `schema` prints the file's JSON Schema."
+        "and stores nothing then; `schema` prints the file's JSON Schema (`--markdown`: the manual's "
+        "reference page of the file)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -31,10 +32,19 @@ class Command(BaseCommand):
         apply.add_argument("file", help="The definition (challenge.yaml); - reads standard input.")
         apply.add_argument("--dry-run", action="store_true", help="Only print what would change.")
         apply.add_argument("--owner", help="A new challenge's organizer (a username).")
-        actions.add_parser("schema", help="Print the file's JSON Schema.")
+        schema = actions.add_parser("schema", help="Print the file's JSON Schema.")
+        schema.add_argument(
+            "--markdown",
+            action="store_true",
+            help="Print the manual's reference page of the file instead (docs/challenge-file.md).",
+        )
 
     def handle(self, *args, action: str, **options) -> None:
-        if action == "schema":
+        if action == "schema" and options["markdown"]:
+            from stimuli.definition.reference import markdown
+
+            self.stdout.write(markdown(), ending="")
+        elif action == "schema":
             self.stdout.write(definition.schema_json(), ending="")
         elif action == "export":
             challenge = Challenge.objects.filter(slug=options["slug"]).first()
