@@ -1,6 +1,7 @@
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import api
+from . import api, definition_api
 from .generators import api as generators_api
 from .objective import api as objective_api
 from .uploads import api as uploads_api
@@ -18,4 +19,20 @@ router.register(f"{CHALLENGE}/uploads", uploads_api.UploadViewSet, basename="upl
 router.register(f"{CHALLENGE}/jobs", api.JobViewSet, basename="job")
 router.register(f"{CHALLENGE}/generators", generators_api.GeneratorViewSet, basename="generator")
 router.register(f"{CHALLENGE}/objective", objective_api.ObjectiveViewSet, basename="objective")
-urlpatterns = router.urls
+urlpatterns = [
+    # Before the router's: its challenge detail would take "definition" for a slug.
+    path(
+        "challenges/definition/",
+        definition_api.NewChallengeDefinitionView.as_view(),
+        name="challenge-definition-new",
+    ),
+    path(
+        "challenges/<slug:challenge_slug>/definition/",
+        definition_api.ChallengeDefinitionView.as_view(),
+        name="challenge-definition",
+    ),
+    path(
+        "challenge-schema/", definition_api.ChallengeSchemaView.as_view(), name="challenge-schema"
+    ),
+    *router.urls,
+]

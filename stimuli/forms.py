@@ -58,3 +58,41 @@ class UploadForm(forms.Form):
     def __init__(self, *args, challenge: Challenge, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["system"].queryset = challenge.systems.all()
+
+
+class DefinitionForm(forms.Form):
+    """A challenge's definition file to check against the challenge: uploaded, or pasted (the
+    text is read and checked by stimuli/definition_files.py, as the API's is)."""
+
+    file = forms.FileField(
+        required=False,
+        label="The file",
+        widget=forms.FileInput(attrs={"accept": ".yaml,.yml,application/yaml,text/yaml"}),
+    )
+    text = forms.CharField(
+        required=False,
+        strip=False,
+        label="Or paste it",
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "class": "definition-text"}),
+    )
+
+    def clean(self):
+        data = super().clean()
+        upload, pasted = data.get("file"), data.get("text") or ""
+        if upload and pasted.strip():
+            raise forms.ValidationError("Choose a file or paste its text, not both.")
+        if not upload and not pasted.strip():
+            raise forms.ValidationError("Choose the file, or paste its text.")
+        data["name"] = upload.name if upload else "the pasted text"
+        return data
+
+
+class DefinitionApplyForm(forms.Form):
+    """The checked file, posted back with the sha256 of its text and of the challenge's own
+    file when its changes were shown: what is applied is what was checked, against the
+    challenge as it was then."""
+
+    text = forms.CharField(strip=False, widget=forms.HiddenInput)
+    sha256 = forms.CharField(widget=forms.HiddenInput)
+    base = forms.CharField(widget=forms.HiddenInput)
+    name = forms.CharField(required=False, widget=forms.HiddenInput)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
 from rest_framework.parsers import JSONParser as DRFJSONParser
 
 TOO_DEEP = "nested too deep"
@@ -33,3 +34,18 @@ class JSONParser(DRFJSONParser):
             return super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError(f"JSON parse error - {TOO_DEEP}") from None
+
+
+class TextParser(BaseParser):
+    """A body that is a text file (a challenge's definition), as its bytes: the view decodes
+    and checks them with the file's own rules (stimuli/definition_files.py), as it does an
+    uploaded file's."""
+
+    media_type = "text/plain"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:
+        return stream.read() if stream is not None else b""
+
+
+class YAMLParser(TextParser):
+    media_type = "application/yaml"

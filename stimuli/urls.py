@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import definition_views, views
 from .uploads import views as uploads_views
 
 app_name = "stimuli"
@@ -15,4 +15,7 @@ urlpatterns = [
     path("<slug:slug>/jobs/", views.jobs, name="jobs"),
     path("<slug:slug>/clips/", views.clips, name="clips"),
     path("<slug:slug>/counts/", views.clip_counts, name="clip_counts"),
+    path("<slug:slug>/definition.yaml", definition_views.download, name="definition_download"),
+    path("<slug:slug>/definition/", definition_views.check, name="definition_check"),
+    path("<slug:slug>/definition/apply/", definition_views.apply, name="definition_apply"),
 ]

@@ -22,7 +22,10 @@ from .sections import Change, Section, Strict, register
 
 
 def _schedule(challenge: Challenge) -> ChallengeSchedule:
-    return ChallengeSchedule.objects.get_or_create(challenge=challenge)[0]
+    # Read without storing: a stored schedule is what opens a challenge's teams' pages (the
+    # home page links them), and reading the file (the challenge page shows it) must not.
+    found = ChallengeSchedule.objects.filter(challenge=challenge).first()
+    return found or ChallengeSchedule(challenge=challenge)
 
 
 def _validated(instance) -> None:

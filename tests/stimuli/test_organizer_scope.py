@@ -32,6 +32,8 @@ PUBLIC = {
     "scoring:download",
     "results-api-challenges", "results-api-snapshots", "results-api-latest",
     "results-api-snapshot", "results-api-leaderboard",
+    # The definition file's JSON Schema: the manual publishes the same.
+    "challenge-schema",
     # nginx's report of a sent sound: internal to nginx, and it takes only a receipt signed by
     # the web process (tests/adversary/test_delivery.py).
     "sound-delivered",
@@ -44,7 +46,10 @@ PUBLIC = {
 # tests/stimuli/submissions/test_access.py (organizers use /organize/<challenge>/submissions/).
 TEAM_SCOPED_PREFIXES = ("teams:", "team-submission-")
 # Organizer routes that name no challenge: each scopes what it shows (tested below).
-UNSCOPED = {"stimuli:challenges", "stimuli:job", "stimuli:audio", "challenge-list", "api-root"}
+UNSCOPED = {
+    "stimuli:challenges", "stimuli:job", "stimuli:audio", "challenge-list", "api-root",
+    "challenge-definition-new",
+}  # fmt: skip
 VALUES = {
     "pk": 1, "job_id": 1, "system_id": 1, "number": 1, "step": "embeddings",
     "category": "rain", "code": "A", "kind": "x", "fmt": "csv", "name": "x",
