@@ -145,3 +145,32 @@ class SnapshotPlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.snapshot} {self.track} {self.kind}"
+
+
+class DataRelease(models.Model):
+    """A versioned data release of a snapshot (scoring/release.py): the zip of its bundle, kept
+    in the default storage."""
+
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="releases")
+    version = models.CharField(max_length=40, help_text='e.g. "1.0.0+snapshot.2".')
+    archive = models.CharField(max_length=200, help_text="Storage name of the zip.")
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveBigIntegerField()
+    audio_files = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    class Meta:
+        ordering = ["snapshot", "-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "version"], name="release_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.snapshot} data release {self.version}"
+
+    @property
+    def file_name(self) -> str:
+        return self.archive.rsplit("/", 1)[-1]

@@ -11,6 +11,12 @@ urlpatterns = [
     path("<slug:slug>/publish/<int:pk>/", views.publishing, name="publishing"),
     path("<slug:slug>/preview/", views.preview, name="preview"),
     path("<slug:slug>/<int:number>/", views.snapshot, name="snapshot"),
+    path("<slug:slug>/<int:number>/release/", views.make_release, name="make_release"),
+    path(
+        "<slug:slug>/<int:number>/release/<int:pk>.zip",
+        views.release_download,
+        name="release_download",
+    ),
     path("<slug:slug>/<int:number>/track/<str:code>/", views.track, name="track"),
     path(
         "<slug:slug>/<int:number>/track/<str:code>/<slug:kind>.<str:fmt>",

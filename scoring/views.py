@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
+from stimuli.errors import Refused
 from stimuli.jobs import fail_if_stale
 from stimuli.models import Challenge, Job
 from stimuli.permissions import (
@@ -19,13 +20,15 @@ from stimuli.permissions import (
     is_organizer,
     is_write,
     may_read,
+    may_write,
     readable_challenges,
 )
 
+from . import release as data_release
 from . import selectors, services
 from .inputs import ScoringInputError
 from .job_kinds import PUBLISH
-from .models import Snapshot
+from .models import DataRelease, Snapshot
 
 # The rater-quality findings, shown under "Quality checks".
 CHECK_TABLES = ("excluded-sessions", "favouring-raters", "favouring-clusters")
@@ -158,7 +161,46 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     }
     if organizer:
         context.update(_publish_context(snap.challenge))
+    context["releases"] = data_release.releases(snap)
+    context["may_release"] = snap.public and may_write(request.user, snap.challenge)
+    if context["may_release"]:
+        context["release_jobs"] = data_release.release_jobs(snap)
+        context["release_failed"] = (
+            Job.objects.filter(
+                challenge=snap.challenge, kind=data_release.RELEASE,
+                params__snapshot=snap.number,
+            )
+            .order_by("-pk")
+            .filter(state=Job.State.FAILED)
+            .first()
+        )  # fmt: skip
     return render(request, "scoring/snapshot.html", context)
+
+
+@require_POST
+def make_release(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    """The "Make the data release" button: a job builds it (at once without a broker)."""
+    snap = _snapshot(request, slug, number)
+    check_challenge(request.user, snap.challenge, write=True)
+    try:
+        job = data_release.request_release(snap, request.user)
+    except Refused as exc:
+        messages.error(request, str(exc))
+    else:
+        if job.state == Job.State.SUCCEEDED:
+            messages.success(request, f"Data release {job.result['version']} is ready.")
+        elif job.state == Job.State.FAILED:
+            messages.error(request, f"The data release failed: {job.error}")
+    return redirect(reverse("scoring:snapshot", args=[slug, number]) + "#data-release")
+
+
+@require_safe
+def release_download(request: HttpRequest, slug: str, number: int, pk: int) -> HttpResponse:
+    snap = _snapshot(request, slug, number)
+    made = get_object_or_404(DataRelease, pk=pk, snapshot=snap)
+    return FileResponse(
+        data_release.open_archive(made), as_attachment=True, filename=made.file_name
+    )
 
 
 def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpResponse:

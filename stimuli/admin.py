@@ -74,8 +74,8 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(System)
 class SystemAdmin(admin.ModelAdmin):
-    list_display = ["name", "public_id", "team", "track", "kind", "challenge"]
-    list_filter = ["challenge", "track__code", "kind"]
+    list_display = ["name", "public_id", "team", "track", "kind", "release_audio", "challenge"]
+    list_filter = ["challenge", "track__code", "kind", "release_audio"]
     search_fields = ["name", "public_id", "team__name"]
     readonly_fields = ["public_id"]
 

@@ -130,7 +130,10 @@ class SystemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = System
-        fields = ["id", "name", "public_id", "team", "track", "kind", "is_finalist", "clip_count"]
+        fields = [
+            "id", "name", "public_id", "team", "track", "kind", "is_finalist", "release_audio",
+            "clip_count",
+        ]  # fmt: skip
         read_only_fields = ["public_id", "is_finalist"]
 
     def __init__(self, *args, **kwargs):

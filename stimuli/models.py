@@ -202,6 +202,11 @@ class System(models.Model):
     is_finalist = models.BooleanField(
         default=False, help_text="Chosen by the objective stage for the listening test."
     )
+    release_audio = models.BooleanField(
+        default=False,
+        help_text="The team consents to its listening-test sounds' audio going into the data "
+        "release (always referenced by sha256 there, with or without).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
