@@ -163,14 +163,19 @@ def _crest_db(samples: np.ndarray) -> float:
 def _expanded(samples: np.ndarray, crest_db: float) -> np.ndarray:
     """|x| raised to the power that gives this crest factor (found by bisection)."""
     unit = samples / (float(np.max(np.abs(samples))) or 1.0)
+    sign, magnitude = np.sign(unit), np.abs(unit)
+    # The peak of |unit| ** p stays 1 (or 0, for silence) whatever p: the crest factor is the
+    # level's alone, so each step computes only the level, as `_crest_db` would.
+    peak = float(np.max(magnitude)) if magnitude.size else 0.0
     low, high = 0.5, 4.0
     for _ in range(16):
         middle = (low + high) / 2
-        if _crest_db(np.sign(unit) * np.abs(unit) ** middle) < crest_db:
+        level = float(np.std(sign * magnitude**middle)) or 1e-9
+        if 20 * math.log10((peak or 1e-9) / level) < crest_db:
             low = middle
         else:
             high = middle
-    return np.sign(unit) * np.abs(unit) ** low
+    return sign * magnitude**low
 
 
 def _frame_levels(samples: np.ndarray, width: int) -> np.ndarray:

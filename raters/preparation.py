@@ -261,7 +261,12 @@ def build_anchors(challenge: Challenge, *, seed: int | None = None, progress=Non
     return made
 
 
-def check_anchors(challenge: Challenge) -> None:
+def check_anchors(
+    challenge: Challenge,
+    *,
+    measured: dict[int, anchors.Stats] | None = None,
+    quick: bool = False,
+) -> None:
     """Refuse an anchor set that a script could pick out of what a rater receives, naming every
     problem at once:
 
@@ -275,9 +280,14 @@ def check_anchors(challenge: Challenge) -> None:
       pool too small for a session's anchors;
     - an anchor that matches a clip of the development set or any system's clips (the teams
       hold both) by waveform correlation (`anchors.best_matches`).
+
+    `measured` keeps each delivered sound's statistics for the next check (preparation draws
+    the anchors again while a check refuses them; the stimuli stay). `quick` leaves out the
+    matching, the check's longest part, when another problem refuses the set already: a draw
+    to be replaced anyway.
     """
     test = selectors.listening_test(challenge)
-    measured: dict[int, anchors.Stats] = {}
+    measured = {} if measured is None else measured
 
     def stats_of(audio: AudioFile) -> anchors.Stats:
         if audio.pk not in measured:
@@ -313,7 +323,8 @@ def check_anchors(challenge: Challenge) -> None:
         for problem in anchors.pooled_separations(everything, stimuli_all)
     ]
     problems += _anchor_repeats(challenge, every_anchor, test)
-    problems += _anchor_matches(challenge, every_anchor, test)
+    if not (quick and problems):
+        problems += _anchor_matches(challenge, every_anchor, test)
     if problems:
         raise ListeningError(
             "The anchors can be told apart from the stimuli without listening: "
@@ -429,9 +440,10 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
         progress=progress,
     )
     rendered = render_delivered_audio(challenge, progress=progress)
+    measured: dict = {}  # the delivered sounds' statistics, kept from one draw to the next
     for attempt in range(1, ANCHOR_DRAWS + 1):
         try:
-            check_anchors(challenge)
+            check_anchors(challenge, measured=measured, quick=attempt < ANCHOR_DRAWS)
             break
         except ListeningError:
             # Each low-quality anchor's degradation is drawn at random: a set that a statistic
