@@ -99,6 +99,15 @@ class Snapshot(models.Model):
     public = models.BooleanField(
         default=True, help_text="Off: an interim snapshot only organizers see."
     )
+    # What an organizer had set, whole (stimuli.definition.export at publication): the same
+    # challenge applied anywhere scores these inputs to this result. Blank before it was kept.
+    definition = models.TextField(
+        blank=True,
+        help_text="The challenge's definition file (challenge.yaml) when it was published.",
+    )
+    definition_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the definition's text (UTF-8)."
+    )
     plots_missing = models.JSONField(
         default=list,
         blank=True,

@@ -16,12 +16,15 @@ from raters.selectors import diversity_rows, rating_rows
 from raters.text_quality import judged_rows as judged_text_prompt_rows
 from scoring.job_kinds import PUBLISH
 from stimuli import selectors as stimuli_selectors
+from stimuli.definition import export as export_definition
+from stimuli.definition import sha256 as definition_sha256
 from stimuli.jobs import Failed, JobProgress, create_job, enqueue, run_job
 from stimuli.models import Challenge, Job
 from stimuli.permissions import may_read, may_write
 from stimuli.phases import advance
 
 from .compute import score
+from .definition import rules_from_text
 from .inputs import Inputs, ScoringInputError, table_hash
 from .models import ScoringSettings, Snapshot, SnapshotPlot
 from .rules import Rules
@@ -177,42 +180,52 @@ def publish(
                 challenge.slug,
                 ", ".join(f"{m['kind']} of track {m['track']}" for m in drawn.missing),
             )
+        step(3)
+        with transaction.atomic():
+            # Lock the challenge so that two publications get consecutive numbers.
+            locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+            if job is not None and (done := Snapshot.objects.filter(job=job).first()):
+                return done
+            if not final:  # final results published while this one was scored
+                _refuse_interim_after_final(locked)
+            # The definition frozen with the result, read where the snapshot is made; it must
+            # give the rules the result was scored by (an organizer may have changed them on a
+            # page while it was scored).
+            definition = export_definition(locked)
+            if rules_from_text(definition).to_dict() != rules.to_dict():
+                raise ScoringInputError(
+                    "the scoring settings changed while the results were scored; publish again"
+                )
+            last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
+            if final:
+                advance(locked, "publish_final")
+            snapshot = Snapshot.objects.create(
+                challenge=challenge,
+                number=(last or 0) + 1,
+                result=result,
+                input_hashes=result["inputs"],
+                settings=result["settings"],
+                code_version=result["code_version"],
+                published_at=timezone.now(),
+                published_by=user,
+                job=job,
+                final=final,
+                public=public,
+                definition=definition,
+                definition_sha256=definition_sha256(definition),
+                plots_missing=drawn.missing,
+            )
+            SnapshotPlot.objects.bulk_create(
+                SnapshotPlot(snapshot=snapshot, track=track, kind=kind, svg=svg, png=png)
+                for track, kind, svg, png in drawn.plots
+            )
+            return snapshot
     except Exception:
         if was_open:  # nothing was published: the test goes on
             preparation.set_open(challenge, True)
         if study_was_open:
             text_study.set_open(study, True)
         raise
-    step(3)
-    with transaction.atomic():
-        # Lock the challenge so that two publications get consecutive numbers.
-        locked = Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
-        if job is not None and (done := Snapshot.objects.filter(job=job).first()):
-            return done
-        if not final:  # final results published while this one was scored
-            _refuse_interim_after_final(locked)
-        last = Snapshot.objects.filter(challenge=challenge).aggregate(n=Max("number"))["n"]
-        if final:
-            advance(locked, "publish_final")
-        snapshot = Snapshot.objects.create(
-            challenge=challenge,
-            number=(last or 0) + 1,
-            result=result,
-            input_hashes=result["inputs"],
-            settings=result["settings"],
-            code_version=result["code_version"],
-            published_at=timezone.now(),
-            published_by=user,
-            job=job,
-            final=final,
-            public=public,
-            plots_missing=drawn.missing,
-        )
-        SnapshotPlot.objects.bulk_create(
-            SnapshotPlot(snapshot=snapshot, track=track, kind=kind, svg=svg, png=png)
-            for track, kind, svg, png in drawn.plots
-        )
-        return snapshot
 
 
 class _Steps:
