@@ -33,13 +33,13 @@ class SnapshotSummarySerializer(serializers.ModelSerializer):
         model = Snapshot
         fields = [
             "challenge", "number", "final", "published_at", "code_version", "input_hashes",
-            "settings",
+            "settings", "definition_sha256",
         ]  # fmt: skip
 
 
 class SnapshotSerializer(SnapshotSummarySerializer):
     class Meta(SnapshotSummarySerializer.Meta):
-        fields = [*SnapshotSummarySerializer.Meta.fields, "result"]
+        fields = [*SnapshotSummarySerializer.Meta.fields, "definition", "result"]
 
 
 class IntervalField(serializers.ListField):

@@ -23,6 +23,7 @@ urlpatterns = [
         views.plot,
         name="plot",
     ),
+    path("<slug:slug>/<int:number>/definition.yaml", views.definition, name="definition"),
     path(
         "<slug:slug>/<int:number>/download/<slug:name>.<str:fmt>",
         views.download,

@@ -270,6 +270,18 @@ def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) 
     return response
 
 
+@require_safe
+def definition(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    """The challenge's definition file as it was when the snapshot was published (apply it with
+    `manage.py challenge apply`, rescore with `score_offline --challenge`)."""
+    snap = _snapshot(request, slug, number)
+    if not snap.definition:  # published before definitions were kept
+        raise Http404("This publication has no definition file.")
+    response = HttpResponse(snap.definition, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{slug}-snapshot-{number}.yaml"'
+    return response
+
+
 def snap_payload(snap: Snapshot) -> dict:
     return {
         "challenge": snap.challenge.slug,
@@ -279,5 +291,9 @@ def snap_payload(snap: Snapshot) -> dict:
         "code_version": snap.code_version,
         "input_hashes": snap.input_hashes,
         "settings": snap.settings,
+        # The challenge's definition file (challenge.yaml) it was published under; "" before
+        # definitions were kept.
+        "definition_sha256": snap.definition_sha256,
+        "definition": snap.definition,
         "result": snap.result,
     }
