@@ -6,7 +6,9 @@
 (`--release`: a data release's directory, scoring/release.py: its four tables, and the scoring
 settings and FAD model in its scoring.json.)
 
-`python manage.py score_offline` takes the same arguments and prints the same JSON.
+`python manage.py score_offline` takes the same arguments and prints the same JSON; it alone
+takes the scoring settings from a challenge's definition file (`--challenge challenge.yaml`, such
+as a snapshot's), which is read by the platform's schema.
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--teams", type=Path, help="CSV: system, team, track.")
     parser.add_argument(
+        "--challenge",
+        type=Path,
+        help="A challenge's definition file (challenge.yaml; a snapshot's rescores it as "
+        "published): the scoring settings are its scoring and rater_rules sections and its "
+        "listening test's anchors_per_session (with --release, in place of its scoring.json's "
+        "settings). The file decides: --settings-json, --seed and --bootstrap are refused "
+        "beside it. Only through manage.py.",
+    )
+    parser.add_argument(
         "--settings-json",
         type=Path,
         help='JSON file with scoring rules to override, e.g. {"exclude_at": 4}.',
@@ -83,6 +94,10 @@ def release_options(options: dict) -> dict:
     }
 
 
+# What a definition file sets, and so may not be given beside it.
+SETTINGS_OPTIONS = ("settings_json", "seed", "bootstrap")
+
+
 def run(options: dict) -> str:
     """The JSON text for parsed options; ScoringInputError says what is wrong with the input."""
     if options.get("release"):
@@ -90,6 +105,60 @@ def run(options: dict) -> str:
     missing = [f"--{name}" for name in RELEASE_FILES if not options.get(name)]
     if missing:
         raise ScoringInputError(f"missing {', '.join(missing)} (or give --release)")
+    rules = _rules_of_definition(options) if options.get("challenge") else _rules_of(options)
+    result = score_files(
+        options["ratings"],
+        options["diversity"],
+        options["fad"],
+        options["teams"],
+        rules,
+        fad_model=options.get("fad_model") or "",
+    )
+    return json.dumps(result, indent=options.get("indent"), ensure_ascii=False)
+
+
+def _rules_of_definition(options: dict) -> Rules:
+    """The rules of the --challenge file; every problem at once, the options it refuses among
+    them."""
+    # Django only here: the file's schema is the platform's models' (stimuli.definition); the
+    # rest of this module runs without it.
+    from django.apps import apps
+
+    if not apps.ready:
+        raise ScoringInputError(
+            "--challenge reads the file by the platform's schema: run it as "
+            "python manage.py score_offline --challenge ..."
+        )
+    from stimuli.definition import DefinitionError
+
+    from .definition import rules_from_text
+
+    problems = []
+    given = [f"--{n.replace('_', '-')}" for n in SETTINGS_OPTIONS if options.get(n) is not None]
+    if given:
+        # Refused rather than laid on top: the result would no longer be the one the file (a
+        # snapshot's, say) gives, and nothing in it would say so.
+        problems.append(
+            f"--challenge sets the scoring settings: leave out {', '.join(given)} (or edit "
+            "the file's scoring and rater_rules sections)"
+        )
+    path = Path(options["challenge"])
+    rules = None
+    try:
+        rules = rules_from_text(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        problems.append(f"{path}: cannot be read ({exc.strerror or exc})")
+    except UnicodeDecodeError:
+        problems.append(f"{path}: not UTF-8 text")
+    except (DefinitionError, ScoringInputError) as exc:
+        problems.extend(f"{path.name}: {p}" for p in exc.problems)
+    if problems or rules is None:
+        raise ScoringInputError(problems)
+    return rules
+
+
+def _rules_of(options: dict) -> Rules:
+    # A release's own settings (its scoring.json), then the options on top.
     overrides: dict = dict(options.get("settings") or {})
     if options.get("settings_json"):
         try:
@@ -102,18 +171,9 @@ def run(options: dict) -> str:
         if options.get(name) is not None:
             overrides[name] = options[name]
     try:
-        rules = Rules.from_dict(overrides)
+        return Rules.from_dict(overrides)
     except TypeError as exc:
         raise ScoringInputError(f"bad scoring settings: {exc}") from exc
-    result = score_files(
-        options["ratings"],
-        options["diversity"],
-        options["fad"],
-        options["teams"],
-        rules,
-        fad_model=options.get("fad_model") or "",
-    )
-    return json.dumps(result, indent=options.get("indent"), ensure_ascii=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = run(options)
     except ScoringInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
         return 2
     print(text)
     return 0

@@ -12,7 +12,9 @@ class Command(BaseCommand):
     help = (
         "Score a challenge from the listening test's ratings and diversity CSVs, a FAD CSV "
         "(system, track, category, fad_dev, fad_eval) and a teams CSV (system, team, track); "
-        "prints the result as one JSON object. Needs no database content."
+        "prints the result as one JSON object. Needs no database content. The scoring "
+        "settings are the defaults with --settings-json, --seed and --bootstrap on top, or "
+        "those of a challenge's definition file (--challenge), which then refuses those three."
     )
     requires_system_checks: list = []
 
@@ -23,4 +25,5 @@ class Command(BaseCommand):
         try:
             self.stdout.write(run(options))
         except ScoringInputError as exc:
-            raise CommandError(str(exc)) from exc
+            # Every problem on a line of its own (a definition file's, each with its line).
+            raise CommandError("\n".join(exc.problems)) from exc
