@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST, require_safe
 
@@ -277,8 +278,10 @@ def definition(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     snap = _snapshot(request, slug, number)
     if not snap.definition:  # published before definitions were kept
         raise Http404("This publication has no definition file.")
-    response = HttpResponse(snap.definition, content_type="application/yaml; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{slug}-snapshot-{number}.yaml"'
+    response = HttpResponse(snap.definition, content_type="application/yaml")
+    response["Content-Disposition"] = content_disposition_header(
+        True, f"{slug}-snapshot-{number}.yaml"
+    )
     return response
 
 

@@ -76,7 +76,7 @@ def test_the_results_page_shows_the_hash_and_the_download_gives_the_same_text(
     assert f'<code class="wrap" id="definition-sha256">{full}</code>' in page  # to copy whole
     response = client.get(f"/results/{slug}/1/definition.yaml")
     assert response.status_code == 200
-    assert response["Content-Type"] == "application/yaml; charset=utf-8"
+    assert response["Content-Type"] == "application/yaml"
     assert response["Content-Disposition"] == f'attachment; filename="{slug}-snapshot-1.yaml"'
     text = response.content.decode()
     assert text == published.definition and definition.sha256(text) == full
