@@ -1,7 +1,8 @@
 """The results of a challenge rated as the demo's is (`./scripts/demo --simulate-raters`), a
 team's farm among the raters, in a real headless Chromium at 1,366 px and on a 390 px phone: the
 farm named under the quality checks, excluded, and every rank beside the rank it would have
-without its most favourable tenth of raters, on the page and in the download."""
+without its most favourable tenth of raters, on the page and in the download; the definition the
+snapshot was computed under, its hash on the page and the file behind the link."""
 
 from __future__ import annotations
 
@@ -52,6 +53,18 @@ def test_the_demos_results_show_the_farm_and_how_robust_each_rank_is(
             href = page.get_attribute("#table-leaderboard-A >> text=CSV", "href")
             header = page.request.get(f"{live_server.url}{href}").text().splitlines()[0]
             assert "rank_without_favourable" in header.split(",")
+            # The definition it was computed under: its hash, whole on hover, and the file.
+            frozen = page.locator("#snapshot-definition")
+            digest = frozen.locator("code")
+            assert digest.inner_text() == f"sha256 {snapshot.definition_sha256[:12]}"
+            assert digest.get_attribute("title") == f"sha256 {snapshot.definition_sha256}"
+            box = frozen.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"]
+            download = page.request.get(live_server.url + frozen.locator("a").get_attribute("href"))
+            assert download.text() == snapshot.definition
+            assert download.headers["content-disposition"] == (
+                f'attachment; filename="{challenge.slug}-snapshot-{snapshot.number}.yaml"'
+            )
             suffix = "" if viewport is DESKTOP else "-phone"
             page.screenshot(
                 path=str(DOCS_SCREENSHOTS / f"demo-results{suffix}.png"), full_page=True
