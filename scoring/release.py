@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -42,6 +43,7 @@ from raters.models import Stimulus as TestStimulus
 from raters.selectors import diversity_rows, rating_rows
 from stimuli import definition
 from stimuli import selectors as stimuli_selectors
+from stimuli.definition.document import dump as dump_definition
 from stimuli.errors import Refused
 from stimuli.exports import to_csv
 from stimuli.jobs import Failed, JobProgress, create_job, enqueue, run_job
@@ -230,8 +232,9 @@ FAD_PARTS = {
 OTHER_FILES = {
     "result.json": "The snapshot's published result, raters under their pseudonyms.",
     SCORING_FILE: "The scoring settings, the code version and the FAD model of the snapshot.",
-    "challenge.yaml": "The challenge's definition (categories, tracks, clip spec, listening "
-    "design, rules).",
+    "challenge.yaml": "The challenge's definition the snapshot was computed under (categories, "
+    "tracks, clip spec, listening design, rules); score_offline --challenge reads its scoring "
+    "settings.",
     "metadata.json": "DOI-ready metadata: title, creators, version, date, licence.",
     "README.md": "This datasheet.",
     "datapackage.json": "The Frictionless Data Package descriptor of every table.",
@@ -542,9 +545,12 @@ def build(snapshot: Snapshot, out: Path, *, version: str) -> dict:
         "code_version": snapshot.code_version,
         "fad_model": extra["fad_model"],
         "published_input_hashes": snapshot.input_hashes,
+        # Of the definition frozen with the snapshot; challenge.yaml is it, but for what the
+        # release withholds.
+        "definition_sha256": snapshot.definition_sha256,
     }
     (out / SCORING_FILE).write_text(json.dumps(scoring, indent=1))
-    (out / "challenge.yaml").write_text(scrub.text(definition.export(challenge)))
+    (out / "challenge.yaml").write_text(released_definition(snapshot, scrub))
     if extra["audio"]:
         (out / "audio").mkdir()
         for sha, name in sorted(extra["audio"].items()):
@@ -575,6 +581,16 @@ def build(snapshot: Snapshot, out: Path, *, version: str) -> dict:
     package = datapackage(metadata, schemas)
     (out / "datapackage.json").write_text(json.dumps(package, indent=1, ensure_ascii=False))
     return metadata
+
+
+def released_definition(snapshot: Snapshot, scrub: Scrubber) -> str:
+    """The definition the snapshot was computed under (today's, for a snapshot published before
+    definitions were kept), with what the release withholds withheld as values, so that the file
+    stays a valid definition (`[withheld]` written bare would be a YAML list)."""
+    text = snapshot.definition or definition.export(snapshot.challenge)
+    if scrub.text(text) == text:
+        return text  # the very file: its sha256 is the snapshot's
+    return dump_definition(scrub.value(yaml.safe_load(text)))
 
 
 def datapackage(metadata: dict, schemas: dict[str, list[Field]]) -> dict:

@@ -143,6 +143,14 @@ def test_the_release_rescores_to_the_published_numbers_and_names_no_one(
         r["final"] for r in snapshot.result["tracks"]["A"]
     ]
     assert rescored["settings"] == snapshot.settings
+    # The definition the snapshot was computed under, with the contact address withheld as a
+    # value (the file stays valid); its scoring settings rescore the bundle alike.
+    frozen = (bundle / "challenge.yaml").read_text()
+    assert frozen == snapshot.definition.replace(challenge.contact_email, "'[withheld]'")
+    scoring = json.loads((bundle / "scoring.json").read_text())
+    assert scoring["definition_sha256"] == snapshot.definition_sha256
+    by_file = json.loads(score_offline({"release": bundle, "challenge": bundle / "challenge.yaml"}))
+    assert numbers(by_file) == numbers(released)
 
     ratings = read_rows(bundle / "ratings.csv")
     assert len(ratings) == snapshot.result["counts"]["ratings"]
