@@ -20,7 +20,7 @@ FARM = 3
 
 
 def test_the_demos_results_show_the_farm_and_how_robust_each_rank_is(
-    live_server, chromium_path, organizer
+    live_server, chromium_path, organizer, tmp_path
 ):
     challenge = build_listening_challenge(
         slug="demo-farm", categories=2, systems_per_track=3, target_ratings=6, categories_min=1
@@ -68,4 +68,14 @@ def test_the_demos_results_show_the_farm_and_how_robust_each_rank_is(
             suffix = "" if viewport is DESKTOP else "-phone"
             page.screenshot(
                 path=str(DOCS_SCREENSHOTS / f"demo-results{suffix}.png"), full_page=True
+            )
+            # The whole hash, to copy, under the settings: inside the page at either width.
+            page.locator("details:has(#definition-sha256) > summary").click()
+            whole = page.locator("#definition-sha256")
+            assert whole.inner_text() == snapshot.definition_sha256
+            box = whole.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"]
+            assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+            page.locator("details:has(#definition-sha256)").screenshot(
+                path=str(tmp_path / f"definition-sha256{suffix}.png")
             )
