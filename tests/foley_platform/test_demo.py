@@ -89,7 +89,7 @@ def test_demo_command_refuses_without_debug(settings):
         call_command("demo")
 
 
-def test_demo_runs_the_whole_challenge_and_publishes(settings):
+def test_demo_runs_the_whole_challenge_and_publishes(settings, tmp_path):
     from scoring.demo import run_demo
     from scoring.models import Snapshot
     from stimuli.models import FadResult, Medoid
@@ -141,6 +141,35 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings):
     assert run.text_judge_path.startswith(f"/listen/{run.text_challenge.slug}/join/")
     again = run_demo(clips_per_category=26)  # a second run only reports
     assert again.published and Snapshot.objects.filter(challenge=challenge).count() == 1
+    _released_as_published(snapshot, tmp_path)
+
+
+def _released_as_published(snapshot, tmp_path) -> None:
+    """The demo's published challenge as a data release: a valid Data Package, none of its
+    crowd workers' participant ids in any file, and its leaderboard rescored from the bundle
+    alone."""
+    import json
+
+    import frictionless
+
+    from raters.models import Rater
+    from scoring.offline import run as score_offline
+    from scoring.release import make_release, release_name
+    from tests.scoring.test_release import numbers
+
+    made = make_release(snapshot, out_dir=tmp_path)
+    bundle = tmp_path / release_name(snapshot, made.version)
+    report = frictionless.validate(bundle / "datapackage.json")
+    assert report.valid, report.flatten(["rowNumber", "fieldName", "type", "note"])
+    raters = Rater.objects.filter(challenge=snapshot.challenge)
+    ids = {i for i in raters.values_list("participant_id", flat=True) if i}
+    assert len(ids) >= 3  # the farm's and the recruited crowd workers'
+    for path in bundle.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not [i for i in ids if i.encode() in data], path.name
+    rescored = json.loads(score_offline({"release": bundle}))
+    assert numbers(rescored) == numbers(json.loads((bundle / "result.json").read_text()))
 
 
 def _rows(result: dict) -> list[dict]:
