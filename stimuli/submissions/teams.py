@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..errors import Conflict, Refused
-from ..models import Challenge, Team
+from ..models import Challenge, System, Team
 from ..names import name_key
 from ..services import create_team, team_name_problems
 from . import selectors
@@ -266,3 +266,27 @@ def decide_registration(team: Team, *, approve: bool, by, reason: str = "") -> T
         registration.decided_at = timezone.now()
         registration.save()
     return registration
+
+
+def set_release_audio(team: Team, system_ids: list[str]) -> list[System]:
+    """The team's consent to its systems' listening-test audio going into the data release:
+    exactly the systems in `system_ids` release theirs, the team's others do not. An id that is
+    not one of the team's systems (another team's or none) is refused with nothing changed; the
+    same words for both, so that the answer does not say whether another team's system exists."""
+    problems, chosen = [], set()
+    for raw in system_ids:
+        try:
+            chosen.add(int(raw))
+        except (TypeError, ValueError):
+            problems.append(f"system {raw!r}: not a system of your team")
+    with transaction.atomic():
+        systems = list(System.objects.select_for_update().filter(team=team).order_by("pk"))
+        own = {s.pk for s in systems}
+        problems += [f"system {pk}: not a system of your team" for pk in sorted(chosen - own)]
+        if problems:
+            raise Refused(problems)
+        for system in systems:
+            if system.release_audio != (system.pk in chosen):
+                system.release_audio = system.pk in chosen
+                system.save(update_fields=["release_audio"])
+    return systems

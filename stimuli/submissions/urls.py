@@ -18,6 +18,7 @@ urlpatterns = [
     path("<slug:slug>/team/", views.team, name="team"),
     path("<slug:slug>/team/submit/", views.submit, name="submit"),
     path("<slug:slug>/team/token/", views.api_token, name="token"),
+    path("<slug:slug>/team/release-audio/", views.release_audio, name="release_audio"),
     path("<slug:slug>/team/submissions/<int:pk>/", views.submission, name="submission"),
     path("<slug:slug>/team/submissions/<int:pk>/status/", views.submission_status, name="status"),
     path("<slug:slug>/team/submissions/<int:pk>/choose/", views.choose, name="choose"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from django.contrib import messages
 from django.contrib.auth import login
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -155,6 +156,7 @@ def _team_context(request: HttpRequest) -> dict:
         "tracks": challenge.tracks.all(),
         "invitation": invitation,
         "invitation_url": teams.invitation_url(invitation) if invitation else "",
+        "systems": team.systems.select_related("track").order_by("name"),
     }
 
 
@@ -275,6 +277,29 @@ def clip(request: HttpRequest, slug: str, pk: int, clip_id: int) -> FileResponse
     if found is None or not default_storage.exists(found.audio.file):
         raise Http404("No such clip.")
     return FileResponse(default_storage.open(found.audio.file, "rb"), content_type="audio/wav")
+
+
+@team_member_required
+@require_POST
+def release_audio(request: HttpRequest, slug: str) -> HttpResponse:
+    """The team's choice of which systems' listening-test sounds go into the data release: the
+    checked boxes release, the unchecked do not."""
+    try:
+        systems = teams.set_release_audio(request.team, request.POST.getlist("release"))
+    except Refused as refusal:
+        context = {
+            **_team_context(request),
+            "form": SubmissionForm(),
+            "release_problems": refusal.problems,
+        }
+        return render(request, "submissions/team.html", context, status=refusal.status)
+    released = sum(s.release_audio for s in systems)
+    messages.success(
+        request,
+        f"Saved: {released} of {len(systems)} {'system' if len(systems) == 1 else 'systems'} "
+        "release their sounds in the challenge's data release.",
+    )
+    return redirect("teams:team", slug=slug)
 
 
 @team_member_required
