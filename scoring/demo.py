@@ -56,7 +56,6 @@ def run_demo(
     echo: Echo | None = None,
     progress: Progress | None = None,
     fad_bootstrap: int | None = None,
-    target_ratings: int | None = None,
 ) -> DemoRun:
     say = echo or (lambda _line: None)
     if clips_per_category < 20:
@@ -67,10 +66,6 @@ def run_demo(
         chosen = config.objective_settings(challenge)
         chosen.fad_bootstrap = fad_bootstrap
         chosen.save(update_fields=["fad_bootstrap"])
-    if target_ratings is not None:  # fewer ratings per sound than the file's 10: fewer raters
-        test = selectors.listening_test(challenge)
-        test.target_ratings = target_ratings
-        test.save(update_fields=["target_ratings"])
     say(f"{'Created' if summary.created else 'Found'} the demo challenge '{challenge.name}'.")
 
     if not Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE).exists():
