@@ -54,191 +54,14 @@ from stimuli.storage import read_audio
 from .inputs import Inputs
 from .job_kinds import RELEASE
 from .models import DataRelease, Snapshot
+from .release_tables import FAD_PARTS, OTHER_FILES, SCORING_FILE, TABLES, Field, field
 
 LICENCE = {
     "name": "CC-BY-4.0",
     "title": "Creative Commons Attribution 4.0 International",
     "path": "https://creativecommons.org/licenses/by/4.0/",
 }
-# The files score_offline --release reads (scoring/offline.py names them too).
-SCORING_FILE = "scoring.json"
 WITHHELD = "[withheld]"
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    type: str  # a Frictionless Table Schema type
-    description: str
-
-
-def _f(name: str, type_: str, description: str) -> Field:
-    return Field(name, type_, description)
-
-
-# The rater columns every table of answers shares.
-RATER = _f("rater", "string", "The rater's pseudonym: a salted hash, the same in every table.")
-LISTENING = [
-    _f("plays", "integer", "Times the sound was played before the answer (empty: not recorded)."),
-    _f("seeks", "integer", "Times the rater moved the play head."),
-    _f("heard_fraction", "number", "Share of the sound heard before the answer (0 to 1)."),
-    _f("answer_s", "number", "Seconds from the sound's first play to the answer."),
-]
-SYSTEM_COLUMNS = [
-    _f("system", "string", "The system's name (empty for anchors and gold)."),
-    _f("system_id", "string", "The system's public id (empty for anchors and gold)."),
-    _f("team", "string", "The team that submitted the system."),
-    _f("track", "string", "The system's track code."),
-]
-
-# Each table of the bundle: its file, title, description and columns, in order.
-TABLES: dict[str, tuple[str, str, list[Field]]] = {
-    "ratings": (
-        "Quality and fit ratings",
-        "One row per quality/fit answer of the listening test, anchors and gold included, with "
-        "the rater-quality rules' verdict on its session and how the sound was heard. The "
-        "columns rater to fit are score_offline's input.",
-        [
-            RATER,
-            _f("rater_team", "string", "The rater's own team (empty: outside every team)."),
-            _f("session", "string", "The rater's category session (pseudonym-number)."),
-            _f("category", "string", "The category's slug."),
-            _f("system", "string", "The system's name (empty for anchors and gold)."),
-            _f("track", "string", "The system's track code."),
-            _f("stimulus", "string", "sha256 of the sound rated (see stimuli.csv, anchors.csv)."),
-            _f(
-                "role",
-                "string",
-                "trial, anchor_hq_goodfit, anchor_hq_poorfit, anchor_lq_poorfit or gold.",
-            ),
-            _f("quality", "number", "Audio quality, 0 to 10."),
-            _f("fit", "number", "Fit to the category, 0 to 10."),
-            _f("rater_kind", "string", "participant, invited, crowd or organizer."),
-            _f("expected_quality_min", "integer", "Gold: lowest quality the instruction asks."),
-            _f("expected_quality_max", "integer", "Gold: highest quality the instruction asks."),
-            _f("expected_fit_min", "integer", "Gold: lowest fit the instruction asks."),
-            _f("expected_fit_max", "integer", "Gold: highest fit the instruction asks."),
-            *LISTENING,
-            _f(
-                "platform",
-                "string",
-                "Why the crowd platform's record takes the rater's ratings "
-                "out (empty when it does not).",
-            ),
-            _f("flags", "string", "Every rater-quality rule that named the session, with why."),
-            _f("system_id", "string", "The system's public id."),
-            _f("system_team", "string", "The team that submitted the system."),
-            _f("excluded", "boolean", "Whether the published scoring set the session aside."),
-            _f("excluded_because", "string", "The published scoring's reasons, when excluded."),
-        ],
-    ),
-    "diversity": (
-        "Diversity ratings",
-        "One row per diversity answer (a system's set of sounds in a category).",
-        [
-            RATER,
-            _f("rater_team", "string", "The rater's own team (empty: outside every team)."),
-            _f("category", "string", "The category's slug."),
-            _f("system", "string", "The system's name."),
-            _f("track", "string", "The system's track code."),
-            _f("diversity", "number", "Diversity, 0 to 10."),
-            *LISTENING,
-            _f("system_id", "string", "The system's public id."),
-            _f(
-                "excluded",
-                "boolean",
-                "Whether the published scoring set the answer aside (its "
-                "rater's session of the category was excluded).",
-            ),
-        ],
-    ),
-    "screening": (
-        "Screening results",
-        "One row per attempt at a screening check (level, headphones, hearing).",
-        [
-            RATER,
-            _f("rater_kind", "string", "participant, invited, crowd or organizer."),
-            _f("step", "string", "level, headphones or hearing."),
-            _f("attempt", "integer", "1 for the first attempt at the step."),
-            _f("state", "string", "open, passed or failed."),
-            _f("score", "number", "Trials right (headphones) or the SRT in dB SNR (hearing)."),
-            _f("summary", "string", "The result in words, as the platform wrote it."),
-        ],
-    ),
-    "stimuli": (
-        "Stimuli",
-        "Every system sound of the listening test, by sha256; audio/<sha256>.wav is in the "
-        "release where the system's team consented.",
-        [
-            _f("sha256", "string", "sha256 of the canonical WAV."),
-            _f("category", "string", "The category's slug."),
-            *SYSTEM_COLUMNS,
-            _f("duration_s", "number", "Duration in seconds."),
-            _f("sample_rate", "integer", "Sample rate in Hz."),
-            _f("audio_included", "boolean", "Whether audio/<sha256>.wav is in this release."),
-        ],
-    ),
-    "anchors": (
-        "Anchors and gold sounds",
-        "The hidden checks: anchors by kind, gold sounds with the answer they ask for; by sha256 "
-        "only, never with their audio.",
-        [
-            _f("sha256", "string", "sha256 of the sound raters heard."),
-            _f(
-                "role", "string", "anchor_hq_goodfit, anchor_hq_poorfit, anchor_lq_poorfit or gold."
-            ),
-            _f("category", "string", "The anchor's category (empty for gold)."),
-            _f("quality_min", "integer", "Gold: lowest quality it asks."),
-            _f("quality_max", "integer", "Gold: highest quality it asks."),
-            _f("fit_min", "integer", "Gold: lowest fit it asks."),
-            _f("fit_max", "integer", "Gold: highest fit it asks."),
-        ],
-    ),
-    "fad": (
-        "FAD and KAD",
-        "The objective stage's distances per embedding model, system and category (lower is "
-        "closer to the reference); score_offline's FAD input.",
-        [
-            _f("model", "string", "The embedding model's id."),
-            _f("system", "string", "The system's name."),
-            _f("track", "string", "The system's track code."),
-            _f("category", "string", "The category's slug."),
-            _f("fad_dev", "number", "FAD against the development set."),
-            _f("fad_eval", "number", "FAD against the evaluation set."),
-        ],
-    ),
-    "teams": (
-        "Systems and teams",
-        "Every system of the challenge; score_offline's teams input.",
-        [
-            _f("system", "string", "The system's name."),
-            _f("team", "string", "The team that submitted it."),
-            _f("track", "string", "Its track code."),
-            _f("system_id", "string", "Its public id."),
-            _f("release_audio", "boolean", "Whether its team consented to its audio's release."),
-        ],
-    ),
-}
-# Columns a FAD row may add (intervals, FAD-inf, KAD, subsets): described by their name's parts.
-FAD_PARTS = {
-    "fad": "FAD",
-    "kad": "KAD",
-    "dev": "against the development set",
-    "eval": "against the evaluation set",
-    "inf": "extrapolated to infinitely many clips (FAD-inf)",
-    "low": "interval's lower end",
-    "high": "interval's upper end",
-}
-OTHER_FILES = {
-    "result.json": "The snapshot's published result, raters under their pseudonyms.",
-    SCORING_FILE: "The scoring settings, the code version and the FAD model of the snapshot.",
-    "challenge.yaml": "The challenge's definition the snapshot was computed under (categories, "
-    "tracks, clip spec, listening design, rules); score_offline --challenge reads its scoring "
-    "settings.",
-    "metadata.json": "DOI-ready metadata: title, creators, version, date, licence.",
-    "README.md": "This datasheet.",
-    "datapackage.json": "The Frictionless Data Package descriptor of every table.",
-}
 
 
 # --- Pseudonyms and what never goes out -----------------------------------------------------
@@ -479,7 +302,7 @@ def columns_of(name: str, rows: list[dict]) -> list[Field]:
         for column in row:
             if column not in known:
                 known.add(column)
-                extra.append(_fad_field(column) if name == "fad" else _f(column, "string", ""))
+                extra.append(_fad_field(column) if name == "fad" else field(column, "string", ""))
     if name == "fad" and not any("model" in row for row in rows):
         declared = [f for f in declared if f.name != "model"]
     return [*declared, *extra]
@@ -487,10 +310,10 @@ def columns_of(name: str, rows: list[dict]) -> list[Field]:
 
 def _fad_field(column: str) -> Field:
     if column == "system_id":
-        return _f(column, "string", "The system's public id.")
+        return field(column, "string", "The system's public id.")
     parts = column.split("_")
     words = [FAD_PARTS.get(p, f"on a draw of {p} clips" if p.isdigit() else p) for p in parts]
-    return _f(column, "number", " ".join(words).capitalize() + ".")
+    return field(column, "number", " ".join(words).capitalize() + ".")
 
 
 # --- The bundle ---------------------------------------------------------------------------------

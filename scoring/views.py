@@ -181,8 +181,10 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
 @require_POST
 def make_release(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     """The "Make the data release" button: a job builds it (at once without a broker)."""
+    # Who may write first: a viewer is refused as on every organizer action, whatever the
+    # snapshot they name.
+    check_challenge(request.user, get_object_or_404(Challenge, slug=slug), write=True)
     snap = _snapshot(request, slug, number)
-    check_challenge(request.user, snap.challenge, write=True)
     try:
         job = data_release.request_release(snap, request.user)
     except Refused as exc:

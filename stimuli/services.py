@@ -89,10 +89,24 @@ def create_team(challenge: Challenge, *, name: str, affiliation: str = "") -> Te
     return team
 
 
-def create_system(*, team: Team, track: Track, name: str, kind: str = System.Kind.AUDIO) -> System:
+def create_system(
+    *,
+    team: Team,
+    track: Track,
+    name: str,
+    kind: str = System.Kind.AUDIO,
+    release_audio: bool = False,
+) -> System:
     if team.challenge_id != track.challenge_id:
         raise ValidationError("The team and the track belong to different challenges.")
-    system = System(challenge_id=team.challenge_id, team=team, track=track, name=name, kind=kind)
+    system = System(
+        challenge_id=team.challenge_id,
+        team=team,
+        track=track,
+        name=name,
+        kind=kind,
+        release_audio=release_audio,
+    )
     system.full_clean()
     system.save()
     return system
