@@ -24,7 +24,9 @@ def field(name: str, type_: str, description: str) -> Field:
 # The rater columns every table of answers shares.
 RATER = field("rater", "string", "The rater's pseudonym: a salted hash, the same in every table.")
 LISTENING = [
-    field("plays", "integer", "Times the sound was played before the answer (empty: not recorded)."),
+    field(
+        "plays", "integer", "Times the sound was played before the answer (empty: not recorded)."
+    ),
     field("seeks", "integer", "Times the rater moved the play head."),
     field("heard_fraction", "number", "Share of the sound heard before the answer (0 to 1)."),
     field("answer_s", "number", "Seconds from the sound's first play to the answer."),
@@ -50,7 +52,9 @@ TABLES: dict[str, tuple[str, str, list[Field]]] = {
             field("category", "string", "The category's slug."),
             field("system", "string", "The system's name (empty for anchors and gold)."),
             field("track", "string", "The system's track code."),
-            field("stimulus", "string", "sha256 of the sound rated (see stimuli.csv, anchors.csv)."),
+            field(
+                "stimulus", "string", "sha256 of the sound rated (see stimuli.csv, anchors.csv)."
+            ),
             field(
                 "role",
                 "string",
