@@ -8,13 +8,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from pydantic import Field
 
 from stimuli.definition.document import parse
-from stimuli.definition.fields import section_model, values_of
+from stimuli.definition.fields import section_model, validated, values_of
 from stimuli.definition.sections import Section, definition_model, register
-from stimuli.errors import Refused
 from stimuli.models import Challenge
 
 from .inputs import ScoringInputError
@@ -64,10 +62,7 @@ def _write(challenge: Challenge, value: dict) -> None:
     settings = _settings(challenge)
     for name in SCORING_FIELDS:
         setattr(settings, name, value[name])
-    try:
-        settings.full_clean()
-    except ValidationError as exc:
-        raise Refused([f"{k}: {m}" for k, ms in exc.message_dict.items() for m in ms]) from None
+    validated(settings)
     settings.save()
 
 

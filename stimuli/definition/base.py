@@ -17,7 +17,7 @@ from ..services import clip_spec_refusal
 from ..submissions.models import ChallengeSchedule
 from ..submissions.schedule import ORDER as DATES
 from ..submissions.schedule import set_schedule
-from .fields import section_model, values_of
+from .fields import section_model, validated, values_of
 from .sections import Change, Section, Strict, register
 
 
@@ -26,13 +26,6 @@ def _schedule(challenge: Challenge) -> ChallengeSchedule:
     # home page links them), and reading the file (the challenge page shows it) must not.
     found = ChallengeSchedule.objects.filter(challenge=challenge).first()
     return found or ChallengeSchedule(challenge=challenge)
-
-
-def _validated(instance) -> None:
-    try:
-        instance.full_clean()
-    except ValidationError as exc:
-        raise Refused([f"{k}: {m}" for k, ms in exc.message_dict.items() for m in ms]) from None
 
 
 # --- The top of the file: what the challenge is called and where it lives.
@@ -63,7 +56,7 @@ def _read_top(challenge: Challenge) -> dict:
 def _write_top(challenge: Challenge, value: dict) -> None:
     for name in ("name", "description", "contact_email"):
         setattr(challenge, name, value[name])
-    _validated(challenge)
+    validated(challenge)
     challenge.save(update_fields=["name", "description", "contact_email"])
     set_schedule(challenge, time_zone=value["time_zone"])
 
@@ -96,7 +89,7 @@ def _read_clip(challenge: Challenge) -> dict:
 def _write_clip(challenge: Challenge, value: dict) -> None:
     for key, name in _CLIP_KEYS.items():
         setattr(challenge, name, value[key])
-    _validated(challenge)
+    validated(challenge)
     challenge.save(update_fields=list(_CLIP_KEYS.values()))
 
 
@@ -179,7 +172,7 @@ def _write_categories(challenge: Challenge, value: list[dict]) -> None:
     for position, item in enumerate(value):
         category = existing.get(item["slug"]) or Category(challenge=challenge, slug=item["slug"])
         category.name, category.position = item["name"], position
-        _validated(category)
+        validated(category)
         category.save()
 
 
@@ -226,7 +219,7 @@ def _write_tracks(challenge: Challenge, value: list[dict]) -> None:
         track = existing.get(item["code"]) or Track(challenge=challenge, code=item["code"])
         for name in ("name", "description", "external_data_allowed"):
             setattr(track, name, item[name])
-        _validated(track)
+        validated(track)
         track.save()
 
 

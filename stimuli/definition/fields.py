@@ -8,9 +8,11 @@ import datetime as dt
 from typing import Any, Literal
 
 from django.core import validators
+from django.core.exceptions import ValidationError
 from django.db import models
 from pydantic import Field, create_model
 
+from ..errors import Refused
 from .sections import Strict
 
 
@@ -100,3 +102,11 @@ def field_of(
 
 def values_of(instance: models.Model, names: list[str]) -> dict[str, Any]:
     return {name: getattr(instance, name) for name in names}
+
+
+def validated(instance: models.Model) -> None:
+    """The model's own checks, each problem named by its field as a section's refusal."""
+    try:
+        instance.full_clean()
+    except ValidationError as exc:
+        raise Refused([f"{k}: {m}" for k, ms in exc.message_dict.items() for m in ms]) from None
