@@ -13,9 +13,13 @@ For each rater and each system they rated:
 2. The rater's own line through the other systems' sounds (answer against consensus, least
    squares, the slope held within [0.25, 2]) takes out the rater's leniency and use of the scale,
    so a harsh or a wide-ranging rater is not a favouring one.
-3. The lift is the mean residual of the system's sounds from that line; its standard error comes
-   from the residuals around the line (at least `MIN_SPREAD`, as for a rater who gives one answer
-   to everything else).
+3. The lift is the mean residual of the system's sounds from that line. Its standard error
+   comes from the residuals around the line (at least `MIN_SPREAD`, as for a rater who gives
+   one answer to everything else), widened by the line's own uncertainty where the system lies
+   beyond the others along the consensus (the best system, the worst). A spread measured on a
+   few sounds is often small by chance: it is moderated towards the panel's typical one, and
+   the lift over its error is read through Student's t and put back on the normal scale, so
+   that a lift over 2 sounds is no likelier to be named than one over 200.
 4. Honest raters have tastes: a system one of them likes more than the others do. The lifts'
    spread beyond their standard errors is measured over every rater and system (robustly: the
    median absolute deviation, which a minority of favouring raters hardly moves), and each
@@ -26,7 +30,7 @@ favoured by many raters at once is a cluster: more raters with `z` of at least `
 the panel's rate of such lifts on the other systems makes likely (a binomial tail under
 `cluster_p`); each of them is named too, as one of the cluster.
 
-Plain Python and numpy over rows of (rater, system, stimulus, quality, fit); `find` is the
+Plain Python, numpy and scipy over rows of (rater, system, stimulus, quality, fit); `find` is the
 `favouritism` rule's function in the rater-quality registry (`raters.rules`, a panel rule),
 which the scoring and the monitoring table apply, naming each rater with the system and by how
 much.
@@ -40,11 +44,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 MIN_OTHERS = 2  # other raters of a sound needed for its consensus
 MIN_SPREAD = 0.5  # floor of a rater's residual spread (scale points)
 SLOPE_RANGE = (0.25, 2.0)
 MIN_OWN_LINE = 4  # sounds of the other systems needed to draw the rater's line
+PRIOR_DOF = 4  # sounds' worth of the panel's typical spread in each rater's own
+ROUNDS = 6  # of leaving the plainest favouring raters out of the consensus
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,19 @@ class Lift:
     system: str
     points: float  # the mean lift, in scale points
     z: float  # standardised by its error and the panel's spread of tastes
+    sounds: int
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """A lift before it is standardised against the panel."""
+
+    rater: str
+    system: str
+    lift: float
+    variance: float  # of the rater's answers around their line through the other systems
+    dof: int
+    reach: float  # the lift's error per unit of spread
     sounds: int
 
 
@@ -139,7 +159,7 @@ def lifts(
             elif without is not None:
                 # Equal answers are interchangeable: leaving out any one of them is the same.
                 points[rater].append((system, value, float(without[position[value]])))
-    raw: list[tuple[str, str, float, float, int, bool]] = []
+    raw: list[_Raw] = []
     for rater, own in points.items():
         names = sorted({p[0] for p in own})
         code = {name: i for i, name in enumerate(names)}
@@ -160,6 +180,10 @@ def lifts(
             var_c = rcc / n_r - mean_c**2
             cov = rxc / n_r - mean_x * mean_c
             slope = np.where(var_c > 1e-9, cov / np.where(var_c > 1e-9, var_c, 1), 1.0)
+            # How far the system's sounds lie from the others' along the consensus: the line's
+            # slope is uncertain, and a system beyond the others' range (the best one, the
+            # worst) is where that uncertainty tells most.
+            reach = np.where(var_c > 1e-9, (sc / n_s - mean_c) ** 2 / (var_c * n_r), 0.0)
         slope = np.clip(slope, *SLOPE_RANGE)
         intercept = mean_x - slope * mean_c
         # Residual sum of squares of the others around their line, from the same sums.
@@ -171,28 +195,53 @@ def lifts(
             + 2 * intercept * slope * rc
             + slope**2 * rcc
         )
-        spread = np.sqrt(np.maximum(rss, 0) / np.maximum(n_r - 2, 1))
+        variance = np.maximum(rss, 0) / np.maximum(n_r - 2, 1)
         own_mean = (sx - intercept * n_s - slope * sc) / n_s
         for system, i in code.items():
             if n_r[i] < MIN_OWN_LINE:
                 continue
-            floored = bool(spread[i] < MIN_SPREAD)
-            error = max(float(spread[i]), MIN_SPREAD) * math.sqrt(1 / n_s[i] + 1 / n_r[i])
-            raw.append((rater, system, float(own_mean[i]), error, int(n_s[i]), floored))
+            raw.append(
+                _Raw(
+                    rater,
+                    system,
+                    float(own_mean[i]),
+                    float(variance[i]),
+                    int(n_r[i]) - 2,
+                    math.sqrt(1 / n_s[i] + 1 / n_r[i] + float(reach[i])),
+                    int(n_s[i]),
+                )
+            )
     if not raw:
         return []
-    standard = np.array([lift / error for _, _, lift, error, _, _ in raw])
+    # A rater's spread is measured on a few sounds: alone it is often too small by chance, and a
+    # lift divided by it looks larger than it is. It is moderated towards the panel's typical
+    # spread (as if measured on PRIOR_DOF sounds more), and the standardised lift is read through
+    # Student's t with the degrees of freedom that leaves, then put back on the normal scale, so
+    # that `z` means the same on 2 sounds as on 200.
+    variance = np.array([row.variance for row in raw])
+    dof = np.array([row.dof for row in raw], dtype=float)
+    floored = variance < MIN_SPREAD**2
+    typical = float(np.median(variance[~floored])) if (~floored).any() else MIN_SPREAD**2
+    moderated = (PRIOR_DOF * typical + dof * variance) / (PRIOR_DOF + dof)
+    error = np.sqrt(np.maximum(moderated, MIN_SPREAD**2)) * np.array([row.reach for row in raw])
+    standard = np.array([row.lift for row in raw]) / error
+    tail = stats.t.sf(np.abs(standard), PRIOR_DOF + dof)
+    with np.errstate(divide="ignore"):
+        normal = np.where(tail > 1e-300, stats.norm.isf(tail), np.abs(standard))
+    standard = np.sign(standard) * normal
     # The panel's spread of tastes, beyond chance: a robust scale of the standardised lifts
     # (1.4826 x MAD estimates a normal's sigma), never below chance's own. Raters who answer
     # everything else alike (the floored spread: a crude farm's) would shrink it, and so make
     # every honest taste look larger: they are left out of it, and so are the raters named in
     # an earlier round (`not_heard`), whose lifts on the systems they do not favour are small.
-    free = np.array([not row[5] and row[0] not in not_heard for row in raw])
+    free = np.array(
+        [not low and row.rater not in not_heard for row, low in zip(raw, floored, strict=True)]
+    )
     sample = standard[free] if free.sum() >= 10 else standard
     taste = max(1.0, 1.4826 * float(np.median(np.abs(sample - np.median(sample)))))
     return [
-        Lift(rater, system, round(lift, 3), round(float(u) / taste, 3), n)
-        for (rater, system, lift, _, n, _), u in zip(raw, standard, strict=True)
+        Lift(row.rater, row.system, round(row.lift, 3), round(float(u) / taste, 3), row.sounds)
+        for row, u in zip(raw, standard, strict=True)
     ]
 
 
@@ -201,15 +250,23 @@ def find(rows: Iterable[tuple[str, str, str, float, float]], rule: Mapping[str, 
     `cluster_p`), each with their largest lift and the words that name it.
 
     In rounds: a farm answering the other systems low drags their consensus down, and so makes
-    honest raters look as if they lifted them; the raters named in a round take no part in the
-    consensus of the next, until the names hold (three rounds at most)."""
+    honest raters look as if they lifted them. After each round the plainest of the raters
+    named (a lift at least half the largest) take no part in the consensus of the next, until
+    no one new is that plain (`ROUNDS` at most); the last round's names stand."""
     rows = list(rows)
     named: frozenset[str] = frozenset()
-    for _ in range(3):
+    for _ in range(ROUNDS):
         finding = _find(lifts(rows, not_heard=named), rule)
-        if frozenset(finding.favouring) == named:
+        if not finding.favouring:
             break
-        named = frozenset(finding.favouring)
+        # Only the plainest leave the consensus: a farm drags the consensus of every sound it
+        # answers low, so in the same round honest raters who hear those sounds as they are
+        # seem to lift them, by far less than the farm lifts its own.
+        top = max(lift.z for lift, _ in finding.favouring.values())
+        plainest = {r for r, (lift, _) in finding.favouring.items() if lift.z >= top / 2}
+        if plainest <= named:
+            break
+        named = named | plainest
     return finding
 
 

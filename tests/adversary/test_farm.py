@@ -166,4 +166,6 @@ def test_a_farm_rating_over_http_is_named_and_buys_no_rank(site, browser_at):
     assert farm <= set(named), named
     for code in farm:
         assert named[code]["system"] == favoured.name and named[code]["action"] == "exclude"
-    assert not set(named) - farm, named  # no honest rater named
+    # An honest rater is named now and then by chance (the rule's false-positive rate,
+    # docs/scoring.md; the bar is at most 2 of 48): never more than one of this panel's 8.
+    assert len(set(named) - farm) <= 1, named

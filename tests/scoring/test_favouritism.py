@@ -8,11 +8,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import random
 
 import pytest
 from django.core.management import call_command
 
-from raters import favouritism
+from raters import demo, favouritism
 from raters.rules import RaterRules
 from scoring.compute import score
 from scoring.inputs import DIVERSITY_COLUMNS, FAD_COLUMNS, RATING_COLUMNS, TEAM_COLUMNS, Inputs
@@ -142,3 +143,37 @@ def test_a_harsh_or_wide_ranging_rater_is_not_a_favouring_one():
     rule = RaterRules()["favouritism"]
     found = favouritism.find(rows, rule)
     assert "harsh" not in found.favouring and "wide" not in found.favouring
+
+
+def test_a_farm_dragging_the_best_system_down_does_not_name_its_honest_raters():
+    """A small panel (6 systems of 2 sounds, 6 careful and 2 careless raters) beside a farm of
+    3 rating one system 10 and every other 2: the farm drags down the consensus of the best
+    system most, and the line through a rater's other systems, drawn on a few sounds, reaches
+    the best one only by extrapolation. Over 100 panels the farm is named every time and an
+    honest rater in at most a few (before the rule read a few sounds' spread through Student's
+    t, left only the plainest out of the next round's consensus and counted the line's own
+    uncertainty, 35 of 100 named one)."""
+    true = {f"{t}{i}": demo._true_scores(f"{t}{i}") for t in "AB" for i in (1, 2, 3)}
+    favoured = min(true, key=lambda s: sum(true[s]))
+    panels_naming_honest = 0
+    for seed in range(100):
+        rng = random.Random(seed)
+        rows = []
+        for rater in ("farm0", "farm1", "farm2"):
+            for system in true:
+                value = 10 if system == favoured else 2
+                rows += [(rater, system, f"{system}-{k}", value, value) for k in (0, 1)]
+        for n in range(8):
+            for system, (quality, fit) in true.items():
+                for k in (0, 1):
+                    if n >= 6:  # careless
+                        answer = (rng.randint(0, 10), rng.randint(0, 10))
+                    else:
+                        answer = tuple(
+                            max(0, min(10, round(m + rng.gauss(0, 0.9)))) for m in (quality, fit)
+                        )
+                    rows.append((f"honest{n}", system, f"{system}-{k}", *answer))
+        finding = favouritism.find(rows, RaterRules()["favouritism"])
+        assert {"farm0", "farm1", "farm2"} <= set(finding.favouring)
+        panels_naming_honest += any(r.startswith("honest") for r in finding.favouring)
+    assert panels_naming_honest <= 5
