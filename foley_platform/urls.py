@@ -69,7 +69,7 @@ urlpatterns = [
     path("organize/<slug:slug>/generators/", include("stimuli.generators.urls")),
     path("organize/<slug:slug>/objective/", include("stimuli.objective.urls")),
     path("organize/<slug:slug>/listening/", include("raters.organize_urls")),
-    path("organize/<slug:slug>/text-prompts/", include("raters.text_organize_urls")),
+    path("organize/<slug:slug>/text-prompts/", include("raters.text_prompts.organize_urls")),
     path("organize/<slug:slug>/submissions/", include("stimuli.submissions.organize_urls")),
     path("organize/", include("stimuli.urls")),
     re_path(

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from . import screening_views, text_views, views
+from . import screening_views, views
+from .text_prompts import views as text_views
 
 app_name = "raters"
 urlpatterns = [

@@ -13,13 +13,23 @@ and OpenL3's weights are not shipped with the platform (see the README to add th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import yaml
 
 from raters import demo as raters_demo
 from raters import enrolment, selectors
 from raters.models import Rater
-from stimuli.demo import DEMO_PASSWORD, DEMO_USER, ensure_organizer, seed_demo, seed_text_demo
+from stimuli.demo import (
+    DEMO_FILE,
+    DEMO_PASSWORD,
+    DEMO_USER,
+    ensure_organizer,
+    seed_demo,
+    seed_text_demo,
+)
 from stimuli.generators import services as generators
 from stimuli.job_kinds import GENERATE
 from stimuli.models import Challenge, Clip, FadResult, Job, Medoid
@@ -55,17 +65,28 @@ def run_demo(
     n_raters: int = 6,
     echo: Echo | None = None,
     progress: Progress | None = None,
-    fad_bootstrap: int | None = None,
+    objective_settings: Mapping[str, Any] | None = None,
 ) -> DemoRun:
+    """The demo challenge run end to end; `objective_settings` replaces some of its file's
+    objective settings (a lighter run: fewer resamples per FAD interval, fewer medoids)."""
     say = echo or (lambda _line: None)
-    if clips_per_category < 20:
-        raise ValueError("the listening test takes 20 medoids per system: at least 20 clips")
+    objective_settings = dict(objective_settings or {})
+    medoids = objective_settings.get(
+        "medoids_per_category",
+        yaml.safe_load(DEMO_FILE.read_text())["objective"]["medoids_per_category"],
+    )
+    if clips_per_category < medoids:
+        raise ValueError(
+            f"the listening test takes {medoids} medoids per system and category: at least "
+            f"{medoids} clips"
+        )
     summary = seed_demo(system_clips=clips_per_category)
     challenge = summary.challenge
-    if fad_bootstrap is not None:  # fewer resamples per FAD interval than the challenge's 200
+    if objective_settings:
         chosen = config.objective_settings(challenge)
-        chosen.fad_bootstrap = fad_bootstrap
-        chosen.save(update_fields=["fad_bootstrap"])
+        for name, value in objective_settings.items():
+            setattr(chosen, name, value)
+        chosen.save(update_fields=list(objective_settings))
     say(f"{'Created' if summary.created else 'Found'} the demo challenge '{challenge.name}'.")
 
     if not Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE).exists():
@@ -84,7 +105,7 @@ def run_demo(
             raise RuntimeError(f"the objective stage failed: {job.error}")
 
     if not Medoid.objects.filter(challenge=challenge).exists():
-        say("Selecting 20 medoids per finalist and category (k-means) ...")
+        say(f"Selecting {medoids} medoids per finalist and category (k-means) ...")
         job = objective.select_medoids_now(challenge, progress=progress)
         if job.state != Job.State.SUCCEEDED:
             raise RuntimeError(f"medoid selection failed: {job.error}")

@@ -13,7 +13,7 @@ from django.utils import timezone
 from raters import preparation, selectors
 from raters import text_prompts as text_study
 from raters.selectors import diversity_rows, rating_rows
-from raters.text_quality import judged_rows as judged_text_prompt_rows
+from raters.text_prompts.quality import judged_rows as judged_text_prompt_rows
 from scoring.job_kinds import PUBLISH
 from stimuli import selectors as stimuli_selectors
 from stimuli.definition import export as export_definition

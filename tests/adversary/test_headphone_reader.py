@@ -27,7 +27,7 @@ from tests.listening_setup import build_listening_challenge
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
-BOTS = 8
+BOTS = 4
 TRIALS = 6
 
 

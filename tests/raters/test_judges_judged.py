@@ -11,8 +11,9 @@ import io
 import pytest
 from django.test import Client
 
-from raters import rules, selectors, text_prompts, text_quality
+from raters import rules, selectors, text_prompts
 from raters.models import TextTrial
+from raters.text_prompts import quality as text_quality
 from scoring import services
 from stimuli.models import DescribedClip
 from tests.text_prompt_setup import build_text_study, take_study

@@ -22,11 +22,11 @@ from stimuli.submissions.models import Submission
 from stimuli.submissions.services import QuotaExceeded, submit
 from tests.stimuli.generators.test_sandbox_hostile import (
     ATTACK_NAMES,
-    LIMITS,
     _after,
     _case,
     _expected,
     _needs_host_service,
+    limits_for,
 )
 
 from .conftest import baseline_archive, meta, upload
@@ -175,7 +175,7 @@ def test_every_hostile_attack_is_refused_through_the_team_path(
 ):
     _needs_host_service(name)
     _name, config, code, words, check = _case(name, media_root, tmp_path, udp_listener, bystander)
-    settings.FOLEY_SANDBOX_LIMITS = {**settings.FOLEY_SANDBOX_LIMITS, **LIMITS}
+    settings.FOLEY_SANDBOX_LIMITS = {**settings.FOLEY_SANDBOX_LIMITS, **limits_for(code)}
     user, team = _team(make_member)
     submission = submit(team, user, meta(config=config), upload(_fixture_archive("attacker")))
     submission.refresh_from_db()

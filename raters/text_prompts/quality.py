@@ -9,9 +9,9 @@ from django.db.models import Q
 
 from stimuli.models import Challenge
 
-from . import selectors
-from .models import DescriptionAnswer, Rater, RealismAnswer, TextJudge, TextPromptStudy
-from .rules import RaterRules, Verdict, assess_judge
+from .. import selectors
+from ..models import DescriptionAnswer, Rater, RealismAnswer, TextJudge, TextPromptStudy
+from ..rules import RaterRules, Verdict, assess_judge
 
 EXCLUSION_COLUMNS = ("judge", "system", "excluded", "reasons")
 

@@ -18,10 +18,10 @@ from django.views.decorators.http import require_POST
 
 from stimuli.models import Challenge
 
-from . import listening, text_prompts
-from .errors import ListeningError
-from .models import Rater, TextJudge
-from .views import rater_view
+from .. import listening, text_prompts
+from ..errors import ListeningError
+from ..models import Rater, TextJudge
+from ..views import rater_view
 
 TEMPLATE = "raters/text/{}.html"
 

@@ -20,9 +20,10 @@ from stimuli.models import Challenge, DescribedClip, System
 from stimuli.objective.prompt_scores import clap_setup, request_scores, stored_scores
 from stimuli.permissions import challenge_organizer_required
 
-from . import text_prompts, text_quality
-from .errors import ListeningError
-from .models import PromptClip, TextJudge, TextPromptStudy
+from .. import text_prompts
+from ..errors import ListeningError
+from ..models import PromptClip, TextJudge, TextPromptStudy
+from . import quality
 
 
 class StudyForm(forms.Form):
@@ -60,7 +61,7 @@ def _context(challenge: Challenge, **extra) -> dict:
     study = text_prompts.study_of(challenge)
     judges = []
     if study is not None:
-        verdicts = text_quality.verdicts(challenge)
+        verdicts = quality.verdicts(challenge)
         for judge in TextJudge.objects.filter(study=study).select_related("rater", "system"):
             judge.link = reverse("raters:join", args=[challenge.slug, judge.rater.access_key])
             judge.answers = text_prompts.answer_counts(judge)

@@ -20,9 +20,9 @@ from django.utils import timezone
 from stimuli.generators import text_prompts as text_generation
 from stimuli.models import Challenge, DescribedClip, System, TextGeneration
 
-from . import delivery, enrolment, listening, selectors, sessions
-from .errors import ListeningError
-from .models import (
+from .. import delivery, enrolment, listening, selectors, sessions
+from ..errors import ListeningError
+from ..models import (
     MATCH_ANSWERS,
     DescriptionAnswer,
     DescriptionMark,
