@@ -104,29 +104,47 @@ def mfcc(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     return ((coefficients - mean) / (spread + 1e-9)).T
 
 
-def stretched_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Both sequences stretched to `STRETCHED` frames, compared frame by frame."""
+def stretched_distance(a: np.ndarray, templates: list[np.ndarray]) -> np.ndarray:
+    """Per template: both sequences stretched to `STRETCHED` frames, compared frame by frame."""
 
     def stretch(x: np.ndarray) -> np.ndarray:
         at = np.linspace(0, x.shape[0] - 1, STRETCHED)
         return np.stack([np.interp(at, np.arange(x.shape[0]), column) for column in x.T], axis=1)
 
-    return float(np.sqrt(np.mean((stretch(a) - stretch(b)) ** 2)))
+    heard = stretch(a)
+    return np.array([np.sqrt(np.mean((heard - stretch(b)) ** 2)) for b in templates])
 
 
-def warped_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Dynamic time warping (steps right, down and diagonal), by path length."""
-    cost = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2))
-    previous = np.full(b.shape[0] + 1, np.inf)
-    previous[0] = 0.0
+def warped_distance(a: np.ndarray, templates: list[np.ndarray]) -> np.ndarray:
+    """Per template: dynamic time warping (steps right, down and diagonal), by path length.
+
+    Every template at once: padded to the longest, each row of the recurrence for all of them
+    together (a column past a template's end never reaches back into it, so each is read at its
+    own last column)."""
+    lengths = np.array([b.shape[0] for b in templates])
+    padded = np.zeros((len(templates), lengths.max(), a.shape[1]))
+    for k, b in enumerate(templates):
+        padded[k, : b.shape[0]] = b
+    # Euclidean frame distances [a's frames, templates, template frames].
+    square = (
+        (a**2).sum(axis=1)[:, None, None]
+        + (padded**2).sum(axis=2)[None]
+        - 2 * np.einsum("if,tjf->itj", a, padded)
+    )
+    cost = np.sqrt(np.maximum(square, 0.0))
+    previous = np.full((len(templates), padded.shape[1] + 1), np.inf)
+    previous[:, 0] = 0.0
+    start = np.full((len(templates), 1), np.inf)
     for row in cost:
         # cur[j] = row[j] + min(prev[j], prev[j-1], cur[j-1]): the last term as a running minimum.
-        best = np.minimum(previous[1:], previous[:-1]) + row
-        total = np.cumsum(row)
-        previous = np.concatenate(([np.inf], total + np.minimum.accumulate(best - total)))
-    return float(previous[-1] / (a.shape[0] + b.shape[0]))
+        best = np.minimum(previous[:, 1:], previous[:, :-1]) + row
+        total = np.cumsum(row, axis=1)
+        previous = np.concatenate((start, total + np.minimum.accumulate(best - total, axis=1)), 1)
+    return previous[np.arange(len(templates)), lengths] / (a.shape[0] + lengths)
 
 
 def nearest(features: np.ndarray, templates: dict, distance) -> tuple[int, int]:
     """The (quality, fit) of the template nearest to `features`."""
-    return min(templates, key=lambda answer: min(distance(features, t) for t in templates[answer]))
+    answers = [answer for answer, group in templates.items() for _ in group]
+    found = distance(features, [t for group in templates.values() for t in group])
+    return answers[int(np.argmin(found))]
