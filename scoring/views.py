@@ -26,7 +26,7 @@ from stimuli.permissions import (
 )
 
 from . import release as data_release
-from . import selectors, services
+from . import selectors, services, tables
 from .inputs import ScoringInputError
 from .job_kinds import PUBLISH
 from .models import DataRelease, Snapshot
@@ -116,7 +116,7 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
     except ScoringInputError as exc:
         messages.error(request, f"Nothing to preview: {exc}")
         return redirect("scoring:challenge", slug=slug)
-    all_tables = selectors.tables(result)
+    all_tables = tables.tables(result)
     return render(
         request,
         "scoring/preview.html",
@@ -141,7 +141,7 @@ def _snapshot(request: HttpRequest, slug: str, number: int) -> Snapshot:
 def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     snap = _snapshot(request, slug, number)
     result = snap.result
-    all_tables = selectors.tables(result)
+    all_tables = tables.tables(result)
     organizer = may_read(request.user, snap.challenge)
     others = list(
         selectors.snapshots(snap.challenge, organizer=organizer).only("number", "final", "public")
@@ -223,7 +223,7 @@ def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpRespon
             "challenge": snap.challenge,
             "snapshot": snap,
             "track": code,
-            "track_tables": [t for t in selectors.tables(snap.result) if t.track == code],
+            "track_tables": [t for t in tables.tables(snap.result) if t.track == code],
             "plots": plots,
             "plots_missing": [m for m in snap.plots_missing if m["track"] in (code, "all")],
         },
@@ -255,7 +255,7 @@ def download(request: HttpRequest, slug: str, number: int, name: str, fmt: str) 
             raise Http404("The whole result is JSON only.")
         response = JsonResponse(snap_payload(snap), json_dumps_params={"indent": 1})
     else:
-        table = selectors.table(snap.result, name)
+        table = tables.table(snap.result, name)
         if table is None:
             raise Http404("No such table.")
         if fmt == "csv":

@@ -9,8 +9,8 @@ import io
 import pytest
 
 from raters import diversity, enrolment, preparation, sessions
-from scoring import selectors as scoring_selectors
 from scoring import services as scoring_services
+from scoring import tables as scoring_tables
 from scoring.inputs import RATING_COLUMNS, read_csv
 from stimuli.exports import read_cell, safe_cell, to_csv
 from tests.listening_setup import answer_session, build_listening_challenge
@@ -78,7 +78,7 @@ def test_formula_names_are_escaped_in_every_export(organizer_client, api_client,
     settings.bootstrap_samples = 100
     settings.save()
     snap = scoring_services.publish(challenge, organizer, sim)
-    tables = [t.name for t in scoring_selectors.tables(snap.result)]
+    tables = [t.name for t in scoring_tables.tables(snap.result)]
     assert "leaderboard-A" in tables
     for name in tables:
         response = organizer_client.get(f"/results/{slug}/{snap.number}/download/{name}.csv")

@@ -11,7 +11,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from scoring import selectors, services
+from scoring import services, tables
 from scoring.compute import score
 from scoring.inputs import Inputs
 from scoring.rules import Rules
@@ -117,7 +117,7 @@ def test_the_league_is_published_with_its_table_and_downloads(client, challenge,
     section = section[: section.index("</section>")]
     # Every row shows four rhos with intervals: the final score, quality, fit, diversity.
     assert section.count('<small class="ci">') == 4 * 2 * 3
-    table = selectors.table(snap.result, "metric-league")
+    table = tables.table(snap.result, "metric-league")
     assert len(table.rows) == 2 * 3  # two models, tracks A and B and all tracks
     got = client.get(f"/results/{challenge.slug}/1/download/metric-league.csv")
     rows = list(csv.DictReader(io.StringIO(got.content.decode())))
@@ -196,7 +196,7 @@ def test_stability_kendall_tau_and_drift_on_fewer_clips_flag_a_model_that_reorde
         assert agrees["drift_25"] == pytest.approx(0.5) and agrees["drift_50"] == 0.0
         assert agrees["unstable"] is False
         assert reverses["tau_50"] == -1.0 and reverses["unstable"] is True
-    table = selectors.table(result, "league-stability")
+    table = tables.table(result, "league-stability")
     assert {"tau_50", "drift_25", "unstable"} <= set(table.flat_columns)
     flags = {(r["scope"], r["model"]): r["unstable"] for r in table.rows}
     assert flags[("A", REVERSES)] == "reorders" and flags[("A", AGREES)] == ""

@@ -14,7 +14,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from raters.models import ListeningTest
-from scoring import selectors, services
+from scoring import services, tables
 from scoring.job_kinds import PUBLISH
 from scoring.models import Snapshot
 from scoring.rules import Rules
@@ -129,7 +129,7 @@ def test_published_results_are_public_with_tables_plots_and_downloads(
     assert png["Content-Type"] == "image/png" and png.content.startswith(b"\x89PNG")
     assert client.get(f"/results/{challenge.slug}/1/track/A/scores.gif").status_code == 404
 
-    for table in selectors.tables(snap.result):
+    for table in tables.tables(snap.result):
         got = client.get(f"/results/{challenge.slug}/1/download/{table.name}.csv")
         assert got.status_code == 200, table.name
         reader = csv.DictReader(io.StringIO(got.content.decode()))

@@ -243,7 +243,7 @@ def test_scores_are_asked_for_queued_computed_once_and_read_back(
 
 
 def test_the_study_reports_each_systems_clap_score_and_its_rank_correlation_with_the_judges():
-    from scoring.selectors import clap_tables
+    from scoring.tables import clap_tables
     from scoring.text_prompts import score_text_prompts
 
     prompts, sets = [], []
