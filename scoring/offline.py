@@ -2,9 +2,11 @@
 
     python -m scoring.offline --ratings R.csv --diversity D.csv --fad F.csv --teams T.csv
     python -m scoring.offline --release DIR
+    python -m scoring.offline --pairs P.csv [--teams T.csv]
 
 (`--release`: a data release's directory, scoring/release.py: its four tables, and the scoring
-settings and FAD model in its scoring.json.)
+settings and FAD model in its scoring.json. `--pairs`: pairwise A/B votes, scored by Davidson's
+Bradley-Terry model under `pairwise`, alone or beside the ratings' result; scoring/pairwise.py.)
 
 `python manage.py score_offline` takes the same arguments and prints the same JSON; it alone
 takes the scoring settings from a challenge's definition file (`--challenge challenge.yaml`, such
@@ -19,7 +21,8 @@ import sys
 from pathlib import Path
 
 from .compute import score_files
-from .inputs import ScoringInputError
+from .inputs import ScoringInputError, read_csv
+from .pairwise import read_pairs, score_pairs
 from .rules import Rules
 
 # The files of a data release that the scoring reads.
@@ -55,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "first in the file).",
     )
     parser.add_argument("--teams", type=Path, help="CSV: system, team, track.")
+    parser.add_argument(
+        "--pairs",
+        type=Path,
+        help="Pairwise A/B votes, CSV: rater, rater_team, category, track, left_system, "
+        "right_system, left_stimulus, right_stimulus, winner (left, right or tie); the JSON "
+        "then holds `pairwise` (with --teams, a rater's votes on their own team's systems are "
+        "removed).",
+    )
     parser.add_argument(
         "--challenge",
         type=Path,
@@ -102,18 +113,29 @@ def run(options: dict) -> str:
     """The JSON text for parsed options; ScoringInputError says what is wrong with the input."""
     if options.get("release"):
         options = release_options(options)
-    missing = [f"--{name}" for name in RELEASE_FILES if not options.get(name)]
-    if missing:
-        raise ScoringInputError(f"missing {', '.join(missing)} (or give --release)")
     rules = _rules_of_definition(options) if options.get("challenge") else _rules_of(options)
-    result = score_files(
-        options["ratings"],
-        options["diversity"],
-        options["fad"],
-        options["teams"],
-        rules,
-        fad_model=options.get("fad_model") or "",
+    # Votes alone: the ratings' four files are not needed.
+    pairs_only = options.get("pairs") and not any(
+        options.get(n) for n in RELEASE_FILES if n != "teams"
     )
+    result: dict = {}
+    if not pairs_only:
+        missing = [f"--{name}" for name in RELEASE_FILES if not options.get(name)]
+        if missing:
+            raise ScoringInputError(f"missing {', '.join(missing)} (or give --release)")
+        result = score_files(
+            options["ratings"],
+            options["diversity"],
+            options["fad"],
+            options["teams"],
+            rules,
+            fad_model=options.get("fad_model") or "",
+        )
+    if options.get("pairs"):
+        teams = read_csv(options["teams"], ("system", "team")) if options.get("teams") else []
+        result["pairwise"] = score_pairs(
+            read_pairs(options["pairs"]), teams, replicates=rules.bootstrap, seed=rules.seed
+        )
     return json.dumps(result, indent=options.get("indent"), ensure_ascii=False)
 
 
