@@ -14,12 +14,14 @@ from stimuli.permissions import ApiDocsPermission
 # Every organizer page of a challenge is under /organize/<challenge>/; a stage's pages under
 # /organize/<challenge>/<stage>/, so no challenge name can collide with a stage's.
 STAGES = ("generators", "objective", "listening", "text-prompts")
+# The listening test's addresses share the raters' word: /listen/ (raters), /organize/<challenge>/
+# listen/ (its organizer's page), /api/listen/ (its API). The earlier "listening" ones redirect.
+RENAMED = {"listening": "listen"}
 
 
-def stage_moved(request: HttpRequest, stage: str, slug: str, rest: str) -> HttpResponse:
-    """An address of the earlier /organize/<stage>/<challenge>/... form, sent to its page now
-    (308 keeps a form's POST a POST)."""
-    target = f"/organize/{slug}/{stage}/{rest}"
+def moved(request: HttpRequest, target: str) -> HttpResponse:
+    """A permanent redirect to `target` with the request's query (308 keeps a form's POST a
+    POST)."""
     if request.META.get("QUERY_STRING"):
         target += f"?{request.META['QUERY_STRING']}"
     if request.method in ("GET", "HEAD"):
@@ -27,6 +29,21 @@ def stage_moved(request: HttpRequest, stage: str, slug: str, rest: str) -> HttpR
     response = HttpResponse(status=308)
     response["Location"] = target
     return response
+
+
+def stage_moved(request: HttpRequest, stage: str, slug: str, rest: str) -> HttpResponse:
+    """An address of the earlier /organize/<stage>/<challenge>/... form, sent to its page now."""
+    return moved(request, f"/organize/{slug}/{RENAMED.get(stage, stage)}/{rest}")
+
+
+def listening_moved(request: HttpRequest, slug: str, rest: str) -> HttpResponse:
+    """/organize/<challenge>/listening/..., the listening test's earlier organizer address."""
+    return moved(request, f"/organize/{slug}/listen/{rest}")
+
+
+def api_listening_moved(request: HttpRequest, rest: str) -> HttpResponse:
+    """/api/listening/..., the listening test's earlier API address."""
+    return moved(request, f"/api/listen/{rest}")
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -68,7 +85,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("organize/<slug:slug>/generators/", include("stimuli.generators.urls")),
     path("organize/<slug:slug>/objective/", include("stimuli.objective.urls")),
-    path("organize/<slug:slug>/listening/", include("raters.organize_urls")),
+    path("organize/<slug:slug>/listen/", include("raters.organize_urls")),
+    re_path(r"^organize/(?P<slug>[-a-zA-Z0-9_]+)/listening/(?P<rest>.*)$", listening_moved),
     path("organize/<slug:slug>/text-prompts/", include("raters.text_prompts.organize_urls")),
     path("organize/<slug:slug>/submissions/", include("stimuli.submissions.organize_urls")),
     path("organize/", include("stimuli.urls")),
@@ -79,7 +97,8 @@ urlpatterns = [
     # The teams' pages: a challenge's public timeline, sign-up, and each team's own pages.
     path("teams/", include("stimuli.submissions.urls")),
     path("api/results/", include("scoring.api_urls")),
-    path("api/listening/", include("raters.api_urls")),
+    path("api/listen/", include("raters.api_urls")),
+    re_path(r"^api/listening/(?P<rest>.*)$", api_listening_moved),
     path(
         "api/challenges/<slug:challenge_slug>/submissions/",
         include("stimuli.submissions.api_urls"),

@@ -1,4 +1,4 @@
-"""Organizers' listening-test pages, under /organize/<challenge>/listening/."""
+"""Organizers' listening-test pages, under /organize/<challenge>/listen/."""
 
 from django.urls import path
 

@@ -182,7 +182,7 @@ def test_gold_answers_are_judged_by_the_gold_rule(gold_test):
 def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
     gold_test, organizer_client
 ):
-    url = f"/organize/{gold_test.slug}/listening/gold/"
+    url = f"/organize/{gold_test.slug}/listen/gold/"
     bad = {
         "file": io.BytesIO(b"not audio"),
         "label": "",
@@ -220,7 +220,7 @@ def test_an_organizer_uploads_gold_with_ranges_and_bad_input_stores_nothing(
     # Sessions from now on hear the organizer's gold, not spoken instructions.
     _, session = rater_at_trials(gold_test)
     assert {t.gold_id for t in session.trials.filter(role="gold")} == {uploaded.pk}
-    page = organizer_client.get(f"/organize/{gold_test.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{gold_test.slug}/listen/").content.decode()
     assert "a voice asking for 9 and 9" in page
 
 
@@ -252,7 +252,7 @@ def test_preparation_renders_the_trapping_sounds_before_any_session(gold_test, o
     assert {t.gold.audio_id for t in taken} <= set(ready)
     assert all(t.gold.placed_at is not None for t in taken)
     assert gold.unplaced(gold_test).count() == 28
-    page = organizer_client.get(f"/organize/{gold_test.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{gold_test.slug}/listen/").content.decode()
     assert "Built-in spoken instructions: 28 ready, 2 placed in sessions." in page
     client = Client()
     client.get(f"/listen/{gold_test.slug}/join/{rater.access_key}/")

@@ -22,7 +22,7 @@ def test_an_organizer_adds_a_gold_sound_in_the_browser(
     wav.write_bytes(make_wav(seconds=4.0, sample_rate=8000, seed=5))
     with chromium_page(chromium_path, viewport={"width": width, "height": 900}) as page:
         log_in(page, live_server.url, "olivia", "organizer-pass-1")
-        page.goto(f"{live_server.url}/organize/{challenge.slug}/listening/")
+        page.goto(f"{live_server.url}/organize/{challenge.slug}/listen/")
         section = page.locator("#gold")
         page.set_input_files("#gold input[type=file]", str(wav))
         page.fill("#gold input[name=quality_min]", "9")

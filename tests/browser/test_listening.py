@@ -132,7 +132,7 @@ def test_an_organizer_rates_diversity(live_server, chromium_path, organizer, tmp
     preparation.set_open(challenge, True)
     with chromium_page(chromium_path) as page:
         log_in(page, live_server.url, "olivia", "organizer-pass-1")
-        page.goto(f"{live_server.url}/organize/{challenge.slug}/listening/")
+        page.goto(f"{live_server.url}/organize/{challenge.slug}/listen/")
         with page.expect_navigation():
             page.click("text=Rate diversity myself")
         page.check("#agree")

@@ -21,7 +21,7 @@ def test_the_monitoring_view_reads_at_300_raters(live_server, chromium_path, org
     counts = add_raters(challenge, 300)
     with chromium_page(chromium_path, viewport=viewport) as page:
         log_in(page, live_server.url, "olivia", "organizer-pass-1")
-        page.goto(f"{live_server.url}/organize/{challenge.slug}/listening/")
+        page.goto(f"{live_server.url}/organize/{challenge.slug}/listen/")
         assert page.locator("#rater-progress tbody tr").count() == 300
         assert_in_layout(page)
         assert "300 raters:" in page.inner_text("#rater-counts")

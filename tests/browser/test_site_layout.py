@@ -75,7 +75,7 @@ ORGANIZER_PAGES = [
     "/organize/{slug}/",
     "/organize/{slug}/objective/",
     "/organize/{slug}/generators/",
-    "/organize/{slug}/listening/",
+    "/organize/{slug}/listen/",
     "/organize/{slug}/text-prompts/",
     "/organize/{slug}/submissions/",
     "/organize/{slug}/clips/",
@@ -132,7 +132,7 @@ def test_every_page_of_a_published_challenge_fits_a_desktop_and_a_phone(
 
 def _organizer_shots(page, base: str, slug: str, viewport) -> None:
     suffix = "" if viewport is DESKTOP else "-phone"
-    page.goto(f"{base}/organize/{slug}/listening/")  # with the rater-quality rules
+    page.goto(f"{base}/organize/{slug}/listen/")  # with the rater-quality rules
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(DOCS_SCREENSHOTS / f"organizer-listening{suffix}.png"), full_page=True)
     page.goto(f"{base}/organize/{slug}/objective/")

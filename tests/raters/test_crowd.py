@@ -81,7 +81,7 @@ def test_a_crowd_worker_rates_one_category_and_is_told_the_total_time_before_con
 def test_the_organizer_sees_the_expected_time_to_enter_on_the_platform(run, organizer_client):
     ListeningTest.objects.filter(challenge=run).update(crowd_categories=2)
     test = selectors.listening_test(run)
-    page = organizer_client.get(f"/organize/{run.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{run.slug}/listen/").content.decode()
     minutes = workload(run, test, 2).total_minutes
     assert f'<strong id="crowd-minutes">{minutes} minutes</strong>' in page
     assert "Each crowd worker rates 2 categories" in page
@@ -142,19 +142,19 @@ def test_participant_ids_for_organizers_and_the_approve_reject_csv(
     sessions.next_session(unfinished)
     invited = enrolment.invite(run)
 
-    monitor = organizer_client.get(f"/organize/{run.slug}/listening/").content.decode()
+    monitor = organizer_client.get(f"/organize/{run.slug}/listen/").content.decode()
     assert all(pid in monitor for pid in ("PIDgood001", "PIDbad0002", "PIDhalf003"))
-    ratings = organizer_client.get(f"/organize/{run.slug}/listening/ratings.csv")
+    ratings = organizer_client.get(f"/organize/{run.slug}/listen/ratings.csv")
     rows = list(csv.DictReader(io.StringIO(ratings.content.decode())))
     by_rater = {row["rater"]: row["participant_id"] for row in rows}
     assert by_rater[good.code] == "PIDgood001" and by_rater[careless.code] == "PIDbad0002"
-    api_rows = api_client.get(f"/api/listening/challenges/{run.slug}/ratings/").json()
+    api_rows = api_client.get(f"/api/listen/challenges/{run.slug}/ratings/").json()
     assert {r["participant_id"] for r in api_rows} == {"PIDgood001", "PIDbad0002"}
-    progress = api_client.get(f"/api/listening/challenges/{run.slug}/progress/").json()
+    progress = api_client.get(f"/api/listen/challenges/{run.slug}/progress/").json()
     ids = {r["rater"]: r["participant_id"] for r in progress["raters"]}
     assert ids[good.code] == "PIDgood001" and ids[invited.code] == ""
 
-    text = organizer_client.get(f"/organize/{run.slug}/listening/crowd.csv").content.decode()
+    text = organizer_client.get(f"/organize/{run.slug}/listen/crowd.csv").content.decode()
     lines = text.splitlines()
     assert lines[0] == CROWD_HEADER
     decisions = {row["participant_id"]: row for row in csv.DictReader(io.StringIO(text))}
@@ -171,7 +171,7 @@ def test_participant_ids_for_organizers_and_the_approve_reject_csv(
     )
     assert decisions["PIDhalf003"]["action"] == ""
     assert decisions["PIDhalf003"]["message"].startswith("Not finished")
-    api = api_client.get(f"/api/listening/challenges/{run.slug}/crowd/?format=csv")
+    api = api_client.get(f"/api/listen/challenges/{run.slug}/crowd/?format=csv")
     assert api.status_code == 200 and api.content.decode().splitlines() == lines
 
     # A crowd worker (by their cookie), a participant account and the public: 403, and the
@@ -180,11 +180,11 @@ def test_participant_ids_for_organizers_and_the_approve_reject_csv(
     logged_in.force_login(rater_user)
     for viewer in (good_client, logged_in, Client()):
         for url in (
-            f"/organize/{run.slug}/listening/crowd.csv",
-            f"/organize/{run.slug}/listening/ratings.csv",
-            f"/api/listening/challenges/{run.slug}/crowd/",
-            f"/api/listening/challenges/{run.slug}/ratings/",
-            f"/api/listening/challenges/{run.slug}/progress/",
+            f"/organize/{run.slug}/listen/crowd.csv",
+            f"/organize/{run.slug}/listen/ratings.csv",
+            f"/api/listen/challenges/{run.slug}/crowd/",
+            f"/api/listen/challenges/{run.slug}/ratings/",
+            f"/api/listen/challenges/{run.slug}/progress/",
         ):
             response = viewer.get(url)
             assert response.status_code == 403, url

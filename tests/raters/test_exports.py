@@ -53,10 +53,10 @@ def test_formula_names_are_escaped_in_every_export(organizer_client, api_client,
 
     slug = challenge.slug
     exports = {
-        "ratings page": organizer_client.get(f"/organize/{slug}/listening/ratings.csv"),
-        "diversity page": organizer_client.get(f"/organize/{slug}/listening/diversity.csv"),
-        "ratings API": api_client.get(f"/api/listening/challenges/{slug}/ratings/?format=csv"),
-        "diversity API": api_client.get(f"/api/listening/challenges/{slug}/diversity/?format=csv"),
+        "ratings page": organizer_client.get(f"/organize/{slug}/listen/ratings.csv"),
+        "diversity page": organizer_client.get(f"/organize/{slug}/listen/diversity.csv"),
+        "ratings API": api_client.get(f"/api/listen/challenges/{slug}/ratings/?format=csv"),
+        "diversity API": api_client.get(f"/api/listen/challenges/{slug}/diversity/?format=csv"),
     }
     for what, response in exports.items():
         text = response.content.decode()

@@ -65,7 +65,7 @@ def test_the_table_filters_and_sorts(crowd_run):
 
 def test_the_progress_partial_shows_codes_rates_and_reasons(crowd_run, organizer_client):
     challenge, counts = crowd_run
-    url = f"/organize/{challenge.slug}/listening/progress/"
+    url = f"/organize/{challenge.slug}/listen/progress/"
     html = organizer_client.get(url).content.decode()
     assert html.count('<tr class="status-') == 300
     assert 'id="pass-rates"' in html and '<span class="code">HP</span>' in html
@@ -73,13 +73,13 @@ def test_the_progress_partial_shows_codes_rates_and_reasons(crowd_run, organizer
     filtered = organizer_client.get(url, {"status": "screened_out"}).content.decode()
     assert filtered.count('<tr class="status-') == counts["screened_out"]
     assert re.search(r"Showing \d+\.", filtered)
-    page = organizer_client.get(f"/organize/{challenge.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{challenge.slug}/listen/").content.decode()
     assert 'hx-include="#rater-filter"' in page and 'id="rater-filter"' in page
 
 
 def test_screening_is_switched_on_and_off_and_its_attempts_exported(organizer_client):
     challenge = build_listening_challenge(slug="monitor-settings", categories=1)
-    base = f"/organize/{challenge.slug}/listening/"
+    base = f"/organize/{challenge.slug}/listen/"
     form = {
         "enabled": "on",
         "who": "crowd",

@@ -157,11 +157,11 @@ def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
     ListeningTest.objects.filter(challenge=listening).update(
         completion_url="", completion_code="RUN-7", categories_min=1
     )
-    page = organizer_client.get(f"/organize/{listening.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{listening.slug}/listen/").content.decode()
     assert 'id="crowd-warning"' in page and "No completion URL is set" in page
     preparation.set_open(listening, False)
     response = organizer_client.post(
-        f"/organize/{listening.slug}/listening/open/", {"open": "1"}, follow=True
+        f"/organize/{listening.slug}/listen/open/", {"open": "1"}, follow=True
     )
     assert "No completion URL is set" in response.content.decode()
     test = selectors.listening_test(listening)
@@ -178,7 +178,7 @@ def test_a_crowd_run_without_completion_url_warns_and_still_shows_the_code(
     assert "Enter it on the study" in page
     # Set, the warning goes.
     ListeningTest.objects.filter(challenge=listening).update(completion_url="https://x.org/c")
-    page = organizer_client.get(f"/organize/{listening.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{listening.slug}/listen/").content.decode()
     assert "crowd-warning" not in page
 
 
@@ -321,15 +321,11 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
         enrolment.record_consent(rater)
         enrolment.record_instructions(rater)
         answer_session(rater, sessions.next_session(rater).session)
-    page = organizer_client.get(f"/organize/{listening.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{listening.slug}/listen/").content.decode()
     assert member.code in page and "Ratings (CSV)" in page
-    assert (
-        organizer_client.get(f"/organize/{listening.slug}/listening/progress/").status_code == 200
-    )
+    assert organizer_client.get(f"/organize/{listening.slug}/listen/progress/").status_code == 200
 
-    text = organizer_client.get(
-        f"/organize/{listening.slug}/listening/ratings.csv"
-    ).content.decode()
+    text = organizer_client.get(f"/organize/{listening.slug}/listen/ratings.csv").content.decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert (
         text.splitlines()[0]
@@ -339,27 +335,25 @@ def test_organizer_monitors_and_exports(listening, organizer_client, api_client,
     )
     assert len(rows) == 32
     assert {r["rater_team"] for r in rows} == {team.name, ""}
-    api = api_client.get(f"/api/listening/challenges/{listening.slug}/ratings/?format=csv")
+    api = api_client.get(f"/api/listen/challenges/{listening.slug}/ratings/?format=csv")
     assert api.status_code == 200 and api.content.decode() == text
-    json_rows = api_client.get(f"/api/listening/challenges/{listening.slug}/ratings/").json()
+    json_rows = api_client.get(f"/api/listen/challenges/{listening.slug}/ratings/").json()
     assert len(json_rows) == 32 and set(json_rows[0]) == set(rows[0])
-    div = organizer_client.get(
-        f"/organize/{listening.slug}/listening/diversity.csv"
-    ).content.decode()
+    div = organizer_client.get(f"/organize/{listening.slug}/listen/diversity.csv").content.decode()
     assert div.splitlines() == [
         "rater,rater_team,category,system,track,diversity,plays,seeks,heard_fraction,answer_s"
     ]
-    progress = api_client.get(f"/api/listening/challenges/{listening.slug}/progress/").json()
+    progress = api_client.get(f"/api/listen/challenges/{listening.slug}/progress/").json()
     assert sum(c["sessions"] for c in progress["categories"]) == 2
 
     stranger = Client()
     stranger.force_login(rater_user)
-    assert stranger.get(f"/organize/{listening.slug}/listening/ratings.csv").status_code == 403
-    assert stranger.get(f"/api/listening/challenges/{listening.slug}/ratings/").status_code == 403
+    assert stranger.get(f"/organize/{listening.slug}/listen/ratings.csv").status_code == 403
+    assert stranger.get(f"/api/listen/challenges/{listening.slug}/ratings/").status_code == 403
 
 
 def test_organizer_settings_invitations_and_accounts(listening, organizer_client):
-    url = f"/organize/{listening.slug}/listening/"
+    url = f"/organize/{listening.slug}/listen/"
     data = {
         "categories_min": 5, "categories_max": 4, "crowd_categories": 1, "target_ratings": 10,
         "anchors_per_session": 12,
@@ -405,7 +399,7 @@ def test_organizer_settings_invitations_and_accounts(listening, organizer_client
 def test_diversity_is_rated_by_organizers_who_rated_nothing_else(
     listening, organizer_client, organizer
 ):
-    response = organizer_client.post(f"/organize/{listening.slug}/listening/diversity/")
+    response = organizer_client.post(f"/organize/{listening.slug}/listen/diversity/")
     assert response.status_code == 302
     rater = Rater.objects.get(user=organizer)
     assert rater.diversity_role

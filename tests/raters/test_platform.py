@@ -114,17 +114,17 @@ def test_the_organizer_loads_the_export_on_the_listening_page(run, organizer_cli
     _worker(run, "PIDgone", "s-gone")
     upload = SimpleUploadedFile("export.csv", (HEADER + "s-1,PIDelse,APPROVED,,,\n").encode())
     response = organizer_client.post(
-        f"/organize/{run.slug}/listening/platform/", {"file": upload}, follow=True
+        f"/organize/{run.slug}/listen/platform/", {"file": upload}, follow=True
     )
     page = response.content.decode()
     assert "Loaded 1 submissions (1 approved). 1 crowd worker of this test leaves" in page
     assert 'id="platform-left"' in page and "not in the crowd platform&#x27;s" in page
     bad = SimpleUploadedFile("export.csv", b"Participant id\nPIDa\n")
-    refused = organizer_client.post(f"/organize/{run.slug}/listening/platform/", {"file": bad})
+    refused = organizer_client.post(f"/organize/{run.slug}/listen/platform/", {"file": bad})
     assert refused.status_code == 400 and "lacks the column(s) &#x27;Status&#x27;" in (
         refused.content.decode()
     )
-    assert Client().post(f"/organize/{run.slug}/listening/platform/").status_code in (302, 403)
+    assert Client().post(f"/organize/{run.slug}/listen/platform/").status_code in (302, 403)
 
 
 def test_a_link_from_another_study_is_refused(run):

@@ -156,7 +156,7 @@ def test_a_registered_rule_reaches_monitoring_and_the_organizers_page(
     assert worst.sort == "centred" and worst.rows[0].rules["centred"] == "flag"
     assert ("CE", "centred") in monitoring.legend()
 
-    page = organizer_client.get(f"/organize/{challenge.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{challenge.slug}/listen/").content.decode()
     # The rules in force, the sort form's option, the table's column.
     assert "<td>centred</td><td>flag</td><td>exclude</td><td>max share 0.5</td>" in page
     assert '<option value="centred">CE centred</option>' in page

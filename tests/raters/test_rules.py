@@ -232,7 +232,7 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     }
 
     def export() -> dict[str, str]:
-        text = organizer_client.get(f"/organize/{challenge.slug}/listening/ratings.csv")
+        text = organizer_client.get(f"/organize/{challenge.slug}/listen/ratings.csv")
         rows = list(csv.DictReader(io.StringIO(text.content.decode())))
         assert len(rows) == 4 * 16
         by_session: dict[str, set] = {}
@@ -249,11 +249,11 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     )
     assert flags[answered["misrating"].code].startswith("excluded by anchors: 5 of 12")
 
-    page = organizer_client.get(f"/organize/{challenge.slug}/listening/progress/").content.decode()
+    page = organizer_client.get(f"/organize/{challenge.slug}/listen/progress/").content.decode()
     assert "flagged by too_fast: median 1.0 s to answer" in page
     assert "excluded by anchors: 5 of 12 anchors misrated" in page
     assert "flagged by not_listened" in page and "flagged by straight_lining" in page
-    api = organizer_client.get(f"/api/listening/challenges/{challenge.slug}/progress/").json()
+    api = organizer_client.get(f"/api/listen/challenges/{challenge.slug}/progress/").json()
     reasons = {flag["session"]: flag["reasons"] for row in api["raters"] for flag in row["flags"]}
     assert reasons[answered["fast"].code] == [
         "flagged by too_fast: median 1.0 s to answer (limit 3 s)"
@@ -274,7 +274,7 @@ def test_flags_reach_scoring_the_export_monitoring_and_assignment(organizer_clie
     assert after[category] >= before[category]
     assert set(selectors.excluded_sessions(challenge)) == {s.pk for s in answered.values()}
     assert all(flag.startswith("excluded by") for flag in export().values())
-    page = organizer_client.get(f"/organize/{challenge.slug}/listening/progress/").content.decode()
+    page = organizer_client.get(f"/organize/{challenge.slug}/listen/progress/").content.decode()
     assert "excluded by too_fast" in page and "flagged by" not in page
     result = score(
         collect_inputs(challenge), ScoringSettings.objects.get(challenge=challenge).rules()

@@ -160,8 +160,8 @@ def test_the_snapshots_definition_applied_elsewhere_rescores_to_its_numbers(
     # What anyone has: the snapshot's definition from its page, the ratings' exports.
     text = Client().get(f"/results/frozen/{snap.number}/definition.yaml").content.decode()
     assert definition.sha256(text) == snap.definition_sha256
-    ratings = organizer_client.get("/organize/frozen/listening/ratings.csv").content.decode()
-    diversity = organizer_client.get("/organize/frozen/listening/diversity.csv").content.decode()
+    ratings = organizer_client.get("/organize/frozen/listen/ratings.csv").content.decode()
+    diversity = organizer_client.get("/organize/frozen/listen/diversity.csv").content.decode()
     assert "crowd" in ratings  # the farm's rows carry their kind, which the rules read
     paths = {
         "ratings": _write(tmp_path / "ratings.csv", ratings),

@@ -71,10 +71,10 @@ def test_publishing_closes_the_test_and_answers_after_it_are_refused(rated, orga
         preparation.set_open(challenge, True)
     organizer_client = Client()
     organizer_client.force_login(organizer)
-    page = organizer_client.get(f"/organize/{challenge.slug}/listening/").content.decode()
+    page = organizer_client.get(f"/organize/{challenge.slug}/listen/").content.decode()
     assert re.search(r'<button type="submit" id="open-test" disabled', page)
     assert "Results are published, so the listening test stays closed" in page
-    response = organizer_client.post(f"/organize/{challenge.slug}/listening/open/", {"open": "1"})
+    response = organizer_client.post(f"/organize/{challenge.slug}/listen/open/", {"open": "1"})
     assert not ListeningTest.objects.get(challenge=challenge).is_open
 
 

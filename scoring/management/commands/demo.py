@@ -67,7 +67,7 @@ class Command(BaseCommand):
                 "              it gives consent; any browser that opens it later continues that one\n"
                 "              rater's session)\n"
                 f"  New rater:  make an invitation link per listener at "
-                f"{url}/organize/{slug}/listening/\n"
+                f"{url}/organize/{slug}/listen/\n"
             )
         self.stdout.write(
             "\n"

@@ -383,7 +383,7 @@ def test_a_challenge_named_like_a_stage_has_every_page_of_its_own(slug, organize
     other = create_challenge(name="Other", slug="other")
     challenge = create_challenge(name="Stage", slug=slug)
     assert organizer_client.get(f"/organize/{slug}/").context["challenge"] == challenge
-    for stage in ("objective", "generators", "listening", "text-prompts"):
+    for stage in ("objective", "generators", "listen", "text-prompts"):
         page = organizer_client.get(f"/organize/{slug}/{stage}/")
         assert page.status_code == 200 and page.context["challenge"] == challenge, stage
         # ... and another challenge's stage pages are that challenge's.
@@ -395,11 +395,27 @@ def test_the_earlier_stage_first_addresses_redirect(organizer_client):
 
     create_challenge(name="Moved", slug="moved")
     page = organizer_client.get("/organize/listening/moved/progress/?x=1")
-    assert page.status_code == 301 and page["Location"] == "/organize/moved/listening/progress/?x=1"
+    assert page.status_code == 301 and page["Location"] == "/organize/moved/listen/progress/?x=1"
     assert organizer_client.get(page["Location"]).status_code == 200
     posted = organizer_client.post("/organize/objective/moved/settings/", {})
     assert posted.status_code == 308
     assert posted["Location"] == "/organize/moved/objective/settings/"
+
+
+def test_the_listening_tests_earlier_addresses_redirect(organizer_client):
+    """The listening test's organizer page and API were at .../listening/; they share the
+    raters' word now, and the earlier addresses (bookmarks, scripts) keep working."""
+    from stimuli.services import create_challenge
+
+    create_challenge(name="Moved", slug="moved")
+    page = organizer_client.get("/organize/moved/listening/progress/?x=1")
+    assert page.status_code == 301 and page["Location"] == "/organize/moved/listen/progress/?x=1"
+    assert organizer_client.get(page["Location"]).status_code == 200
+    posted = organizer_client.post("/organize/moved/listening/open/", {"open": "1"})
+    assert posted.status_code == 308 and posted["Location"] == "/organize/moved/listen/open/"
+    api = organizer_client.get("/api/listening/challenges/moved/progress/")
+    assert api.status_code == 301
+    assert api["Location"] == "/api/listen/challenges/moved/progress/"
 
 
 def test_a_challenge_named_like_a_stage_prefix_in_part_keeps_its_pages(organizer_client):
