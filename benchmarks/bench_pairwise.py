@@ -6,7 +6,9 @@ normal deviation per system, sd 0.3, so one rater's votes are not independent), 
 sampled unequally (half the systems three times as often as the others, as an arena's popular
 systems are). Each rater casts 20 votes. Per row, the share of true centred strengths that fall
 inside their 95% intervals over `--panels` panels: the bootstrap over raters (the platform's)
-beside a bootstrap over votes (which treats every vote as independent).
+beside a bootstrap over votes (which treats every vote as independent). The true strengths are
+the population's: tastes flatten the win probabilities averaged over raters, so they are the fit
+to one panel of 5,000 raters (100,000 votes), not the mean tastes themselves.
 
     python benchmarks/bench_pairwise.py [--panels 100] [--replicates 200]
 """
@@ -66,9 +68,8 @@ def over_votes(votes: Votes, replicates: int, seed: int) -> np.ndarray:
     return np.array([fit(votes.take(rng.integers(0, n, n))).strength for _ in range(replicates)])
 
 
-def coverage(draws: np.ndarray) -> np.ndarray:
+def coverage(draws: np.ndarray, truth: np.ndarray) -> np.ndarray:
     low, high = np.percentile(draws, [2.5, 97.5], axis=0)
-    truth = TRUE - TRUE.mean()
     return (low <= truth) & (truth <= high)
 
 
@@ -80,6 +81,8 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    truth = fit(panel(np.random.default_rng(7), 5_000)).strength
+    print(f"population strengths: {np.round(truth, 3)} (mean tastes: {np.round(TRUE, 3)})")
     print("| Raters | Votes | Covered, bootstrap over raters | Covered, over votes | Mean width |")
     print("|---|---|---|---|---|")
     for raters in args.raters:
@@ -88,8 +91,8 @@ def main() -> None:
             rng = np.random.default_rng(1_000 * raters + n)
             votes = panel(rng, raters)
             draws = bootstrap(votes, args.replicates, seed=n)
-            by_rater.append(coverage(draws))
-            by_vote.append(coverage(over_votes(votes, args.replicates, seed=n)))
+            by_rater.append(coverage(draws, truth))
+            by_vote.append(coverage(over_votes(votes, args.replicates, seed=n), truth))
             low, high = np.percentile(draws, [2.5, 97.5], axis=0)
             widths.append(np.mean(high - low))
         print(
