@@ -280,6 +280,10 @@ FOLEY_EMBED_BATCH = env.int("FOLEY_EMBED_BATCH", default=32)
 FOLEY_CLAP_CHECKPOINT = env("FOLEY_CLAP_CHECKPOINT", default="")
 FOLEY_CLAP_TOKENIZER = env("FOLEY_CLAP_TOKENIZER", default="")
 FOLEY_CLAP_VARIANT = env("FOLEY_CLAP_VARIANT", default="htsat-tiny")
+# The learned predictors' released checkpoints (docs/objective.md); empty: under FOLEY_MODEL_DIR.
+FOLEY_AESTHETICS_WEIGHTS = env("FOLEY_AESTHETICS_WEIGHTS", default="")
+FOLEY_PAM_WEIGHTS = env("FOLEY_PAM_WEIGHTS", default="")
+FOLEY_PAM_TOKENIZER = env("FOLEY_PAM_TOKENIZER", default="")
 
 # --- Security: production values unless DEBUG is on ---
 SECURE_CONTENT_TYPE_NOSNIFF = True

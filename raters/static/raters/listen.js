@@ -8,12 +8,16 @@
   // Longer than a DCASE clip (4 s): its play and its end are all a clip sends.
   var CHECKPOINT_MS = 5000;
 
+  // Every sound of the page reports through one queue: the server measures the time since each
+  // play and a play of one sound ends the stretch of another, so one sound's "ended" must reach
+  // it before the next sound's "play", even on a slow network.
+  var queue = Promise.resolve();
+
   // Reports play, pause, seeks, ended and a checkpoint every five seconds while playing, one at
   // a time and in order (the server measures the time since each play). A page that goes away
   // mid-sound reports a pause on its way out; a checkpoint keeps what was played should even
   // that be lost. `verdict` gets each answer.
   function report(url, token, audio, verdict) {
-    var queue = Promise.resolve();
     var last = 0;
     var lastSent = 0;
     var post = function (body) {
