@@ -5,15 +5,17 @@ Screenshots of the new pages at 1,366 px and 390 px go to docs/screenshots/."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from stimuli.models import Team
 from stimuli.submissions import schedule, teams
 from stimuli.submissions.baseline_archive import baseline_archive
-from stimuli.submissions.models import Submission
+from stimuli.submissions.models import ChallengeSchedule, Submission
 from stimuli.submissions.services import submit
 from tests.chromium import chromium_page, log_in
 from tests.conftest import join_job_threads, wait_for_job
@@ -116,6 +118,20 @@ def test_invitation_sign_up_submit_and_feedback_for_the_team_only(
         clip = cy.goto(f"{submission_url}clips/{submission.clips.first().pk}.wav")
         assert clip.status == 404
         third.close()
+
+        # The review window: the team's page states its rules and end, the form starts from
+        # the version that counted at the deadline.
+        before = ChallengeSchedule.objects.get(challenge=challenge)
+        schedule.set_schedule(
+            challenge, submission_deadline=timezone.now() - dt.timedelta(hours=1), review_days=4
+        )
+        _shots(page, team_url, "team-review")
+        assert "code fixes only" in page.inner_text("#review-rules")
+        schedule.set_schedule(
+            challenge,
+            submission_deadline=before.submission_deadline,
+            review_days=before.review_days,
+        )
 
         # Password resets start from the login page; teams may register themselves here.
         page.context.clear_cookies()
