@@ -138,22 +138,57 @@ SLOW_PATHS = (
 )
 
 
-# The longest tests, started first: a two-worker run then ends with short ones on both workers
-# instead of one worker finishing the demo while the other waits (with `--dist worksteal`,
-# scripts/test, the idle worker takes over the other's remaining tests).
-FIRST = (
-    "tests/foley_platform/test_demo.py::test_demo_runs_the_whole_challenge_and_publishes",
-    "tests/adversary/test_gold_detectors.py",
-    "tests/adversary/test_farm.py",
-    "tests/adversary/test_anchors_detectors.py",
-)
+# The longest tests and about how long each takes with four workers on two cores (`--durations`;
+# a parametrized test's every case). Each starts its worker's share of the suite: `--dist
+# worksteal` (scripts/test) hands each worker a contiguous part of the list and later moves tests
+# from the end of a long queue to an idle worker, never the head, so a long test queued behind
+# another would run after it on the same worker. They are spread over the workers' parts, the
+# longest first to the least loaded part.
+LONGEST = {
+    "tests/foley_platform/test_demo.py::test_demo_runs_the_whole_challenge_and_publishes": 460,
+    "tests/adversary/test_headphone_reader.py": 95,
+    "tests/adversary/test_gold_detectors.py::test_the_synthesisers_own_renderings": 85,
+    "tests/adversary/test_gold_detectors.py::test_first_byte_times": 75,
+    "tests/adversary/test_farm.py": 65,
+    "tests/adversary/test_listening.py::test_checkpoint_flooding": 55,
+    "tests/browser/test_site_layout.py::test_every_page_of_a_published_challenge": 55,
+    "tests/adversary/test_anchors_detectors.py": 45,
+    "tests/browser/test_screening.py::test_a_worker_who_cannot_hear_the_tone": 40,
+    "tests/browser/test_screening.py::test_a_worker_who_hears_the_tone": 35,
+}
+
+
+def _expected_s(item) -> float:
+    return next((s for prefix, s in LONGEST.items() if item.nodeid.startswith(prefix)), 0.0)
+
+
+def _spread_longest(items: list, workers: int) -> list:
+    """`items` reordered so that each of the `workers` contiguous parts xdist hands out (sized as
+    it sizes them) starts with its share of the longest tests."""
+    longest = sorted((item for item in items if _expected_s(item)), key=_expected_s, reverse=True)
+    rest = iter(item for item in items if not _expected_s(item))
+    sizes, remaining = [], len(items)
+    for worker in range(workers):
+        sizes.append(remaining // (workers - worker))
+        remaining -= sizes[-1]
+    parts: list[list] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for item in longest:
+        open_parts = [w for w in range(workers) if len(parts[w]) < sizes[w]]
+        worker = min(open_parts, key=lambda w: load[w])
+        parts[worker].append(item)
+        load[worker] += _expected_s(item)
+    for worker, part in enumerate(parts):
+        part.extend(next(rest) for _ in range(sizes[worker] - len(part)))
+    return [item for part in parts for item in part]
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "browser" in item.keywords or item.nodeid.startswith(SLOW_PATHS):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = _spread_longest(items, workers)
     if any("sandbox" in item.keywords for item in items):
         from sandbox.isolation import probe
 
