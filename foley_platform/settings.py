@@ -30,7 +30,9 @@ DATA_DIR = Path(env("FOLEY_DATA_DIR", default=str(BASE_DIR / "data")))
 # Researchers' command-line tools: they read files and print results, signing nothing that
 # outlives the process (no sessions, tokens or links), so a fresh install runs them without a
 # secret. The web server, workers and every other command still refuse to start without one.
-KEYLESS_COMMANDS = frozenset({"compute_fad", "compute_kad", "score_offline", "validate_generator"})
+KEYLESS_COMMANDS = frozenset(
+    {"compute_fad", "compute_kad", "compute_predictors", "score_offline", "validate_generator"}
+)
 # Asking manage.py what it can do needs no secret either: it runs nothing.
 KEYLESS_COMMANDS |= {"help", "--help", "-h", "--version", "version"}
 

@@ -169,6 +169,17 @@ class ScoresJobResult(TypedDict, total=False):
     asked: int
 
 
+class PredictorsJobResult(TypedDict, total=False):
+    """stimuli/objective/predictor_scores.py `score_challenge`'s summary."""
+
+    predictors: list[str]
+    clips: int  # the system clips of the challenge
+    computed: int  # the clips scored by this run
+    cached: int  # the clips whose values the same files had given already
+    model_ids: dict[str, str]  # each predictor's files, as the rows record them
+    device: str
+
+
 IMPORT = declare(
     "import", "Audio import",
     task="stimuli.tasks.import_upload", queue="cpu",
@@ -223,4 +234,12 @@ CLAP_SCORES = declare(
     "clap_prompt_scores", "CLAP scores",
     task="stimuli.tasks.clap_prompt_scores", queue="gpu",
     run="stimuli.objective.prompt_scores.run_scores", result=ScoresJobResult,
+)  # fmt: skip
+# The learned predictors' values of every system clip: a failed job runs again over the clips
+# still without values from the same files.
+PREDICTORS = declare(
+    "predictors", "Learned predictors",
+    task="stimuli.tasks.predictors", queue="gpu",
+    run="stimuli.objective.services.run_predictors", result=PredictorsJobResult,
+    retry_guard="stimuli.objective.services.retry_guard",
 )  # fmt: skip

@@ -779,7 +779,9 @@ class TextClip(models.Model):
         return f"text clip {self.index} of {self.generation_id}"
 
 
-# Registered with this app from their own module: the teams' accounts and submissions.
+# Registered with this app from their own modules: the learned predictors' values of each clip,
+# the teams' accounts and submissions.
+from .predictor_models import PredictorScore  # noqa: E402, F401
 from .submissions.models import (  # noqa: E402, F401
     ChallengeSchedule,
     DeadlineExtension,

@@ -6,12 +6,16 @@ Two pipelines of jobs, each started by an organizer (page, API or command):
     medoids:     embed (gpu queue, medoid model) ->  select_medoids (cpu queue): k-means per
                                                      finalist system and category
 
+and one step of its own, the learned predictors (predictors, gpu queue: each system clip's
+values, predictor_scores.py).
+
 An embed job that succeeds queues the job after it, once (guarded by a lock on its own row), so a
 redelivered task never makes two. Every step is idempotent: embeddings are cached per clip and
 model; FAD values are all computed before any is stored, then upserted on their unique key with
 stale rows removed and finalists selected in one transaction; medoids are replaced in one
-transaction. The same functions run synchronously for the demo and the command line (`rank_by_fad_now`,
-`select_medoids_now`).
+transaction; predictor values are upserted per clip and axis, a clip already scored by the same
+files left. The same functions run synchronously for the demo and the command line
+(`rank_by_fad_now`, `select_medoids_now`, `predictors_now`).
 
 torch and scikit-learn are imported inside the worker-side functions only."""
 
@@ -24,9 +28,9 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from stimuli.job_kinds import EMBED, RANK_BY_FAD, SELECT_MEDOIDS
+from stimuli.job_kinds import EMBED, PREDICTORS, RANK_BY_FAD, SELECT_MEDOIDS
 
-from ..jobs import JobProgress, create_job, enqueue, run_job
+from ..jobs import Failed, JobProgress, create_job, enqueue, run_job
 from ..models import (
     AudioFile,
     Challenge,
@@ -47,7 +51,9 @@ from .config import (
     model_choice,
 )
 from .distances import compute_fad_results
+from .embeddings.base import WeightsMissing
 from .medoids import compute_medoids
+from .predictor_scores import load_predictors, predictor_names, score_challenge
 
 # --- starting jobs ----------------------------------------------------------------------------
 
@@ -128,6 +134,42 @@ def start_select_medoids(
 ) -> Job:
     """Queue the medoid pipeline for the finalists; returns its embed job."""
     return _start(challenge, SELECT_MEDOIDS, user, enqueue_task)
+
+
+def start_predictors(
+    challenge: Challenge,
+    *,
+    user: AbstractBaseUser | None = None,
+    predictors: str | list[str] | None = None,
+    enqueue_task: bool = True,
+) -> Job:
+    """Queue the learned predictors' job over every system clip (all predictors by default);
+    the one queued or running, if one is under way. The phase does not move."""
+    names = predictor_names(predictors)
+    _check_can_start(challenge, PREDICTORS)
+    with transaction.atomic():
+        Challenge.objects.select_for_update(no_key=True).get(pk=challenge.pk)
+        running = (
+            Job.objects.filter(
+                challenge=challenge,
+                kind=PREDICTORS,
+                state__in=[Job.State.QUEUED, Job.State.RUNNING],
+            )
+            .order_by("-pk")
+            .first()
+        )
+        if running is not None:  # one at a time
+            return running
+        job = create_job(
+            PREDICTORS,
+            challenge=challenge,
+            params={"challenge_id": challenge.pk, "predictors": names},
+            message=f"queued: {', '.join(names)} on every system clip",
+            by=user,
+        )
+        if enqueue_task:
+            enqueue(job)
+    return job
 
 
 def retry_guard(job: Job) -> None:
@@ -255,6 +297,23 @@ def run_select_medoids(job_id: int, *, echo: Progress | None = None) -> Job:
     return run_job(job_id, work)
 
 
+def run_predictors(job_id: int, *, echo: Progress | None = None) -> Job:
+    """Every system clip's values of the job's predictors. A missing or foreign file fails the
+    job with its error (which file, its setting, where it is published), before any audio."""
+
+    def work(job: Job, progress: JobProgress) -> dict | Failed:
+        challenge = Challenge.objects.get(pk=job.params["challenge_id"])
+        report = _reporter(progress, echo)
+        report(0, 0, "loading the predictors")
+        try:
+            loaded = load_predictors(job.params["predictors"])
+        except (WeightsMissing, ValueError) as exc:
+            return Failed(str(exc), {"predictors": job.params["predictors"]})
+        return score_challenge(challenge, loaded, progress=report, log=progress.log)
+
+    return run_job(job_id, work)
+
+
 # --- synchronous runs (demo and command line) ------------------------------------------------
 
 
@@ -276,6 +335,19 @@ def rank_by_fad_now(challenge: Challenge, *, progress: Progress | None = None) -
 def select_medoids_now(challenge: Challenge, *, progress: Progress | None = None) -> Job:
     embed = start_select_medoids(challenge, enqueue_task=False)
     return _run_pipeline(embed, run_select_medoids, progress)
+
+
+def predictors_now(
+    challenge: Challenge,
+    *,
+    predictors: str | list[str] | None = None,
+    progress: Progress | None = None,
+) -> Job:
+    """The predictors' job in this process (or the one already under way, as it stands)."""
+    job = start_predictors(challenge, predictors=predictors, enqueue_task=False)
+    if job.state != Job.State.QUEUED:
+        return job
+    return run_predictors(job.pk, echo=progress)
 
 
 def _run_pipeline(embed: Job, second: Callable, progress: Progress | None) -> Job:

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from stimuli.job_kinds import EMBED, RANK_BY_FAD, SELECT_MEDOIDS
+from stimuli.job_kinds import EMBED, PREDICTORS, RANK_BY_FAD, SELECT_MEDOIDS
 
 from .. import jobs, selectors
 from ..errors import Refused, page_status
@@ -18,7 +18,7 @@ from ..panels import render_panel
 from ..permissions import challenge_organizer_required
 from . import config, services
 
-OBJECTIVE_KINDS = [EMBED, RANK_BY_FAD, SELECT_MEDOIDS]
+OBJECTIVE_KINDS = [EMBED, RANK_BY_FAD, SELECT_MEDOIDS, PREDICTORS]
 
 
 class ObjectiveSettingsForm(forms.ModelForm):

@@ -119,7 +119,7 @@ def our_tasks() -> dict:
 # What runs submitted code or loads a model waits for a GPU worker.
 GPU_KINDS = {
     "generate", "validate_generator", "generate_text", "validate_submission", "embed",
-    "clap_prompt_scores",
+    "clap_prompt_scores", "predictors",
 }  # fmt: skip
 
 

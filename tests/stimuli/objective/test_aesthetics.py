@@ -5,7 +5,8 @@ windows, errors, and, where `audiobox_aesthetics` imports, the same ratings as t
 No released weights are available to the tests: random checkpoints with the published parameter
 names and shapes stand in for `checkpoint.pt`, in the released form (a dict of `state_dict`, its
 names prefixed `model.`, `model_cfg` and `target_transform`), with heads of five linear layers
-and layer norms as the published configuration describes them.
+and layer norms as the published configuration describes them (written by the platform's
+stand-ins, stimuli/objective/predictors/standins.py).
 """
 
 from __future__ import annotations
@@ -18,97 +19,9 @@ import torch
 
 from stimuli.objective.embeddings import WeightsMissing
 from stimuli.objective.predictors import aesthetics
-
-MODEL_CFG = {
-    "proj_num_layer": 5, "proj_ln": True, "proj_act_fn": "gelu", "proj_dropout": 0.0,
-    "nth_layer": 13, "use_weighted_layer_sum": True, "precision": "32",
-    "normalize_embed": True, "output_dim": 1,
-}  # fmt: skip
-TARGETS = {
-    "CE": {"mean": 5.1, "std": 1.9}, "CU": {"mean": 5.7, "std": 1.8},
-    "PC": {"mean": 3.2, "std": 1.9}, "PQ": {"mean": 6.6, "std": 1.5},
-}  # fmt: skip
-
-
-def released_shapes() -> dict[str, tuple[int, ...]]:
-    """Every parameter of the released model and its shape, as the release's code builds it."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    inputs = 1
-    for i, (kernel, _stride) in enumerate([(10, 5)] + [(3, 2)] * 4 + [(2, 2)] * 2):
-        shapes[f"wavlm_model.feature_extractor.conv_layers.{i}.0.weight"] = (512, inputs, kernel)
-        inputs = 512
-    for name in ("feature_extractor.conv_layers.0.2", "layer_norm"):
-        shapes[f"wavlm_model.{name}.weight"] = shapes[f"wavlm_model.{name}.bias"] = (512,)
-    shapes["wavlm_model.post_extract_proj.weight"] = (768, 512)
-    shapes["wavlm_model.post_extract_proj.bias"] = (768,)
-    shapes["wavlm_model.mask_emb"] = (768,)
-    shapes["wavlm_model.encoder.pos_conv.0.weight_g"] = (1, 1, 128)
-    shapes["wavlm_model.encoder.pos_conv.0.weight_v"] = (768, 48, 128)
-    shapes["wavlm_model.encoder.pos_conv.0.bias"] = (768,)
-    shapes["wavlm_model.encoder.layer_norm.weight"] = (768,)
-    shapes["wavlm_model.encoder.layer_norm.bias"] = (768,)
-    shapes["wavlm_model.encoder.layers.0.self_attn.relative_attention_bias.weight"] = (320, 12)
-    for i in range(12):
-        p = f"wavlm_model.encoder.layers.{i}."
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            shapes[f"{p}self_attn.{proj}.weight"] = (768, 768)
-            shapes[f"{p}self_attn.{proj}.bias"] = (768,)
-        shapes[f"{p}self_attn.grep_linear.weight"] = (8, 64)
-        shapes[f"{p}self_attn.grep_linear.bias"] = (8,)
-        shapes[f"{p}self_attn.grep_a"] = (1, 12, 1, 1)
-        shapes[f"{p}fc1.weight"], shapes[f"{p}fc1.bias"] = (3072, 768), (3072,)
-        shapes[f"{p}fc2.weight"], shapes[f"{p}fc2.bias"] = (768, 3072), (768,)
-        for norm in ("self_attn_layer_norm", "final_layer_norm"):
-            shapes[f"{p}{norm}.weight"] = shapes[f"{p}{norm}.bias"] = (768,)
-    for axis in ("CE", "CU", "PC", "PQ"):
-        shapes[f"layer_weights.{axis}"] = (13,)
-        # Linear, LayerNorm, GELU four times, then the output layer: indices 0-3-6-9, 1-4-7-10.
-        for i in (0, 3, 6, 9):
-            shapes[f"proj_layer.{axis}.{i}.weight"] = (768, 768)
-            shapes[f"proj_layer.{axis}.{i}.bias"] = (768,)
-            shapes[f"proj_layer.{axis}.{i + 1}.weight"] = (768,)
-            shapes[f"proj_layer.{axis}.{i + 1}.bias"] = (768,)
-        shapes[f"proj_layer.{axis}.12.weight"] = (1, 768)
-        shapes[f"proj_layer.{axis}.12.bias"] = (1,)
-    return shapes
-
-
-def random_state(seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random parameters of the released names and shapes, scaled to keep activations sane."""
-    rng = torch.Generator().manual_seed(seed)
-    state = {}
-    for name, shape in released_shapes().items():
-        if name.endswith(("norm.weight", "conv_layers.0.2.weight", "layer_norm.weight")):
-            value = 1.0 + 0.1 * torch.randn(shape, generator=rng)
-        elif name.endswith("weight_g"):
-            value = 1.0 + 0.1 * torch.rand(shape, generator=rng)
-        elif name.startswith("layer_weights") or name.endswith("grep_a"):
-            value = torch.randn(shape, generator=rng)
-        elif "conv_layers" in name and len(shape) == 3:
-            value = torch.randn(shape, generator=rng) / np.sqrt(shape[1] * shape[2])
-        elif name.endswith("weight") and len(shape) == 2:
-            value = torch.randn(shape, generator=rng) / np.sqrt(shape[1])
-        else:
-            value = 0.05 * torch.randn(shape, generator=rng)
-        state[f"model.{name}"] = value
-    return state
-
-
-def cheap_state() -> dict[str, torch.Tensor]:
-    """The released names and shapes, each a view of one zero: a file of a few kilobytes, for
-    the tests that only load."""
-    return {f"model.{k}": torch.zeros(()).expand(v) for k, v in released_shapes().items()}
-
-
-def write_checkpoint(path, state=None, model_cfg=None, targets=None) -> None:
-    torch.save(
-        {
-            "state_dict": random_state() if state is None else state,
-            "model_cfg": MODEL_CFG if model_cfg is None else model_cfg,
-            "target_transform": TARGETS if targets is None else targets,
-        },
-        path,
-    )
+from stimuli.objective.predictors.standins import MODEL_CFG, TARGETS
+from stimuli.objective.predictors.standins import aesthetics_cheap_state as cheap_state
+from stimuli.objective.predictors.standins import write_aesthetics as write_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ HTSAT and projection on the same weights.
 No released weights are available to the tests: random-initialised checkpoints with the
 published parameter names and shapes stand in for `630k-audioset-best.pt` and
 `music_audioset_epoch_15_esc_90.14.pt`, in the released form (a training dict whose
-`state_dict` holds the DataParallel-prefixed parameters of the whole model).
+`state_dict` holds the DataParallel-prefixed parameters of the whole model); the audio branch's
+from the platform's stand-ins (stimuli/objective/predictors/standins.py).
 """
 
 from __future__ import annotations
@@ -15,91 +16,10 @@ import pytest
 import torch
 
 from stimuli.objective.embeddings import WeightsMissing, load_embedding_model
+from stimuli.objective.predictors.standins import HTSAT_SIZES as WIDTH
+from stimuli.objective.predictors.standins import htsat_state as released_audio_state
 
 RATE = 48000
-WIDTH = {"htsat-tiny": (96, (2, 2, 6, 2)), "htsat-base": (128, (2, 2, 12, 2))}
-
-
-def swin_buffers(resolution: int, shifted: bool) -> dict[str, torch.Tensor]:
-    """The index and mask buffers the release stores for a block (8 x 8 windows, shift 4)."""
-    size = min(8, resolution)
-    pos = [(r, c) for r in range(size) for c in range(size)]
-    index = torch.tensor(
-        [[(a[0] - b[0] + size - 1) * (2 * size - 1) + a[1] - b[1] + size - 1 for b in pos]
-         for a in pos]
-    )  # fmt: skip
-    buffers = {"attn.relative_position_index": index}
-    if shifted and resolution > 8:
-        region = np.zeros((resolution, resolution))
-        for i, rows in enumerate((slice(0, -8), slice(-8, -4), slice(-4, None))):
-            for j, cols in enumerate((slice(0, -8), slice(-8, -4), slice(-4, None))):
-                region[rows, cols] = 3 * i + j
-        windows = region.reshape(resolution // 8, 8, resolution // 8, 8).transpose(0, 2, 1, 3)
-        windows = windows.reshape(-1, 64)
-        mask = np.where(windows[:, None, :] != windows[:, :, None], -100.0, 0.0)
-        buffers["attn_mask"] = torch.tensor(mask, dtype=torch.float32)
-    return buffers
-
-
-def released_audio_state(variant: str, seed: int = 0) -> dict[str, torch.Tensor]:
-    """The audio side of a released checkpoint, unprefixed, random but for the front end."""
-    import librosa
-
-    width, depths = WIDTH[variant]
-    heads = (4, 8, 16, 32)
-    rng = torch.Generator().manual_seed(seed)
-    shapes: dict[str, tuple] = {
-        "patch_embed.proj.weight": (width, 1, 4, 4), "patch_embed.proj.bias": (width,),
-        "patch_embed.norm.weight": (width,), "patch_embed.norm.bias": (width,),
-        "norm.weight": (8 * width,), "norm.bias": (8 * width,),
-        "tscam_conv.weight": (527, 8 * width, 2, 3), "tscam_conv.bias": (527,),
-        "head.weight": (527, 527), "head.bias": (527,),
-    }  # fmt: skip
-    buffers: dict[str, torch.Tensor] = {}
-    for i, depth in enumerate(depths):
-        dim, resolution = width * 2**i, 64 // 2**i
-        for j in range(depth):
-            prefix = f"layers.{i}.blocks.{j}."
-            for norm in ("norm1", "norm2"):
-                shapes[prefix + norm + ".weight"] = shapes[prefix + norm + ".bias"] = (dim,)
-            shapes[prefix + "attn.relative_position_bias_table"] = (225, heads[i])
-            shapes[prefix + "attn.qkv.weight"] = (3 * dim, dim)
-            shapes[prefix + "attn.qkv.bias"] = (3 * dim,)
-            shapes[prefix + "attn.proj.weight"] = (dim, dim)
-            shapes[prefix + "attn.proj.bias"] = (dim,)
-            shapes[prefix + "mlp.fc1.weight"] = (4 * dim, dim)
-            shapes[prefix + "mlp.fc1.bias"] = (4 * dim,)
-            shapes[prefix + "mlp.fc2.weight"] = (dim, 4 * dim)
-            shapes[prefix + "mlp.fc2.bias"] = (dim,)
-            for name, value in swin_buffers(resolution, j % 2 == 1).items():
-                buffers[prefix + name] = value
-        if i < len(depths) - 1:
-            shapes[f"layers.{i}.downsample.norm.weight"] = (4 * dim,)
-            shapes[f"layers.{i}.downsample.norm.bias"] = (4 * dim,)
-            shapes[f"layers.{i}.downsample.reduction.weight"] = (2 * dim, 4 * dim)
-    state = {}
-    for name, shape in shapes.items():
-        if "norm" in name and name.endswith("weight"):
-            state[name] = 1.0 + 0.1 * torch.randn(shape, generator=rng)
-        else:
-            state[name] = 0.05 * torch.randn(shape, generator=rng)
-    state.update(buffers)
-    state["bn0.weight"] = 1.0 + 0.1 * torch.randn(64, generator=rng)
-    state["bn0.bias"] = 0.1 * torch.randn(64, generator=rng)
-    state["bn0.running_mean"] = -20.0 + torch.randn(64, generator=rng)
-    state["bn0.running_var"] = 50.0 + torch.rand(64, generator=rng)
-    state["bn0.num_batches_tracked"] = torch.tensor(0)
-    window = np.hanning(1025)[:-1]
-    angle = 2 * np.pi * np.arange(513)[:, None] * np.arange(1024)[None, :] / 1024
-    state["spectrogram_extractor.stft.conv_real.weight"] = torch.tensor(
-        (np.cos(angle) * window)[:, None, :], dtype=torch.float32
-    )
-    state["spectrogram_extractor.stft.conv_imag.weight"] = torch.tensor(
-        (-np.sin(angle) * window)[:, None, :], dtype=torch.float32
-    )
-    mel = librosa.filters.mel(sr=RATE, n_fft=1024, n_mels=64, fmin=50, fmax=14000).T
-    state["logmel_extractor.melW"] = torch.tensor(mel, dtype=torch.float32)
-    return state
 
 
 def released_checkpoint(variant: str, path, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -8,7 +8,8 @@ No released weights are available to the tests: a random checkpoint in the relea
 dict whose `model` holds the state dict) stands in for `CLAP_weights_2023.pth`, with HTSAT-tiny
 whole and a small GPT-2 (2 layers, 128 wide: 2 heads) over GPT-2's vocabulary size. The tokenizer files
 are a part of GPT-2's: its 256 byte tokens, the merges that PAM's prompts and "Hello world" go
-through, in GPT-2's order, and those tokens, all under GPT-2's ids.
+through, in GPT-2's order, and those tokens, all under GPT-2's ids. Both are written by the
+platform's stand-ins (stimuli/objective/predictors/standins.py).
 """
 
 from __future__ import annotations
@@ -25,85 +26,20 @@ import torch
 
 from stimuli.objective.embeddings import WeightsMissing
 from stimuli.objective.predictors import msclap, pam
-from tests.stimuli.objective.test_embeddings_clap import released_audio_state
+from stimuli.objective.predictors.standins import (
+    INNER,
+    LAYERS,
+    POSITIONS,
+    VOCAB,
+    WIDTH,
+    tokenizer_files,
+)
+from stimuli.objective.predictors.standins import msclap_state as released_state
 
-VOCAB, POSITIONS, WIDTH, LAYERS, INNER = 50257, 80, 128, 2, 256
 TOLERANCE = 1e-5
-# GPT-2's merges that its tokenisation of the strings below applies, in GPT-2's order.
-MERGES = """Ġ a|h e|Ġ s|Ġ w|Ġ c|i t|i s|a n|o r|o u|Ġa n|a r|Ġan d|l e|l l|Ġ n|c t|Ġ is|l d|it h
-Ġw ith|n d|i f|Ġw or|a ct|Ġa r|ou nd|Ġn o|e ll|Ġwor ld|t he|Ġc le|Ġar t|Ġcle ar|Ġs ound|Ġcle an
-act s|ell o|is y|Ġart if|H ello|Ġartif acts|Ġno isy"""
-# Their tokens' ids in GPT-2's vocab.json (public: openai-community/gpt2 on Hugging Face).
-TOKENS = {
-    "Ġa": 257, "he": 258, "Ġs": 264, "Ġw": 266, "Ġc": 269, "it": 270, "is": 271, "an": 272,
-    "or": 273, "ou": 280, "Ġan": 281, "ar": 283, "Ġand": 290, "le": 293, "ll": 297, "Ġn": 299,
-    "ct": 310, "Ġis": 318, "ld": 335, "ith": 342, "Ġwith": 351, "nd": 358, "if": 361,
-    "Ġwor": 476, "act": 529, "Ġar": 610, "ound": 633, "Ġno": 645, "ell": 695, "Ġworld": 995,
-    "the": 1169, "Ġcle": 1190, "Ġart": 1242, "Ġclear": 1598, "Ġsound": 2128, "Ġclean": 3424,
-    "acts": 8656, "ello": 11109, "isy": 13560, "Ġartif": 14077, "Hello": 15496,
-    "Ġartifacts": 20316, "Ġnoisy": 31210, "<|endoftext|>": 50256,
-}  # fmt: skip
 # GPT-2's ids of PAM's prompts as msclap feeds them (the text, " ", <|endoftext|>).
 CLEAN = [1169, 2128, 318, 1598, 290, 3424, 13, 220, 50256]
 NOISY = [1169, 2128, 318, 31210, 290, 351, 20316, 13, 220, 50256]
-
-
-def gpt2_byte_tokens() -> list[str]:
-    """GPT-2's byte tokens in id order: printable bytes as themselves, then the rest shifted."""
-    kept = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    rest = [b for b in range(256) if b not in kept]
-    return [chr(b) for b in kept] + [chr(256 + i) for i in range(len(rest))]
-
-
-def tokenizer_files(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = {token: i for i, token in enumerate(gpt2_byte_tokens())}
-    vocab.update(TOKENS)
-    (folder / "vocab.json").write_text(json.dumps(vocab), "utf-8")
-    merges = "#version: 0.2\n" + MERGES.replace("|", "\n").replace("\n\n", "\n") + "\n"
-    (folder / "merges.txt").write_text(merges, "utf-8")
-    return folder
-
-
-def released_state(seed: int = 0) -> dict[str, torch.Tensor]:
-    """msclap's CLAP state dict in the released names, random but for the audio front end."""
-    import librosa
-
-    rng = torch.Generator().manual_seed(seed)
-
-    def rand(*shape: int, scale: float = 0.05, mean: float = 0.0) -> torch.Tensor:
-        return mean + scale * torch.randn(shape, generator=rng)
-
-    audio = released_audio_state("htsat-tiny", seed)
-    # msclap's HTSAT config builds the mel matrix for 32 kHz, 50-14,000 Hz.
-    mel = librosa.filters.mel(sr=32000, n_fft=1024, n_mels=64, fmin=50, fmax=14000).T
-    audio["logmel_extractor.melW"] = torch.tensor(mel, dtype=torch.float32)
-    state = {f"audio_encoder.base.htsat.{k}": v for k, v in audio.items()}
-    for branch, inputs in (("audio_encoder", 768), ("caption_encoder", WIDTH)):
-        state[f"{branch}.projection.linear1.weight"] = rand(1024, inputs, scale=0.1)
-        state[f"{branch}.projection.linear2.weight"] = rand(1024, 1024, scale=0.03)
-        state[f"{branch}.projection.layer_norm.weight"] = rand(1024, scale=0.1, mean=1.0)
-        state[f"{branch}.projection.layer_norm.bias"] = rand(1024)
-    text = {"wte.weight": rand(VOCAB, WIDTH, scale=0.1), "wpe.weight": rand(POSITIONS, WIDTH)}
-    for i in range(LAYERS):
-        shapes = {
-            "attn.c_attn.weight": (WIDTH, 3 * WIDTH), "attn.c_attn.bias": (3 * WIDTH,),
-            "attn.c_proj.weight": (WIDTH, WIDTH), "attn.c_proj.bias": (WIDTH,),
-            "mlp.c_fc.weight": (WIDTH, INNER), "mlp.c_fc.bias": (INNER,),
-            "mlp.c_proj.weight": (INNER, WIDTH), "mlp.c_proj.bias": (WIDTH,),
-        }  # fmt: skip
-        text.update({f"h.{i}.{k}": rand(*shape, scale=0.1) for k, shape in shapes.items()})
-        for norm in ("ln_1", "ln_2"):
-            text[f"h.{i}.{norm}.weight"] = rand(WIDTH, scale=0.1, mean=1.0)
-            text[f"h.{i}.{norm}.bias"] = rand(WIDTH)
-        # The causal-mask buffers older transformers saved with GPT-2.
-        causal = torch.tril(torch.ones(POSITIONS, POSITIONS, dtype=torch.bool))
-        text[f"h.{i}.attn.bias"] = causal.view(1, 1, POSITIONS, POSITIONS)
-        text[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
-    text["ln_f.weight"], text["ln_f.bias"] = rand(WIDTH, scale=0.1, mean=1.0), rand(WIDTH)
-    state.update({f"caption_encoder.base.{k}": v for k, v in text.items()})
-    state["logit_scale"] = torch.tensor(float(np.log(1 / 0.07)))
-    return state
 
 
 @pytest.fixture(scope="module")

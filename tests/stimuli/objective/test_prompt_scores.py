@@ -21,7 +21,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
 from stimuli.models import AudioFile, PromptScore
-from tests.stimuli.objective.test_embeddings_clap import released_audio_state
+from stimuli.objective.predictors.standins import htsat_state as released_audio_state
 
 WIDTH, LAYERS, INNER, POSITIONS = 64, 2, 128, 80
 
