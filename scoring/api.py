@@ -72,6 +72,26 @@ class LeaderboardRowSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="KAD, mean over categories; may be below 0."
     )
     kad_eval_ci = IntervalField(required=False, allow_null=True)
+    # Present only where the challenge has learned predictor values (higher is better): the
+    # mean over categories of each axis's mean over the clips, with its 95% interval.
+    pq = serializers.FloatField(
+        required=False, allow_null=True, help_text="Audiobox Aesthetics PQ, 1-10."
+    )
+    pq_ci = IntervalField(required=False, allow_null=True)
+    pc = serializers.FloatField(
+        required=False, allow_null=True, help_text="Audiobox Aesthetics PC, 1-10."
+    )
+    pc_ci = IntervalField(required=False, allow_null=True)
+    ce = serializers.FloatField(
+        required=False, allow_null=True, help_text="Audiobox Aesthetics CE, 1-10."
+    )
+    ce_ci = IntervalField(required=False, allow_null=True)
+    cu = serializers.FloatField(
+        required=False, allow_null=True, help_text="Audiobox Aesthetics CU, 1-10."
+    )
+    cu_ci = IntervalField(required=False, allow_null=True)
+    pam = serializers.FloatField(required=False, allow_null=True, help_text="PAM, 0 to 1.")
+    pam_ci = IntervalField(required=False, allow_null=True)
     quality = serializers.FloatField(allow_null=True)
     quality_ci = IntervalField(allow_null=True)
     fit = serializers.FloatField(allow_null=True)

@@ -12,6 +12,8 @@ Inputs (lists of dicts, the listening test's export format and the FAD and teams
   these columns the leaderboard shows FAD-inf, absent otherwise), `kad_dev`, `kad_eval` (KAD
   beside FAD, with `kad_dev_low`... intervals as FAD's) and `model`
 - teams: `system, team, track`
+- predictors (optional): `system, track, category, predictor, axis, clips, mean, low, high`, the
+  learned predictors' means (scoring/predictors.py), beside FAD and KAD
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .inputs import (
     FAD_COLUMNS,
     FAD_INF_COLUMNS,
     METRICS,
+    PREDICTOR_COLUMNS,
     RATING_COLUMNS,
     SCALE_MAX,
     TEAM_COLUMNS,
@@ -55,6 +58,7 @@ from .league import (
     is_designated,
     metric_league,
 )
+from .predictors import PredictorTable, predictor_table
 from .rules import Rules
 from .stages import (
     Aggregate,
@@ -386,7 +390,13 @@ def _order(row: Mapping) -> tuple:
 
 
 def _leaderboard_row(
-    system: str, track: str, team: str, agg: Aggregate, unc: Uncertainty, fad: FadTable
+    system: str,
+    track: str,
+    team: str,
+    agg: Aggregate,
+    unc: Uncertainty,
+    fad: FadTable,
+    pred: PredictorTable,
 ) -> dict:
     i = agg.sys_index[system]
     point = agg.point
@@ -407,6 +417,7 @@ def _leaderboard_row(
         "quality_fit": rounded((q + f) / 2),
         "ci_withheld": unc.withheld((i,), ("q", "f", "d", "final")),
         **fad.summary(system),
+        **pred.summary(system),
         "n_ratings": n_ratings,
         "n_diversity": n_diversity,
         "categories": {},
@@ -422,17 +433,24 @@ def _leaderboard_row(
             "final": rounded(point["cfinal"][i, c]),
             "final_ci": unc.interval("cfinal", (i, c)),
             **fad.cell(system, category),
+            **pred.cell(system, category),
             "ci_withheld": unc.withheld((i, c), ("cq", "cf", "cd", "cfinal")),
         }
     return row
 
 
 def rank(
-    cleaned: Cleaned, agg: Aggregate, unc: Uncertainty, fad: FadTable, rules: Rules
+    cleaned: Cleaned,
+    agg: Aggregate,
+    unc: Uncertainty,
+    fad: FadTable,
+    rules: Rules,
+    pred: PredictorTable | None = None,
 ) -> Ranking:
     """Leaderboards per track with ties and the probability of each neighbouring order; the
     systems not rated, or lacking what others have, apart."""
     team_of = cleaned.team_of
+    pred = pred or PredictorTable(agg.categories)
     # A system's track from the teams table, else its first rating, else its first FAD row.
     track_of = {**fad.track_of, **cleaned.track_of}
     missing = _missing_cells(agg.point, agg.systems, agg.categories, rules)
@@ -449,7 +467,8 @@ def rank(
         if unrated_here:
             # Not in the listening test (e.g. not a finalist): shown with their FAD only.
             unrated[track] = [
-                {"system": s, "team": team_of.get(s, ""), **fad.summary(s)} for s in unrated_here
+                {"system": s, "team": team_of.get(s, ""), **fad.summary(s), **pred.summary(s)}
+                for s in unrated_here
             ]
         if lacking := [s for s in members if s in missing]:
             incomplete[track] = [
@@ -461,11 +480,14 @@ def rank(
                     "fit": rounded(agg.point["f"][agg.sys_index[s]]),
                     "diversity": rounded(agg.point["d"][agg.sys_index[s]]),
                     **fad.summary(s),
+                    **pred.summary(s),
                 }
                 for s in lacking
             ]
             members = [s for s in members if s not in missing]
-        rows = [_leaderboard_row(s, track, team_of.get(s, ""), agg, unc, fad) for s in members]
+        rows = [
+            _leaderboard_row(s, track, team_of.get(s, ""), agg, unc, fad, pred) for s in members
+        ]
         rows.sort(key=lambda r: (_order(r), r["system"]))
         for position, row in enumerate(rows, start=1):
             if position > 1 and _order(rows[position - 2]) == _order(row):
@@ -531,15 +553,22 @@ def robustness(tracks: Mapping[str, list[dict]], checked: Checked, agg: Aggregat
 
 
 def analyse(
-    ranking: Ranking, checked: Checked, agg: Aggregate, fad: FadTable, inputs: Inputs, rules: Rules
+    ranking: Ranking,
+    checked: Checked,
+    agg: Aggregate,
+    fad: FadTable,
+    inputs: Inputs,
+    rules: Rules,
+    pred: PredictorTable | None = None,
 ) -> Analysis:
-    """The analyses of the ratings and, with models in the FAD rows, the metric league."""
+    """The analyses of the ratings and, with models in the FAD rows or predictor values, the
+    metric league."""
     analyses = _analyses(ranking.tracks, checked, agg)
     league = None
-    if fad_models(inputs.fad):
+    if fad_models(inputs.fad) or (pred is not None and pred.axes):
         league = metric_league(
             inputs.fad, ranking.tracks, agg.categories, fad.model, replicates=rules.bootstrap,
-            confidence=rules.confidence, seed=rules.seed,
+            confidence=rules.confidence, seed=rules.seed, predictors=pred,
         )  # fmt: skip
     return Analysis(analyses, league)
 
@@ -556,9 +585,10 @@ def score_result(
     agg = aggregate(checked, inputs, rules)
     unc = bootstrap(agg, rules, progress)
     fad = fad_table(inputs, agg.categories)
-    ranking = rank(cleaned, agg, unc, fad, rules)
+    pred = predictor_table(inputs.predictors, agg.categories)
+    ranking = rank(cleaned, agg, unc, fad, rules, pred)
     robustness(ranking.tracks, checked, agg)
-    analysis = analyse(ranking, checked, agg, fad, inputs, rules)
+    analysis = analyse(ranking, checked, agg, fad, inputs, rules, pred)
     return Result(
         tracks=ranking.tracks,
         metric_league=analysis.metric_league,
@@ -571,6 +601,7 @@ def score_result(
         categories=agg.categories,
         fad_infinity=fad.with_inf,
         kad=fad.with_kad,
+        predictors=pred.axes,
         analyses=analysis.analyses,
         counts=Counts(
             ratings=len(inputs.ratings),
@@ -714,13 +745,16 @@ def score_files(
     teams: str | Path,
     rules: Rules | None = None,
     fad_model: str = "",
+    predictors: str | Path | None = None,
 ) -> dict:
-    """Score a challenge from the four CSV files alone."""
+    """Score a challenge from the four CSV files alone (and the predictors' summary, where
+    given)."""
     inputs = Inputs(
         ratings=read_csv(ratings, RATING_COLUMNS),
         diversity=read_csv(diversity, DIVERSITY_COLUMNS),
         fad=read_csv(fad, FAD_COLUMNS),
         teams=read_csv(teams, TEAM_COLUMNS),
         fad_model=fad_model,
+        predictors=read_csv(predictors, PREDICTOR_COLUMNS) if predictors else [],
     )
     return score(inputs, rules)

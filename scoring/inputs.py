@@ -7,7 +7,7 @@ import csv
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from raters.columns import SCORED_DIVERSITY_COLUMNS, SCORED_RATING_COLUMNS
@@ -34,6 +34,15 @@ SUBSET_COLUMNS = tuple(
     for size in SUBSET_SIZES
 )
 TEAM_COLUMNS = ("system", "team", "track")
+# The learned predictors' summary, one row per system, category and axis (optional: a challenge
+# whose predictors have not run has none): the mean of the clips' values and its interval.
+PREDICTOR_COLUMNS = (
+    "system", "track", "category", "predictor", "axis", "clips", "mean", "low", "high",
+)  # fmt: skip
+# Optional: the files that gave the values, and the mean on one draw of 25, 50, 100 clips.
+PREDICTOR_HASH_COLUMNS = (
+    *PREDICTOR_COLUMNS, "model_id", *(f"mean_{size}" for size in SUBSET_SIZES),
+)  # fmt: skip
 
 TRIAL = "trial"
 SCALES = ("quality", "fit", "diversity")
@@ -53,6 +62,9 @@ class Inputs:
     # With a `model` column in the FAD rows: the model whose FAD the leaderboard shows (default:
     # the first named); every model enters the embedding league (scoring/league.py).
     fad_model: str = ""
+    # The learned predictors' means per system, category and axis (PREDICTOR_COLUMNS), beside
+    # FAD and KAD on the leaderboards and in the metric league (scoring/predictors.py).
+    predictors: list[dict] = field(default_factory=list)
 
     def hashes(self) -> dict[str, str]:
         """sha256 of each input table in a canonical form (row order does not matter)."""
@@ -63,20 +75,20 @@ class Inputs:
             fad_columns = (*fad_columns, *KAD_COLUMNS)
         if any(name in row for row in self.fad for name in SUBSET_COLUMNS):
             fad_columns = (*fad_columns, *SUBSET_COLUMNS)
-        return {
-            name: table_hash(rows, columns)
-            for name, rows, columns in (
-                ("ratings", self.ratings, RATING_COLUMNS),
-                ("diversity", self.diversity, DIVERSITY_COLUMNS),
-                ("fad", self.fad, fad_columns),
-                ("teams", self.teams, TEAM_COLUMNS),
-            )
-        }
+        tables = [
+            ("ratings", self.ratings, RATING_COLUMNS),
+            ("diversity", self.diversity, DIVERSITY_COLUMNS),
+            ("fad", self.fad, fad_columns),
+            ("teams", self.teams, TEAM_COLUMNS),
+        ]
+        if self.predictors:  # a result without predictor values records no table of them
+            tables.append(("predictors", self.predictors, PREDICTOR_HASH_COLUMNS))
+        return {name: table_hash(rows, columns) for name, rows, columns in tables}
 
 
 NUMERIC_COLUMNS = {
     "quality", "fit", "diversity", "fad_dev", "fad_eval", *FAD_INF_COLUMNS, *KAD_COLUMNS,
-    *SUBSET_COLUMNS,
+    *SUBSET_COLUMNS, "clips", "mean", "low", "high", *(f"mean_{size}" for size in SUBSET_SIZES),
 }  # fmt: skip
 
 

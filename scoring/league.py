@@ -17,6 +17,16 @@ track and pooled over tracks:
 Where the rows carry KAD (`kad_eval`, `kad_dev`), every model is ranked by its KAD the same way,
 under `kad` (`tracks` and `pooled` there as for FAD): the same embeddings, another distance.
 
+Where the challenge has learned predictor values (scoring/predictors.py), each predictor axis
+(Audiobox Aesthetics' PQ, PC, CE, CU; PAM) is ranked the same way, under `predictors` (`axes`,
+then `tracks` and `pooled` keyed by axis). A predictor's higher value is the better end, where a
+distance's lower value is: each axis is ranked by its value with the sign turned, so that +1
+means, for every metric, that the metric's better end goes with the better listening score.
+
+`kendall_ci` is Kendall's tau's interval from the same draws as `spearman_ci`. `best`, per track
+and for all tracks: the metric (or metrics, tied) whose Spearman's rho with the final score is
+highest, the one this challenge's listeners agreed with most.
+
 Stability, where the rows carry the metric on one draw of 25, 50 and 100 clips per system and
 category (`fad_eval_25`, `kad_eval_50`...; a system with no more clips than that keeps its own
 value; none where no system has more): `tau_25`, `tau_50`, `tau_100`, Kendall's tau-b between the
@@ -30,9 +40,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 from scipy import stats
+
+
+class Predictors(Protocol):
+    """The predictors' values as the league reads them (scoring/predictors.py's PredictorTable):
+    the axes, and each axis's [system, category] means, on all clips or on `size` of them."""
+
+    axes: list[dict]
+    has_subsets: bool
+
+    def matrix(self, systems: Sequence[str], axis: str, size: int | None = None) -> np.ndarray: ...
+
 
 LEAGUE_SCALES = ("quality", "fit", "diversity")
 SUBSET_SIZES = (25, 50, 100)
@@ -134,6 +156,7 @@ def _entry(
         "spearman": _round(_rho(fad, final)),
         "spearman_ci": None,
         "kendall": _round(_tau(fad, final)),
+        "kendall_ci": None,
         "n_systems": int(ranked.sum()),
         "loso_min": None,
         "loso_max": None,
@@ -152,8 +175,13 @@ def _entry(
     return entry
 
 
-# The interval each rho gets, keyed as the entry's: the final score's and each scale's.
-_CI_KEYS = {"final": "spearman_ci", **{scale: f"{scale}_ci" for scale in LEAGUE_SCALES}}
+# The interval each coefficient gets, keyed as the entry's: the coefficient and the score it is
+# taken against (Spearman's and Kendall's with the final score, Spearman's with each scale).
+_CI_KEYS = {
+    "spearman_ci": (_rho, "final"),
+    "kendall_ci": (_tau, "final"),
+    **{f"{scale}_ci": (_rho, scale) for scale in LEAGUE_SCALES},
+}
 
 
 def _bootstrap(
@@ -163,8 +191,8 @@ def _bootstrap(
     confidence: float,
     seed: int,
 ) -> dict:
-    """Percentile intervals of every rho, each replicate drawing systems and categories once
-    for all of them (so the intervals of the final score and each scale are comparable)."""
+    """Percentile intervals of every coefficient, each replicate drawing systems and categories
+    once for all of them (so the intervals of the final score and each scale are comparable)."""
     n_s, n_c = matrix.shape
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {key: [] for key in _CI_KEYS}
@@ -173,16 +201,19 @@ def _bootstrap(
         weights = np.bincount(rng.integers(0, n_c, n_c), minlength=n_c).astype(float)
         fad = _mean_rows(matrix[systems], weights)
         for key, values in draws.items():
-            value = _rho(fad, scores[key][systems])
+            coefficient, score = _CI_KEYS[key]
+            value = coefficient(fad, scores[score][systems])
             if value is not None:
                 values.append(value)
     alpha = (1 - confidence) / 2
     out = {}
+    whole = _mean_rows(matrix, np.ones(n_c))
     for key, values in draws.items():
+        coefficient, score = _CI_KEYS[key]
         # No interval where the point value is undefined (fewer than 3 systems, a constant).
-        if values and _rho(_mean_rows(matrix, np.ones(n_c)), scores[key]) is not None:
+        if values and coefficient(whole, scores[score]) is not None:
             low, high = np.quantile(values, [alpha, 1 - alpha])
-            out[_CI_KEYS[key]] = [_round(low), _round(high)]
+            out[key] = [_round(low), _round(high)]
     return out
 
 
@@ -199,25 +230,29 @@ def metric_league(
     replicates: int = 1000,
     confidence: float = 0.95,
     seed: int = 2023,
+    predictors: Predictors | None = None,
 ) -> dict:
     """Per track and pooled, per model: its FAD ranking (and its KAD ranking, under `kad`, where
-    the rows carry KAD) against the listening test's."""
+    the rows carry KAD) against the listening test's; each predictor axis's, under `predictors`,
+    where there are predictor values; and the metric the listeners agreed with most."""
     models = fad_models(rows)
     subsets = any(f"fad_eval_{size}" in row or f"fad_dev_{size}" in row
                   for row in rows for size in SUBSET_SIZES)  # fmt: skip
+    bootstrap = {"replicates": replicates, "confidence": confidence, "seed": seed}
 
-    def table(members: Sequence[Mapping], metric: str = "fad") -> dict:
-        systems = [row["system"] for row in members]
-        scores = {
+    def scores_of(members: Sequence[Mapping]) -> dict[str, np.ndarray]:
+        return {
             key: np.array([np.nan if row[key] is None else row[key] for row in members], float)
             for key in ("final", *LEAGUE_SCALES)
         }
+
+    def table(members: Sequence[Mapping], metric: str = "fad") -> dict:
+        systems = [row["system"] for row in members]
+        scores = scores_of(members)
         out = {}
         for model in models:
             matrix = _fad_matrix(rows, model, systems, categories, metric)
-            out[model] = _entry(
-                matrix, scores, replicates=replicates, confidence=confidence, seed=seed
-            )
+            out[model] = _entry(matrix, scores, **bootstrap)
             if subsets:
                 parts = {
                     size: _fad_matrix(rows, model, systems, categories, metric, f"_{size}")
@@ -238,6 +273,68 @@ def metric_league(
             "tracks": {track: table(ranked, "kad") for track, ranked in tracks.items()},
             "pooled": table(everyone, "kad"),
         }
+    if predictors is not None and predictors.axes:
+
+        def by_predictor(members: Sequence[Mapping]) -> dict:
+            systems, scores = [row["system"] for row in members], scores_of(members)
+            entries = {}
+            for axis in (a["axis"] for a in predictors.axes):
+                values = predictors.matrix(systems, axis)
+                # Higher is better for a predictor, lower for a distance: ranked with its sign
+                # turned, +1 means the predictor's higher values go with the better scores.
+                entries[axis] = _entry(-values, scores, **bootstrap)
+                if predictors.has_subsets:  # on the values themselves: the drift keeps its sign
+                    parts = {n: predictors.matrix(systems, axis, n) for n in SUBSET_SIZES}
+                    entries[axis].update(stability(values, parts))
+            return entries
+
+        out["predictors"] = {
+            "axes": predictors.axes,
+            "direction": "higher is better",
+            "tracks": {track: by_predictor(ranked) for track, ranked in tracks.items()},
+            "pooled": by_predictor(everyone),
+        }
+    out["best"] = best_metrics(out)
+    return out
+
+
+def league_entries(league: Mapping, scope: str) -> list[tuple[str, str, dict]]:
+    """(model, metric, entry) of every metric of a league in one scope (a track, or "all
+    tracks"): each model's FAD, then its KAD, then each predictor axis (model: the predictor's
+    name, metric: the axis)."""
+
+    def of(table: Mapping) -> Mapping:
+        return table["pooled"] if scope == "all tracks" else table["tracks"].get(scope, {})
+
+    out = []
+    distances = [("FAD", league), *([("KAD", league["kad"])] if league.get("kad") else [])]
+    for model in league["models"]:
+        for metric, table in distances:
+            if model in of(table):
+                out.append((model, metric, of(table)[model]))
+    if predictors := league.get("predictors"):
+        for axis in predictors["axes"]:
+            if axis["axis"] in of(predictors):
+                out.append((axis["name"], axis["axis"], of(predictors)[axis["axis"]]))
+    return out
+
+
+def best_metrics(league: Mapping) -> dict[str, list[dict]]:
+    """Per track and for all tracks: the metrics whose Spearman's rho with the final score is
+    highest (all of them where tied), each {model, metric, spearman, spearman_ci}; none where no
+    metric has a rho."""
+    out = {}
+    for scope in [*league["tracks"], "all tracks"]:
+        ranked = [
+            (m, k, e) for m, k, e in league_entries(league, scope) if e["spearman"] is not None
+        ]
+        top = max((e["spearman"] for _, _, e in ranked), default=None)
+        out[scope] = [
+            {"model": model, "metric": metric, "spearman": entry["spearman"],
+             "spearman_ci": entry.get("spearman_ci")}
+            for model, metric, entry in ranked
+            if entry["spearman"] == top
+        ]  # fmt: skip
     return out
 
 

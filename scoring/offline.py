@@ -59,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--teams", type=Path, help="CSV: system, team, track.")
     parser.add_argument(
+        "--predictors",
+        type=Path,
+        help="CSV: system, track, category, predictor, axis, clips, mean, low, high (the "
+        "learned predictors' means per system, category and axis, optionally mean_25, mean_50, "
+        "mean_100): beside FAD on the leaderboard and in metric_league.",
+    )
+    parser.add_argument(
         "--pairs",
         type=Path,
         help="Pairwise A/B votes, CSV: rater, rater_team, category, track, left_system, "
@@ -130,6 +137,7 @@ def run(options: dict) -> str:
             options["teams"],
             rules,
             fad_model=options.get("fad_model") or "",
+            predictors=options.get("predictors"),
         )
     if options.get("pairs"):
         teams = read_csv(options["teams"], ("system", "team")) if options.get("teams") else []

@@ -143,7 +143,7 @@ def scores(pyplot, rows: Sequence[Mapping], track: str):
     return fig
 
 
-def league(pyplot, entries: Mapping[str, Mapping], scope: str):
+def league(pyplot, entries: Mapping[str, Mapping], scope: str, predictors: bool = False):
     fig, ax = pyplot.subplots(figsize=(7, 1.2 + 0.5 * max(len(entries), 1)), layout="constrained")
     models = list(entries)
     for i, model in enumerate(models):
@@ -157,7 +157,8 @@ def league(pyplot, entries: Mapping[str, Mapping], scope: str):
     ax.set_yticks(range(len(models)), [plain(m) for m in models])
     ax.invert_yaxis()
     ax.set_xlim(-1.05, 1.05)
-    ax.set_xlabel("Spearman's rho with the final score (+1: lower FAD, better score), 95% interval")
+    better = "lower FAD or higher predictor value" if predictors else "lower FAD"
+    ax.set_xlabel(f"Spearman's rho with the final score (+1: {better}, better score), 95% interval")
     ax.set_title(plain(f"Embedding league, {scope}"))
     return fig
 
@@ -214,13 +215,19 @@ def _planned(result: Mapping) -> list[tuple[str, str, Callable]]:
         for kind, draw in TRACK_PLOTS.items()
     ]
     if table := result.get("metric_league"):
-        for track, entries in table["tracks"].items():
+        axes = (table.get("predictors") or {}).get("axes", [])
+
+        def entries(scope: str) -> dict:
+            """Each model's FAD entry, then each predictor axis's, by its label."""
+            of = (lambda t: t["pooled"]) if scope == "all" else (lambda t: t["tracks"][scope])
+            return {**of(table), **{a["label"]: of(table["predictors"])[a["axis"]] for a in axes}}
+
+        plot = partial(league, predictors=bool(axes))
+        for track in table["tracks"]:
             planned.append(
-                (track, "league", partial(league, entries=entries, scope=f"track {track}"))
+                (track, "league", partial(plot, entries=entries(track), scope=f"track {track}"))
             )
-        planned.append(
-            ("all", "league", partial(league, entries=table["pooled"], scope="all tracks"))
-        )
+        planned.append(("all", "league", partial(plot, entries=entries("all"), scope="all tracks")))
     return planned
 
 

@@ -20,6 +20,7 @@ from stimuli.definition import export as export_definition
 from stimuli.definition import sha256 as definition_sha256
 from stimuli.jobs import Failed, JobProgress, create_job, enqueue, run_job
 from stimuli.models import Challenge, Job
+from stimuli.objective.predictor_scores import predictor_summary
 from stimuli.permissions import may_read, may_write
 from stimuli.phases import advance
 
@@ -70,8 +71,9 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
 
 
 def collect_inputs(challenge: Challenge) -> Inputs:
-    """The four input tables of a challenge: ratings and diversity from the listening test, FAD
-    results and teams from the objective stage."""
+    """The input tables of a challenge: ratings and diversity from the listening test, FAD
+    results, teams and the learned predictors' means (where they ran) from the objective
+    stage."""
     return inputs_from_rows(
         ratings=rating_rows(challenge),
         diversity=diversity_rows(challenge),
@@ -79,7 +81,16 @@ def collect_inputs(challenge: Challenge) -> Inputs:
         fad=stimuli_selectors.fad_rows(challenge, every_model=True),
         teams=stimuli_selectors.team_rows(challenge),
         fad_model=stimuli_selectors.designated_fad_model(challenge) or "",
+        predictors=predictor_rows(challenge),
     )
+
+
+def predictor_rows(challenge: Challenge) -> list[dict]:
+    """The predictors' means per system, category and axis, as the scoring reads them (the
+    summary's rows without the database's system id); [] where the predictors have not run."""
+    return [
+        {k: v for k, v in row.items() if k != "system_id"} for row in predictor_summary(challenge)
+    ]
 
 
 def inputs_from_rows(
@@ -89,6 +100,7 @@ def inputs_from_rows(
     fad: list[dict],
     teams: list[dict],
     fad_model: str = "",
+    predictors: list[dict] | None = None,
 ) -> Inputs:
     return Inputs(
         ratings=list(ratings),
@@ -96,6 +108,7 @@ def inputs_from_rows(
         fad=list(fad),
         teams=list(teams),
         fad_model=fad_model,
+        predictors=list(predictors or []),
     )
 
 

@@ -19,7 +19,9 @@ from .rules import Rules
 from .statistics import rounded
 
 # The modules whose source decides a result's numbers.
-SCORING_CODE = ("inputs", "rules", "statistics", "stages", "compute", "intervals", "league")
+SCORING_CODE = (
+    "inputs", "rules", "statistics", "stages", "compute", "intervals", "league", "predictors",
+)  # fmt: skip
 
 
 def code_version() -> str:
@@ -324,6 +326,7 @@ class Result:
     categories: list[str]
     fad_infinity: bool
     kad: bool
+    predictors: list[dict]  # the predictor axes on the leaderboards ([]: none, and no key)
     analyses: dict
     counts: Counts
     self_ratings_removed: list[dict]
@@ -333,6 +336,7 @@ class Result:
 
     def to_dict(self) -> dict:
         league = {} if self.metric_league is None else {"metric_league": self.metric_league}
+        predictors = {"predictors": self.predictors} if self.predictors else {}
         return {
             "tracks": self.tracks,
             **league,
@@ -345,6 +349,7 @@ class Result:
             "categories": self.categories,
             "fad_infinity": self.fad_infinity,
             "kad": self.kad,
+            **predictors,
             "analyses": self.analyses,
             "counts": asdict(self.counts),
             "self_ratings_removed": self.self_ratings_removed,

@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 
 from stimuli.exports import to_csv
 
+from .league import league_entries
+
 
 @dataclass(frozen=True)
 class Column:
     key: str
     label: str
     ci: bool = False  # the row also has `<key>_ci` = [low, high]
+    shown: bool = True  # False: in the downloads only (the page states it otherwise)
 
 
 @dataclass
@@ -45,8 +48,12 @@ class Table:
             out.append(flat)
         return out
 
+    @property
+    def shown_columns(self) -> list[Column]:
+        return [column for column in self.columns if column.shown]
+
     def cells(self) -> list[list[tuple[object, list | None, str]]]:
-        """Per row, per column: (value, interval or None, why an interval is withheld)."""
+        """Per row, per shown column: (value, interval or None, why an interval is withheld)."""
         return [
             [
                 (
@@ -54,7 +61,7 @@ class Table:
                     row.get(f"{c.key}_ci") if c.ci else None,
                     (row.get("ci_withheld") or {}).get(c.key, "") if c.ci else "",
                 )
-                for c in self.columns
+                for c in self.shown_columns
             ]
             for row in self.rows
         ]
@@ -116,6 +123,9 @@ class Stored:
     text_prompt: dict | None
     fad_infinity: bool
     kad: bool
+    # The learned predictors' axes beside FAD and KAD, each {predictor, name, axis, key, label}
+    # (scoring/predictors.py); none in a result without predictor values or published before.
+    predictors: list[dict] = field(default_factory=list)
 
     @classmethod
     def of(cls, result: dict) -> Stored:
@@ -132,6 +142,7 @@ class Stored:
             text_prompt=result.get("text_prompt"),
             fad_infinity=bool(result.get("fad_infinity")),
             kad=bool(result.get("kad")),
+            predictors=list(result.get("predictors") or []),
         )
 
     def distance_columns(self, *, ci: bool = True) -> list[Column]:
@@ -140,6 +151,10 @@ class Stored:
         inf = FAD_INF_COLUMNS if self.fad_infinity else []
         kad = (KAD_COLUMNS if ci else KAD_PLAIN_COLUMNS) if self.kad else []
         return [*fad, *inf, *kad]
+
+    def predictor_columns(self, *, ci: bool = True) -> list[Column]:
+        """Each predictor axis's mean over the clips (higher is better), where computed."""
+        return [Column(axis["key"], axis["label"], ci=ci) for axis in self.predictors]
 
 
 def tables(result: dict) -> list[Table]:
@@ -181,6 +196,7 @@ def track_tables(stored: Stored, track: str) -> list[Table]:
             rows,
             track,
         ),
+        *predictor_tables(stored, track),
         Table(
             f"categories-{track}",
             f"Track {track}: per category",
@@ -223,6 +239,36 @@ def track_tables(stored: Stored, track: str) -> list[Table]:
             stored.pairs.get(track, []),
             track,
         ),
+    ]
+
+
+def predictor_tables(stored: Stored, track: str) -> list[Table]:
+    """The learned predictors' means, over all categories and per category, in a table of their
+    own beside the leaderboard: five more columns with intervals would push the leaderboard past
+    a desktop's width (none in a result without predictor values)."""
+    if not stored.predictors:
+        return []
+    rows = stored.tracks[track]
+    return [
+        Table(
+            f"predictors-{track}",
+            f"Track {track}: learned predictors (each system's mean over its clips; higher is "
+            "better)",
+            [
+                Column("system", "System"),
+                Column("category", "Category"),
+                *stored.predictor_columns(),
+            ],
+            [
+                {**values, "system": row["system"], "category": category}
+                for row in rows
+                for category, values in [
+                    ("all categories", row),
+                    *((c, row["categories"].get(c, {})) for c in stored.categories),
+                ]
+            ],
+            track,
+        )
     ]
 
 
@@ -295,43 +341,79 @@ def objective_tables(stored: Stored) -> list[Table]:
     league = stored.metric_league
     if not league:
         return out
+    rows = league_rows(league)
+    predictors = bool(league.get("predictors"))
+    what = "each model's FAD and KAD rankings"
+    if predictors:
+        what += " and each learned predictor's"
+    sign = "lower distance" + (" or higher predictor value" if predictors else "")
     out.append(
         Table(
             "metric-league",
-            "Embedding league: each model's FAD and KAD rankings against the listening "
-            f"test (Spearman's rho, +1: lower distance, better score; the leaderboard shows "
-            f"{league['designated']})",
+            f"Embedding league: {what} against the listening test (Spearman's rho, +1: {sign}, "
+            f"better score; the leaderboard shows {league['designated'] or 'no FAD model'})",
             [
                 Column("scope", "Track"),
-                Column("model", "Embedding model"),
-                Column("metric", "Distance"),
+                Column("model", "Model" if predictors else "Embedding model"),
+                Column("metric", "Metric" if predictors else "Distance"),
                 Column("n_systems", "Systems"),
                 Column("spearman", "Spearman (final)", ci=True),
-                Column("kendall", "Kendall"),
+                Column("kendall", "Kendall", ci=True),
                 Column("loso_min", "Leave one out: min"),
                 Column("loso_max", "max"),
                 Column("quality", "vs quality", ci=True),
                 Column("fit", "vs fit", ci=True),
                 Column("diversity", "vs diversity", ci=True),
+                # The note under the title names it; a twelfth column would push the table past
+                # a desktop's width.
+                *([Column("best", "Agreed most", shown=False)] if "best" in league else []),
             ],
-            league_rows(league),
+            rows,
+            note=best_note(league),
         )
     )
-    if "tau_50" in next(iter(league["pooled"].values()), {}):
+    if any("tau_50" in row for row in rows):
         out.append(
             Table(
                 "league-stability",
-                "Embedding league: how much each model's ranking keeps on fewer clips "
-                "(Kendall's tau with the ranking on all clips; drift of the distance, "
-                "relative to its size; flagged below 0.8 on 50 clips)",
-                STABILITY_COLUMNS,
+                f"Embedding league: how much each {'metric' if predictors else 'model'}'s "
+                "ranking keeps on fewer clips (Kendall's tau with the ranking on all clips; "
+                "drift of the value, relative to its size; flagged below 0.8 on 50 clips)",
+                [
+                    *STABILITY_COLUMNS[:1],
+                    Column("model", "Model" if predictors else "Embedding model"),
+                    Column("metric", "Metric" if predictors else "Distance"),
+                    *STABILITY_COLUMNS[3:],
+                ],
                 [
                     {**row, "unstable": "reorders" if row.get("unstable") else ""}
-                    for row in league_rows(league)
+                    for row in rows
+                    if "tau_50" in row
                 ],
             )
         )
     return out
+
+
+def best_note(league: dict) -> str:
+    """Which metric this challenge's listeners agreed with most, per track and for all tracks
+    (results published before it was stated: nothing)."""
+    best = league.get("best")
+    if not best:
+        return ""
+    parts = []
+    for scope, found in best.items():
+        where = "all tracks" if scope == "all tracks" else f"track {scope}"
+        if not found:
+            parts.append(f"{where}: none (too few systems)")
+            continue
+        names = " and ".join(_metric_name(b["model"], b["metric"]) for b in found)
+        parts.append(f"{where}: {names} (rho {found[0]['spearman']:g})")
+    return "The listeners agreed most with " + "; ".join(parts) + "."
+
+
+def _metric_name(model: str, metric: str) -> str:
+    return f"{metric} of {model}" if metric in ("FAD", "KAD") else f"{model} {metric}"
 
 
 def analysis_tables(stored: Stored) -> list[Table]:
@@ -478,15 +560,15 @@ def table(result: dict, name: str) -> Table | None:
 
 
 def league_rows(league: dict) -> list[dict]:
-    """One row per track (and all tracks), model and distance: FAD, then KAD where computed."""
-    metrics = [("FAD", league), *([("KAD", league["kad"])] if league.get("kad") else [])]
+    """One row per track (and all tracks) and metric: each model's FAD, then its KAD where
+    computed, then each predictor axis where computed; `best` marks the metric the listeners
+    agreed with most."""
     rows = []
     for scope in [*league["tracks"], "all tracks"]:
-        for model in league["models"]:
-            for metric, table in metrics:
-                entries = table["pooled"] if scope == "all tracks" else table["tracks"][scope]
-                if model in entries:
-                    rows.append(
-                        {"scope": scope, "model": model, "metric": metric, **entries[model]}
-                    )
+        best = {(b["model"], b["metric"]) for b in (league.get("best") or {}).get(scope, [])}
+        for model, metric, entry in league_entries(league, scope):
+            row = {"scope": scope, "model": model, "metric": metric, **entry}
+            if "best" in league:
+                row["best"] = "most" if (model, metric) in best else ""
+            rows.append(row)
     return rows

@@ -13,7 +13,8 @@ published; every missing file at once).
   not scored again, and rows are upserted on their unique key: a second run, or a retry, adds
   nothing and changes nothing.
 - `predictor_summary`: per system, category and axis, the mean over the clips with a 95%
-  Student's t interval (the selector the scoring side reads).
+  Student's t interval, and the mean on one draw of 25, 50 and 100 clips where there are more
+  (the selector the scoring side reads, for the leaderboards and the metric league).
 
 Audio is read as one channel, the mean of its channels (what Audiobox Aesthetics does itself;
 PAM scores one channel). torch is imported inside the worker-side functions only.
@@ -322,12 +323,14 @@ def mean_interval(
 def predictor_summary(challenge: Challenge) -> list[dict[str, Any]]:
     """Per system, category, predictor and axis: the number of clips, their mean and its 95%
     Student's t interval over the clips (`mean_interval`; `low` and `high` None below 2 clips),
-    and the files that gave the values. Only the system clips the objective stage reads count;
+    the files that gave the values, and `mean_25`, `mean_50`, `mean_100` where the system has
+    more clips than that (`subset_means`: the league's stability). Only the system clips the
+    objective stage reads count;
     where a predictor's rows come from several files (a run with new files under way), those of
     the files that computed last. Ordered by track, system, category and column."""
     clips = Clip.objects.filter(SETTLED, challenge=challenge, role=Clip.Role.SYSTEM)
     rows = list(
-        PredictorScore.objects.filter(clip__in=clips).values_list(
+        PredictorScore.objects.filter(clip__in=clips).order_by("clip_id").values_list(
             "clip__system_id", "clip__category_id", "predictor", "axis", "value", "model_id",
             "computed_at",
         )
@@ -361,5 +364,26 @@ def predictor_summary(challenge: Challenge) -> list[dict[str, Any]]:
             "category": categories[category_id].slug, "predictor": predictor, "axis": axis,
             "model_id": latest[predictor][0], "clips": len(groups[key]),
             "mean": mean, "low": low, "high": high,
+            **subset_means(groups[key], (system_id, category_id)),
         })  # fmt: skip
+    return out
+
+
+# The clip counts the league's stability is measured at (scoring/league.py's SUBSET_SIZES, as
+# the FAD results' draws in distances.py): DCASE 2023 Task 7 had 100 clips per system and category.
+SUBSET_SIZES = (25, 50, 100)
+
+
+def subset_means(values: Sequence[float], seed: Sequence[int]) -> dict[str, float]:
+    """`mean_25`, `mean_50`, `mean_100`: the mean of one random draw of that many of the values
+    (in the clips' order), for the sizes below their count only (at or above it the draw is every
+    clip, the mean itself). The draw is seeded by the system and category, so every axis of a
+    predictor draws the same clips and the same rows give the same means."""
+    rng = np.random.default_rng(list(seed))
+    x = np.asarray(values, dtype=np.float64)
+    out = {}
+    for size in SUBSET_SIZES:
+        if size >= len(x):
+            break
+        out[f"mean_{size}"] = float(x[np.sort(rng.choice(len(x), size=size, replace=False))].mean())
     return out

@@ -1,4 +1,5 @@
-"""Published results in a real headless Chromium: the leaderboard, its plots and a download."""
+"""Published results in a real headless Chromium: the leaderboard, its plots and a download; the
+embedding league; the learned predictors beside FAD (screenshots in docs/screenshots/)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from scoring import services
 from stimuli.services import create_challenge
 from tests.chromium import chromium_page
+from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
 from tests.simulate import simulate
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -84,3 +86,43 @@ def test_the_league_with_fad_kad_and_stability_reads_on_a_desktop_and_a_phone(
             stability.screenshot(path=str(tmp_path / f"stability-{name}.png"))
             page.screenshot(path=str(tmp_path / f"results-{name}.png"), full_page=True)
     print(tmp_path)
+
+
+def test_the_predictors_beside_fad_and_in_the_league_read_on_a_desktop_and_a_phone(
+    live_server, chromium_path, organizer
+):
+    from tests.scoring.test_league import league_inputs
+    from tests.scoring.test_predictors import predictor_rows
+
+    challenge = create_challenge(name="Browser predictors", slug="browser-predictors")
+    settings = services.scoring_settings(challenge)
+    settings.bootstrap_samples = 50
+    settings.save()
+    inputs = league_inputs()
+    inputs.predictors = predictor_rows(inputs)
+    services.publish(challenge, organizer, inputs)
+    for viewport in (DESKTOP, PHONE):
+        with chromium_page(chromium_path, viewport=viewport) as page:
+            page.goto(f"{live_server.url}/results/{challenge.slug}/1/track/A/")
+            page.wait_for_load_state("networkidle")
+            assert_in_layout(page)
+            header = page.inner_text("#table-predictors-A thead")
+            assert "Aesthetics PQ" in header and "PAM" in header
+            suffix = "" if viewport is DESKTOP else "-phone"
+            page.locator("#table-predictors-A").screenshot(
+                path=str(DOCS_SCREENSHOTS / f"results-predictors-track{suffix}.png")
+            )
+            # The leaderboard keeps to a table at 1,366 px: the predictors have their own.
+            if viewport is DESKTOP:
+                assert page.locator("#table-leaderboard-A table.stacked").count() == 0
+            page.goto(f"{live_server.url}/results/{challenge.slug}/1/")
+            page.wait_for_load_state("networkidle")
+            assert_in_layout(page)
+            league = page.locator("#table-metric-league")
+            assert "Audiobox Aesthetics" in league.inner_text()
+            if viewport is DESKTOP:
+                assert page.locator("#table-metric-league table.stacked").count() == 0
+            assert "The listeners agreed most with" in page.inner_text("#note-metric-league")
+            page.screenshot(
+                path=str(DOCS_SCREENSHOTS / f"results-predictors{suffix}.png"), full_page=True
+            )

@@ -115,8 +115,9 @@ def test_the_league_is_published_with_its_table_and_downloads(client, challenge,
     assert "Embedding league" in page and AGREES in page and REVERSES in page
     section = page[page.index('id="table-metric-league"') :]
     section = section[: section.index("</section>")]
-    # Every row shows four rhos with intervals: the final score, quality, fit, diversity.
-    assert section.count('<small class="ci">') == 4 * 2 * 3
+    # Every row shows five coefficients with intervals: Spearman's and Kendall's with the final
+    # score, Spearman's with quality, fit and diversity.
+    assert section.count('<small class="ci">') == 5 * 2 * 3
     table = tables.table(snap.result, "metric-league")
     assert len(table.rows) == 2 * 3  # two models, tracks A and B and all tracks
     got = client.get(f"/results/{challenge.slug}/1/download/metric-league.csv")
@@ -126,8 +127,8 @@ def test_the_league_is_published_with_its_table_and_downloads(client, challenge,
         ("A", REVERSES, "-1.0"),
         ("all tracks", REVERSES, "-1.0"),
     }
-    for row in rows:  # every rho with its interval
-        for key in ("spearman", "quality", "fit", "diversity"):
+    for row in rows:  # every coefficient with its interval
+        for key in ("spearman", "kendall", "quality", "fit", "diversity"):
             assert float(row[f"{key}_low"]) <= float(row[f"{key}_high"])
     as_json = client.get(f"/results/{challenge.slug}/1/download/metric-league.json").json()
     for key in ("spearman", "quality", "fit", "diversity"):
