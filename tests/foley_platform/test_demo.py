@@ -96,15 +96,15 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings, tmp_path):
 
     # A lighter configuration than the demo command's: 20 bootstrap resamples per FAD instead of
     # 200 (two thirds of the ranking's time here; the intervals themselves are tested in
-    # tests/stimuli/objective/test_fad.py), and 10 medoids per finalist and category instead of
-    # 20 (half the sounds to prepare and rate; the medoids' selection is tested in
+    # tests/stimuli/objective/test_fad.py), and 6 medoids per finalist and category instead of
+    # 20 (under a third of the sounds to prepare and rate; the medoids' selection is tested in
     # tests/stimuli/objective/test_services.py). The 10 ratings wanted per sound stay: with fewer,
     # the farm's and careless raters' exclusions leave finalists unranked and the league short.
     run = run_demo(
         clips_per_category=26,
         simulate_raters=True,
         n_raters=4,
-        objective_settings={"fad_bootstrap": 20, "medoids_per_category": 10},
+        objective_settings={"fad_bootstrap": 20, "medoids_per_category": 6},
     )
     challenge = run.challenge
     generated = Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE)
@@ -115,7 +115,7 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings, tmp_path):
     assert FadResult.objects.filter(challenge=challenge).count() == len(models) * 10 * 7 * 2
     finalists = challenge.systems.filter(is_finalist=True)
     assert sorted(finalists.values_list("track__code", flat=True)) == ["A"] * 4 + ["B"] * 4
-    assert Medoid.objects.filter(challenge=challenge).count() == 8 * 7 * 10
+    assert Medoid.objects.filter(challenge=challenge).count() == 8 * 7 * 6
     assert run.published and challenge.phase == "published"
     snapshot = Snapshot.objects.get(challenge=challenge)
     assert {row["track"] for row in _rows(snapshot.result)} == {"A", "B"}
