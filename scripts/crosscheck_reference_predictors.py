@@ -27,18 +27,10 @@ import sys
 import types
 from pathlib import Path
 
+from crosscheck_reference_embeddings import _module  # the scripts' folder is on the path
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ["tests/stimuli/objective/test_aesthetics.py"]
-
-
-def _module(name: str, package: bool = False, **attrs) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=package)
-    if package:
-        module.__path__ = []
-    module.__dict__.update(attrs)
-    sys.modules[name] = module
-    return module
 
 
 def _from_source(name: str, path: Path) -> types.ModuleType:

@@ -31,23 +31,14 @@ import math
 import os
 import subprocess
 import sys
-import types
 import warnings
 from pathlib import Path
 from typing import Optional
 
+from crosscheck_reference_embeddings import _module  # the scripts' folder is on the path
+
 ROOT = Path(__file__).resolve().parent.parent
 TEST = "tests/stimuli/objective/test_pam.py"
-
-
-def _module(name: str, package: bool = False, **attrs) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=package)
-    if package:
-        module.__path__ = []
-    module.__dict__.update(attrs)
-    sys.modules[name] = module
-    return module
 
 
 def _definitions(path: Path, names: set[str], namespace: dict) -> dict:
