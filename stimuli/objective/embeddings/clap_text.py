@@ -55,23 +55,29 @@ def _byte_chars() -> dict[int, str]:
 
 
 class BpeTokenizer:
-    """RoBERTa's byte-level BPE from its released vocab.json and merges.txt."""
+    """RoBERTa's byte-level BPE from its released vocab.json and merges.txt (GPT-2's BPE too:
+    only the special tokens differ, which `check_vocabulary` checks)."""
+
+    HELP = TOKENIZER_HELP  # where the files are published, for an error naming them
 
     def __init__(self, folder: str | Path):
         folder = Path(folder)
         missing = [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
         if missing:
-            raise WeightsMissing(f"{', '.join(missing)} missing in {folder}. {TOKENIZER_HELP}")
+            raise WeightsMissing(f"{', '.join(missing)} missing in {folder}. {self.HELP}")
         self.vocab: dict[str, int] = json.loads((folder / "vocab.json").read_text("utf-8"))
         lines = (folder / "merges.txt").read_text("utf-8").splitlines()
         pairs = [tuple(line.split()) for line in lines if line and not line.startswith("#")]
         self.ranks = {pair: rank for rank, pair in enumerate(pairs) if len(pair) == 2}
+        self.check_vocabulary(folder)
+        self._words: dict[str, list[str]] = {}
+
+    def check_vocabulary(self, folder: Path) -> None:
         for token in (BOS, PAD, EOS):
             if token not in self.vocab:
                 raise ValueError(
                     f"{folder / 'vocab.json'} has no {token}: not RoBERTa's vocabulary"
                 )
-        self._words: dict[str, list[str]] = {}
 
     def _bpe(self, word: str) -> list[str]:
         if word in self._words:

@@ -38,7 +38,6 @@ Nyquist frequency, rebuilt here in torch.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -47,9 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..embeddings.base import WeightsMissing
 from ..embeddings.clap import HTSAT
-from ..embeddings.clap_text import TOKENIZER_FILES, BpeTokenizer
+from ..embeddings.clap_text import BpeTokenizer
 
 SAMPLE_RATE = 44_100
 WINDOW_SAMPLES = 7 * SAMPLE_RATE
@@ -77,22 +75,14 @@ _SPARE = re.compile(r"caption_encoder\.base\.h\.\d+\.attn\.(bias|masked_bias)")
 class Gpt2Tokenizer(BpeTokenizer):
     """GPT-2's byte-level BPE from its released vocab.json and merges.txt, as msclap calls it."""
 
-    def __init__(self, folder: str | Path):
-        # RoBERTa's BPE is GPT-2's; only the special tokens differ, so the files are read here.
-        folder = Path(folder)
-        missing = [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
-        if missing:
-            raise WeightsMissing(f"{', '.join(missing)} missing in {folder}. {TOKENIZER_HELP}")
-        self.vocab: dict[str, int] = json.loads((folder / "vocab.json").read_text("utf-8"))
-        lines = (folder / "merges.txt").read_text("utf-8").splitlines()
-        pairs = [tuple(line.split()) for line in lines if line and not line.startswith("#")]
-        self.ranks = {pair: rank for rank, pair in enumerate(pairs) if len(pair) == 2}
+    HELP = TOKENIZER_HELP
+
+    def check_vocabulary(self, folder: Path) -> None:
         if self.vocab.get(PAD_TOKEN) != PAD_ID or END_OF_TEXT not in self.vocab:
             raise ValueError(
                 f"{folder / 'vocab.json'} is not GPT-2's vocabulary ('!' is not id 0, or it "
                 f"has no {END_OF_TEXT}). {TOKENIZER_HELP}"
             )
-        self._words: dict[str, list[str]] = {}
 
     def encode(self, text: str) -> list[int]:
         """Token ids, the end-of-text marker taken as one token wherever it stands."""
