@@ -127,10 +127,10 @@ def test_the_synthesisers_own_renderings_do_not_read_the_numbers():
     espeak-ng's default voice, and answers a gold trial with the nearest template's numbers.
     Each served trapping sound passes its words from voice to voice (accent, variant, pitch,
     speed, formants each word's own), in a room, behind noise and a babble of backward speech,
-    in words and an order drawn for it: the plain MFCC distance answers 3 of 30 right on
-    both scales (chance is about 1: a ninth of the "both" sentences, a seventy-second of the
-    others), dynamic time warping 7 (12 when each sentence had one voice and no babble). An
-    honest rater, who hears the words, passes the gold rule."""
+    in words and an order drawn for it: neither the plain MFCC distance nor dynamic time warping
+    answers more than 3 of 30 right on both scales (chance is about 1: a ninth of the "both"
+    sentences, a seventy-second of the others). An honest rater, who hears the words, passes
+    the gold rule."""
     challenge = build_listening_challenge(
         slug="gold-templates",
         categories=1,
@@ -179,7 +179,6 @@ def test_the_synthesisers_own_renderings_do_not_read_the_numbers():
         for name, answers in read.items()
     }
     print("templates, right of 30:", right)
-    # Stretched: chance. Time-warped: 7 of 30 as measured (12 before the words passed from voice
-    # to voice, behind babble): not defeated, and said so in the organizer's guide.
-    assert max(right[name] for name in READINGS[:2]) <= 3, right
-    assert max(right[name] for name in READINGS[2:]) <= 8, right
+    # As measured: stretched 1 and 1, time-warped 2 and 2 (7 when the speech was 10 to 20 dB
+    # above the noise and the formants shifted by 12% at most).
+    assert max(right.values()) <= 3, right

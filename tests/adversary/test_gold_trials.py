@@ -318,10 +318,10 @@ test_sessions_made_at_once_never_share_a_trapping_sound = pytest.mark.django_db(
 )
 
 
-def test_trapping_speech_is_whole_in_the_clip_and_well_above_its_background(monkeypatch):
+def test_trapping_speech_is_whole_in_the_clip_and_above_its_background(monkeypatch):
     """The words a listener must hear: every sentence fits a 4-s clip whole (sped up where it
-    would not, never cut), after a lead-in, and the speech stands 10 to 20 dB above the noise
-    and 8 to 14 dB above the babble: about 6 dB or more above both together."""
+    would not, never cut), after a lead-in, and the speech stands 3 to 8 dB above the noise and
+    4 to 8 dB above the babble: 0.5 to 5 dB above both together."""
     rate, frames = 16_000, 64_000
     room = frames - int(gold.LEAD_S[0] * rate) - int(gold.TAIL_S * rate)
     sizes, snrs, leads = [], [], []
@@ -341,5 +341,5 @@ def test_trapping_speech_is_whole_in_the_clip_and_well_above_its_background(monk
         leads.append(spoken[0] / rate)
         assert spoken[-1] < frames - int(gold.TAIL_S * rate)
     assert max(sizes) < room  # nothing was cut to fit
-    assert min(snrs) > 5.5 and max(snrs) < 14.5, snrs
+    assert min(snrs) > 0.4 and max(snrs) < 5.5, snrs
     assert min(leads) >= gold.LEAD_S[0] and max(leads) - min(leads) > 0.3  # drawn, not fixed
