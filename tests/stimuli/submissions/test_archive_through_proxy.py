@@ -1,11 +1,13 @@
 """A generator archive of real size through the production proxy (deploy/nginx.conf, run for
-real on loopback in front of the live server): a 200 MB archive posted by a team's CI or its
-page passes nginx, which buffers it to a temporary file, never whole into memory, and reaches
-Django, whose own checks judge its content; a body over the platform's limit gets nginx's 413
-before a byte of it is read."""
+real on loopback in front of the live server): a 200 MB generator posted by a team's CI or its
+page passes nginx, which buffers it to a temporary file, never whole into memory, and is accepted
+by Django as a new version; one Django's own checks refuse is refused for its content, not its
+size; a body over the platform's limit gets nginx's 413 before a byte of it is read."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import resource
 import socket
 import time
@@ -16,10 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings as django_settings
+from django.core.files.storage import default_storage
 from django.test import Client
+from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from foley_platform.limits import body_limit
+from stimuli.submissions.baseline_archive import PACKAGE, baseline_archive
 from stimuli.submissions.models import Submission
 from tests.nginx_site import nginx_binary, start_nginx, stop_nginx
 
@@ -51,18 +56,48 @@ def proxied(live_server, tmp_path, settings):
         stop_nginx(process)
 
 
+def _write_zeros(member, size: int) -> None:
+    piece = bytes(CHUNK)
+    left = size
+    while left > 0:
+        member.write(piece[: min(left, CHUNK)])
+        left -= CHUNK
+
+
 def archive_of_zeros(path: Path, size: int) -> Path:
     """A zip holding one stored file of `size` zero bytes, written a piece at a time."""
-    piece = bytes(CHUNK)
     with (
         zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive,
         archive.open("weights.bin", "w") as member,
     ):
-        left = size
-        while left > 0:
-            member.write(piece[: min(left, CHUNK)])
-            left -= CHUNK
+        _write_zeros(member, size)
     return path
+
+
+WEIGHTS = f"{PACKAGE}/weights.npy"
+
+
+def generator_of(path: Path, size: int) -> Path:
+    """The baseline generator with a weights file of `size` bytes, written a piece at a time:
+    an archive the platform accepts."""
+    with (
+        zipfile.ZipFile(io.BytesIO(baseline_archive())) as small,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive,
+    ):
+        for info in small.infolist():
+            if info.filename != WEIGHTS:
+                archive.writestr(info.filename, small.read(info))
+        with archive.open(WEIGHTS, "w") as member:
+            _write_zeros(member, size)
+    return path
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while piece := source.read(CHUNK):
+            digest.update(piece)
+    return digest.hexdigest()
 
 
 def multipart(fields: dict[str, str], archive: Path) -> tuple[int, Iterator[bytes]]:
@@ -120,46 +155,28 @@ def _post_archive(
         )
 
 
-def test_a_200_mb_archive_passes_the_proxy_and_reaches_django(
-    proxied, make_member, open_challenge, tmp_path
-):
-    url, folder, master = proxied
-    ann = make_member("Team A", "ann")
-    token = Token.objects.get_or_create(user=ann)[0].key
-    archive = archive_of_zeros(tmp_path / "system.zip", ARCHIVE_BYTES)
-    assert (
-        ARCHIVE_BYTES > 50 * django_settings.FOLEY_BODY_MAX_BYTES
-    )  # far past the small-body limit
-    # The team's page, as a browser posts it: the session's cookie and the form's CSRF token.
+def _posts(slug: str, user) -> list[tuple[str, dict, dict]]:
+    """The team's CI API with its token, and the team's page as a browser posts it (the
+    session's cookie and the form's CSRF token): (path, headers, form fields)."""
+    token = Token.objects.get_or_create(user=user)[0].key
     page = Client()
-    page.force_login(ann)
+    page.force_login(user)
     csrf = "c" * 32
     cookies = f"{django_settings.SESSION_COOKIE_NAME}={page.cookies['sessionid'].value}; "
     cookies += f"{django_settings.CSRF_COOKIE_NAME}={csrf}"
-    posts = [
+    return [
+        (f"/api/challenges/{slug}/submissions/", {"Authorization": f"Token {token}"}, FIELDS),
         (
-            f"/api/challenges/{open_challenge.slug}/submissions/",
-            {"Authorization": f"Token {token}"},
-            FIELDS,
-        ),
-        (
-            f"/teams/{open_challenge.slug}/team/submit/",
+            f"/teams/{slug}/team/submit/",
             {"Cookie": cookies},
             {**FIELDS, "csrfmiddlewaretoken": csrf},
         ),
     ]
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    for path, headers, fields in posts:
-        started = time.monotonic()
-        response = _post_archive(url, path, archive, headers, fields)
-        took = time.monotonic() - started
-        # Not nginx's 413: Django read the archive and refused it for what is in it (a file of
-        # zeros is no generator), naming the archive.
-        assert response.status_code == 400, (path, response.status_code, response.text[:500])
-        assert "archive: the archive must hold exactly one top-level module" in response.text
-        print(f"{path}: 200 MB through nginx to Django's refusal in {took:.1f} s")
-    assert not Submission.objects.exists()
-    # nginx kept the body in a temporary file, not in its memory, and so did the web process.
+
+
+def _buffered_not_held(folder: Path, master: int, before: int) -> None:
+    """nginx kept the body in a temporary file, not in its memory, and so did the web process;
+    what nginx wrote to its temporary folder is gone once the request is over."""
     log = (folder / "error.log").read_text()
     assert "a client request body is buffered to a temporary file" in log
     workers = nginx_workers(master)
@@ -169,8 +186,62 @@ def test_a_200_mb_archive_passes_the_proxy_and_reaches_django(
         f"peak memory: nginx {max(map(peak_memory_of, workers)) >> 20} MiB, web +{grew >> 20} MiB"
     )
     assert grew < MEMORY_ROOM
-    # What nginx wrote to its temporary folder is gone once the request is over.
     assert [p for p in (folder / "body").rglob("*") if p.is_file()] == []
+
+
+def test_a_200_mb_generator_is_accepted_through_the_proxy(
+    proxied, make_member, open_challenge, queued_only, media_root, tmp_path
+):
+    url, folder, master = proxied
+    ann = make_member("Team A", "ann")
+    archive = generator_of(tmp_path / "system.zip", ARCHIVE_BYTES)
+    size, sha = archive.stat().st_size, sha256_of(archive)
+    assert size > 50 * django_settings.FOLEY_BODY_MAX_BYTES  # far past the small-body limit
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    (api, token, api_fields), (page, cookies, page_fields) = _posts(open_challenge.slug, ann)
+    started = time.monotonic()
+    response = _post_archive(url, api, archive, token, api_fields)
+    print(f"{api}: 200 MB through nginx, accepted in {time.monotonic() - started:.1f} s")
+    assert response.status_code == 201, (response.status_code, response.text[:500])
+    accepted = response.json()
+    assert (accepted["system"], accepted["version"]) == (FIELDS["system"], 1)
+    assert (accepted["archive_bytes"], accepted["archive_sha256"]) == (size, sha)
+    started = time.monotonic()
+    response = _post_archive(url, page, archive, cookies, page_fields)
+    print(f"{page}: 200 MB through nginx, accepted in {time.monotonic() - started:.1f} s")
+    second = Submission.objects.get(system__name=FIELDS["system"], version=2)
+    assert response.status_code == 302, (response.status_code, response.text[:500])
+    assert response.headers["Location"] == reverse(
+        "teams:submission", args=[open_challenge.slug, second.pk]
+    )
+    # Both versions whole: the stored archive is the one sent, its weights hashed to the byte.
+    for version in Submission.objects.filter(system__name=FIELDS["system"]):
+        assert (version.archive_bytes, version.archive_sha256) == (size, sha)
+        assert version.manifest[WEIGHTS]["size"] == ARCHIVE_BYTES
+        assert default_storage.size(version.archive) == size
+    _buffered_not_held(folder, master, before)
+    default_storage.delete(second.archive)  # one file for both versions: same content
+    archive.unlink()
+
+
+def test_a_200_mb_archive_refused_for_its_content_not_its_size(
+    proxied, make_member, open_challenge, tmp_path
+):
+    url, folder, master = proxied
+    ann = make_member("Team A", "ann")
+    archive = archive_of_zeros(tmp_path / "system.zip", ARCHIVE_BYTES)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    for path, headers, fields in _posts(open_challenge.slug, ann):
+        started = time.monotonic()
+        response = _post_archive(url, path, archive, headers, fields)
+        took = time.monotonic() - started
+        # Not nginx's 413: Django read the archive and refused it for what is in it (a file of
+        # zeros is no generator), naming the archive.
+        assert response.status_code == 400, (path, response.status_code, response.text[:500])
+        assert "archive: the archive must hold exactly one top-level module" in response.text
+        print(f"{path}: 200 MB through nginx to Django's refusal in {took:.1f} s")
+    assert not Submission.objects.exists()
+    _buffered_not_held(folder, master, before)
 
 
 def _declared(url: str, path: str, length: int) -> int:

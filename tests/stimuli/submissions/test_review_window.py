@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 import random
+import re
 import zipfile
 
 import pytest
@@ -48,6 +49,12 @@ def _txt(seed: int, n: int = MB) -> bytes:
     while out.tell() < n:
         out.write(f"{rng.uniform(-1, 1):.6f}\n")
     return out.getvalue().encode()
+
+
+def _json(seed: int, n: int = MB) -> bytes:
+    """A layer's weights as a JSON list of floats, of at least `n` bytes."""
+    rng = random.Random(seed)
+    return json.dumps([round(rng.uniform(-1, 1), 6) for _ in range(n // 9)]).encode()
 
 
 def _zip(seed: int) -> bytes:
@@ -109,6 +116,14 @@ BYPASSES = {
         {f"{PACKAGE}/weights.txt": _txt(1)}, {f"{PACKAGE}/weights.txt": _txt(2)},
         f"{PACKAGE}/weights.txt",
     ),
+    "a 1.2 MB .dat": (
+        {f"{PACKAGE}/model.dat": _bytes(1, MB)}, {f"{PACKAGE}/model.dat": _bytes(2, MB)},
+        f"{PACKAGE}/model.dat",
+    ),
+    "a 1.2 MB .json": (
+        {f"{PACKAGE}/layers.json": _json(1)}, {f"{PACKAGE}/layers.json": _json(2)},
+        f"{PACKAGE}/layers.json",
+    ),
     "a .dat under 1 MiB": (
         {f"{PACKAGE}/model.dat": _bytes(1, 500_000)}, {f"{PACKAGE}/model.dat": _bytes(2, 500_000)},
         f"{PACKAGE}/model.dat",
@@ -148,6 +163,8 @@ def test_each_bypass_is_refused_naming_the_file_and_shown_in_the_diff(
         reverse("submissions_organize:diff", args=["teams", changed.pk])
     ).content.decode()
     assert f'data-file="{named}"' in page and "byte-identical" not in page
+    row = re.search(rf'<tr data-file="{re.escape(named)}".*?</tr>', page, re.S).group()
+    assert '<span class="bad">model data</span>' in row
     entry = changed.manifest[named]
     assert entry["sha256"] in page and f"{entry['size']:,} bytes" in page
     if named in frozen.manifest:
