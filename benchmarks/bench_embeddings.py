@@ -28,24 +28,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_sounds import RATE, SECONDS, clips
+
 from stimuli.objective.embeddings import BUILTIN_MODULES, load_embedding_model
 
-RATE = 22_050
-SECONDS = 4.0
 SYSTEM_CLIPS = 700  # 7 categories x 100 clips
-
-
-def clips(count: int) -> np.ndarray:
-    """Chirps, tones and noise, different per clip."""
-    t = np.arange(int(SECONDS * RATE)) / RATE
-    rng = np.random.default_rng(0)
-    rows = [
-        0.3 * np.sin(2 * np.pi * ((50 + 30 * i) * t + 1200 * t**2))
-        + 0.2 * np.sin(2 * np.pi * 220 * (1 + i % 5) * t)
-        + 0.05 * rng.standard_normal(t.size)
-        for i in range(count)
-    ]
-    return np.stack(rows).astype(np.float32)
 
 
 def sync(device: str) -> None:

@@ -64,12 +64,11 @@ import types
 from pathlib import Path
 
 import numpy as np
+from bench_sounds import RATE, SECONDS, clips
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-RATE = 22_050
-SECONDS = 4.0
 SYSTEM_CLIPS = 700  # 7 categories x 100 clips
 WARM_UP_CLIPS = 4
 OUR_BATCH = 32  # FOLEY_EMBED_BATCH: the sounds the predictors step rates at once
@@ -79,19 +78,6 @@ PREDICTORS = ("aesthetics", "pam")
 SCORES = {"aesthetics": "ratings (4 axes)", "pam": "scores"}
 IMPLEMENTATIONS = ("ours", "together", "reference")
 MARK = "@bench"  # what starts a worker's lines to the parent
-
-
-def clips(count: int) -> np.ndarray:
-    """Chirps, tones and noise, different per clip (as benchmarks/bench_embeddings.py)."""
-    t = np.arange(int(SECONDS * RATE)) / RATE
-    rng = np.random.default_rng(0)
-    rows = [
-        0.3 * np.sin(2 * np.pi * ((50 + 30 * i) * t + 1200 * t**2))
-        + 0.2 * np.sin(2 * np.pi * 220 * (1 + i % 5) * t)
-        + 0.05 * rng.standard_normal(t.size)
-        for i in range(count)
-    ]
-    return np.stack(rows).astype(np.float32)
 
 
 def load_average() -> str:
