@@ -7,16 +7,17 @@ from the same untrained stand-in files, full size in the released layouts
 
 - ours: `aesthetics.load` / `pam.load` and what the predictors step calls on each chunk of
   FOLEY_EMBED_BATCH (32) sounds, `aesthetics.predict_clips` (resampling to 16 kHz, 10 s windows
-  rated 8 at a time) and `pam.score` clip by clip (resampling to 44.1 kHz, 7 s windows);
+  rated 8 at a time) and `pam.scores` (resampling to 44.1 kHz, 7 s windows, the windows of the
+  chunk's clips encoded `pam.BATCH` (8) at a time);
 - Audiobox Aesthetics' own package: `AesPredictor.forward` on batches of 100 clips (the default
   of its `audio-aes` command), which resamples with torchaudio and rates a batch's windows in one
   pass;
 - PAM's own code (soham97/PAM, not on PyPI): its `PAM.evaluate` on batches of 10 clips from its
   data loading (`dataset.py`: torchaudio's `Resample`, the 7 s windows), as its `run.py` runs it
   by default;
-- for PAM also ours with the windows of a call's clips scored together, `pam.BATCH` (8) at a
-  time, where the step scores clip by clip (`--no-together` leaves this row out): what batching
-  would change, the same scores.
+- for PAM also ours clip by clip (`pam.score` on each clip, one 7 s window per pass of the
+  network, as the step called it before it scored a chunk's windows together; `--no-single`
+  leaves this row out): what the batching changed, the same scores.
 
 Each runs in a process of its own: ours in this interpreter, each reference in an environment of
 its own that also sees the platform's packages, built as the cross-check scripts say
@@ -40,7 +41,7 @@ serves every row.
     python benchmarks/bench_predictors.py [--device cpu|cuda] [--clips 32] [--repeats 3]
         [--predictors aesthetics,pam] [--aesthetics-python /tmp/aesref/bin/python]
         [--pam-python /tmp/pam_ref/bin/python] [--pam-source /tmp/pam] [--no-reference]
-        [--no-together]
+        [--no-single]
 
 The reference environments' defaults can also be set with FOLEY_BENCH_AESTHETICS_PYTHON,
 FOLEY_BENCH_PAM_PYTHON and FOLEY_BENCH_PAM_SOURCE.
@@ -76,7 +77,7 @@ REFERENCE_BATCH = {"aesthetics": 100, "pam": 10}  # audio-aes's --batch-size, ru
 AESTHETICS_FILE = "audiobox-aesthetics/checkpoint.pt"
 PREDICTORS = ("aesthetics", "pam")
 SCORES = {"aesthetics": "ratings (4 axes)", "pam": "scores"}
-IMPLEMENTATIONS = ("ours", "together", "reference")
+IMPLEMENTATIONS = ("ours", "single", "reference")
 MARK = "@bench"  # what starts a worker's lines to the parent
 
 
@@ -97,13 +98,10 @@ def processor() -> str:
 # --- the timed runs, each in its own process ----------------------------------------------------
 
 
-def ours(predictor: str, files: Path, device: str, together: bool = False):
+def ours(predictor: str, files: Path, device: str, single: bool = False):
     """Our predictor loaded from the stand-in files, and a call that scores clips as the
     predictors step does (stimuli/objective/predictor_scores.py: its `rate` on each chunk).
-    `together` (PAM): the windows of all the clips of a call scored in batches of `pam.BATCH`
-    instead of clip by clip, the same scores."""
-    import torch
-
+    `single` (PAM): clip by clip instead, the same scores."""
     from stimuli.objective.predictors import aesthetics, msclap, pam
 
     if predictor == "aesthetics":
@@ -117,19 +115,12 @@ def ours(predictor: str, files: Path, device: str, together: bool = False):
     model = pam.load(files / msclap.WEIGHTS_FILE, files / "gpt2", device=device)
 
     def rate(batch):
+        return pam.scores(model, list(batch), RATE)
+
+    def rate_single(batch):
         return [pam.score(model, clip, RATE) for clip in batch]
 
-    def rate_together(batch):
-        parts = [
-            pam.windows(
-                msclap.resample(torch.from_numpy(clip).to(model.device), RATE, pam.SAMPLE_RATE)
-            )
-            for clip in batch
-        ]
-        scores = model.window_scores(torch.cat(parts)).double().cpu().split([len(w) for w in parts])
-        return [s.mean().item() for s in scores]
-
-    return rate_together if together else rate, model.audio
+    return rate_single if single else rate, model.audio
 
 
 def reference_aesthetics(files: Path, device: str):
@@ -229,8 +220,8 @@ def worker(args: argparse.Namespace) -> None:
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
-    if args.implementation in ("ours", "together"):
-        rate, net = ours(args.worker, args.files, args.device, args.implementation == "together")
+    if args.implementation in ("ours", "single"):
+        rate, net = ours(args.worker, args.files, args.device, args.implementation == "single")
     elif args.worker == "aesthetics":
         rate, net = reference_aesthetics(args.files, args.device)
     else:
@@ -332,9 +323,9 @@ def compare(predictor: str, args, files: Path, python: str) -> None:
     """Ours and the reference loaded one after the other, then their passes interleaved, so
     that a busy spell of a shared machine slows both alike."""
     workers = [Worker("ours", sys.executable, predictor, "ours", args, files)]
-    if predictor == "pam" and not args.no_together:
-        label = "ours, the clips' windows at once"
-        workers.append(Worker(label, sys.executable, predictor, "together", args, files))
+    if predictor == "pam" and not args.no_single:
+        label = "ours, clip by clip"
+        workers.append(Worker(label, sys.executable, predictor, "single", args, files))
     if args.no_reference:
         pass
     elif not Path(python).is_file():
@@ -398,7 +389,7 @@ def main() -> None:
     )
     parser.add_argument("--no-reference", action="store_true", help="time ours alone")
     parser.add_argument(
-        "--no-together", action="store_true", help="leave out PAM's row of windows at once"
+        "--no-single", action="store_true", help="leave out PAM's row of clips one by one"
     )
     parser.add_argument("--worker", choices=PREDICTORS, help=argparse.SUPPRESS)
     parser.add_argument("--implementation", choices=IMPLEMENTATIONS, help=argparse.SUPPRESS)

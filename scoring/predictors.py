@@ -16,6 +16,11 @@ interval from the categories' intervals added in quadrature (their clips are dis
 Direction: a higher predictor value means a better sound, where a lower FAD or KAD does. The
 league ranks each axis with its sign turned, so that +1 means the same for every metric there:
 the metric's better end goes with the better listening score.
+
+Untrained stand-ins: where a row's `model_id` says its values came from the platform's untrained
+stand-in files (the demo's, stimuli/objective/predictors/standins.py), the predictor's name says
+so too (`Audiobox Aesthetics (untrained stand-in)`) and its axes carry `untrained`, so every
+table, download and league row of them says their values mean nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from stimuli.predictor_axes import UNTRAINED_MARK
 
 from .inputs import ScoringInputError, cell_number, cell_text, check_columns
 from .league import SUBSET_SIZES
@@ -119,6 +126,7 @@ def predictor_table(rows: Sequence[Mapping], categories: list[str]) -> Predictor
     subsets: dict[tuple[str, str, str, int], float] = {}
     track_of: dict[str, str] = {}
     predictor_of: dict[str, str] = {}
+    untrained: set[str] = set()
     for line, row in enumerate(rows, start=1):
         system, category = cell_text(row["system"]), cell_text(row["category"])
         axis, predictor = cell_text(row["axis"]), cell_text(row["predictor"])
@@ -139,21 +147,31 @@ def predictor_table(rows: Sequence[Mapping], categories: list[str]) -> Predictor
         interval = (low, high) if math.isfinite(low) and math.isfinite(high) else None
         values[(system, category, axis)] = (cell_number(row["mean"], "predictors", line), interval)
         track_of.setdefault(system, cell_text(row.get("track")))
+        if UNTRAINED_MARK in cell_text(row.get("model_id")):
+            untrained.add(predictor)
         for size in SUBSET_SIZES:
             drawn = cell_number(row.get(f"mean_{size}"), "predictors", line, optional=True)
             if math.isfinite(drawn):
                 subsets[(system, category, axis, size)] = drawn
     place = {axis: i for i, axis in enumerate(AXIS_ORDER)}
     axes = [
-        {
-            "predictor": predictor,
-            "name": PREDICTOR_NAMES.get(predictor, predictor),
-            "axis": axis,
-            "key": axis.lower(),
-            "label": axis_label(predictor, axis),
-        }
+        axis_entry(predictor, axis, predictor in untrained)
         for axis, predictor in sorted(
             predictor_of.items(), key=lambda item: (place.get(item[0], len(place)), item[0])
         )
     ]
     return PredictorTable(categories, axes, values, subsets, track_of)
+
+
+def axis_entry(predictor: str, axis: str, untrained: bool) -> dict:
+    """An axis as the result lists it: {predictor, name, axis, key, label}, and `untrained`
+    (the name saying so too) where its values came from untrained stand-ins."""
+    name = PREDICTOR_NAMES.get(predictor, predictor)
+    return {
+        "predictor": predictor,
+        "name": f"{name} {UNTRAINED_MARK}" if untrained else name,
+        "axis": axis,
+        "key": axis.lower(),
+        "label": axis_label(predictor, axis),
+        **({"untrained": True} if untrained else {}),
+    }

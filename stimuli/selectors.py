@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.db.models import Count, QuerySet
 
 from .archives import Listing
 from .audio import ClipSpec
-from .models import Category, Challenge, Clip, FadResult, Job, Medoid, ObjectiveSettings, System
+from .models import (
+    Category,
+    Challenge,
+    Clip,
+    FadResult,
+    Job,
+    Medoid,
+    ObjectiveSettings,
+    PredictorScore,
+    System,
+)
+from .predictor_axes import AXES, AXIS_TITLES, UNTRAINED_MARK
 
 
 def normalise_folder(name: str) -> str:
@@ -79,6 +92,34 @@ def clips(
     if medoids:
         return qs.order_by("system__name", "category__position", "medoid_of__position", "id")
     return qs.order_by("role", "category__position", "original_name", "id")
+
+
+@dataclass(frozen=True)
+class ClipValues:
+    """The learned predictors' values of some clips: the axes any of them has (in the tables'
+    order, each with its title), each clip's {axis: value}, and whether any value came from
+    untrained stand-ins (the demo's), which mean nothing."""
+
+    columns: list[dict[str, str]]
+    values: dict[int, dict[str, float]]
+    untrained: bool
+
+
+def clip_values(clip_ids: Sequence[int]) -> ClipValues:
+    """The predictors' values stored for these clips, for the organizer's clips page and its
+    medoids (a clip keeps one row per predictor and axis, its latest files')."""
+    rows = PredictorScore.objects.filter(clip_id__in=list(clip_ids)).values_list(
+        "clip_id", "axis", "value", "model_id"
+    )
+    values: dict[int, dict[str, float]] = {}
+    untrained = False
+    for clip_id, axis, value, model_id in rows:
+        values.setdefault(clip_id, {})[axis] = value
+        untrained = untrained or UNTRAINED_MARK in model_id
+    present = {axis for found in values.values() for axis in found}
+    ordered = [a for a in AXES if a in present] + sorted(present - set(AXES))
+    columns = [{"axis": a, "title": AXIS_TITLES.get(a, a)} for a in ordered]
+    return ClipValues(columns, values, untrained)
 
 
 def fad_rows(

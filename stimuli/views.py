@@ -197,14 +197,20 @@ def clips(request: HttpRequest, slug: str) -> HttpResponse:
     positions = dict(
         Medoid.objects.filter(clip__in=[c.pk for c in page]).values_list("clip_id", "position")
     )
+    # Each clip's learned predictors' values where computed: beside a medoid, what the
+    # listeners will hear as the predictors rate it.
+    predicted = selectors.clip_values([c.pk for c in page])
     for clip in page:
         clip.medoid_position = positions.get(clip.pk)
+        found = predicted.values.get(clip.pk, {})
+        clip.predicted = [found.get(column["axis"]) for column in predicted.columns]
     return render(
         request,
         "stimuli/clips.html",
         {
             "challenge": challenge,
             "page": page,
+            "predicted": predicted,
             "roles": Clip.Role.choices,
             "filters": {"role": role, "category": category, "system": system, "medoids": medoids},
         },

@@ -1,6 +1,7 @@
 """REST API of the objective stage (organizers only): settings, starting the FAD and medoid
-pipelines, published reference statistics, and the results (FAD per system and category, the
-ranking with finalists, the medoids). Failed jobs are retried with the jobs endpoint's `retry`."""
+pipelines and the learned predictors, published reference statistics, and the results (FAD per
+system and category, the ranking with finalists, the medoids). Failed jobs are retried with the
+jobs endpoint's `retry`."""
 
 from __future__ import annotations
 
@@ -101,6 +102,13 @@ class ObjectiveViewSet(ChallengeScopedMixin, viewsets.ViewSet):
     def select_medoids(self, request, challenge_slug=None):
         """Queue the finalists' embeddings with the medoid model, then k-means medoids."""
         return self._start(services.start_select_medoids, request)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=False, methods=["post"], url_path="run-predictors")
+    def run_predictors(self, request, challenge_slug=None):
+        """Run the predictors: queue the learned predictors over every system clip (gpu queue);
+        their values come with the published results."""
+        return self._start(services.start_predictors, request)
 
     def _start(self, start, request) -> Response:
         job = start(self.get_challenge(), user=request.user)

@@ -34,20 +34,27 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..models import AudioFile, Challenge, Clip, PredictorScore
+from ..predictor_axes import UNTRAINED_MARK
 from .config import SETTLED, ObjectiveError, Progress
 from .embeddings.base import WeightsMissing
 
 Rate = Callable[[Any, list[np.ndarray], int], list[dict[str, float]]]
 
 
+# How a predictor loads: from the device (None: the GPU where there is one) and, where given,
+# a folder holding its files under their default names instead of where the settings say; it
+# gives the model, the id of its files and its device.
+Load = Callable[[str | None, Path | None], tuple[Any, str, str]]
+
+
 @dataclass(frozen=True)
 class Predictor:
-    """A predictor by name: its columns (the axes of its rows), how it loads (the model, the id
-    of its files, its device) and how it rates clips of one sample rate."""
+    """A predictor by name: its columns (the axes of its rows), how it loads and how it rates
+    clips of one sample rate."""
 
     name: str
     columns: tuple[str, ...]
-    load: Callable[[str | None], tuple[Any, str, str]]
+    load: Load
     rate: Rate
 
 
@@ -59,16 +66,27 @@ class Loaded:
     device: str
 
 
-def _setting_path(setting: str, default: str) -> Path:
+def _setting_path(setting: str, default: str, folder: Path | None = None) -> Path:
+    """The file `setting` names, else `default` under FOLEY_MODEL_DIR; `default` under `folder`
+    where one is given."""
+    if folder is not None:
+        return Path(folder) / default
     named = getattr(settings, setting, "")
     return Path(named) if named else Path(settings.FOLEY_MODEL_DIR) / default
 
 
-def _load_aesthetics(device: str | None) -> tuple[Any, str, str]:
+def model_id(name: str, files: str, untrained: bool) -> str:
+    """`<predictor>@<the files' digests>`, marked where the files are untrained stand-ins, so
+    that every value they gave, and every table of them, says so."""
+    return f"{name}@{files}" + (f" {UNTRAINED_MARK}" if untrained else "")
+
+
+def _load_aesthetics(device: str | None, folder: Path | None) -> tuple[Any, str, str]:
     from .predictors import aesthetics
 
-    model = aesthetics.load(aesthetics.weights_path(), device=device)
-    return model, f"aesthetics@{model.weights_id}", str(model.device)
+    path = _setting_path(aesthetics.SETTING, aesthetics.DEFAULT_PATH, folder)
+    model = aesthetics.load(path, device=device)
+    return model, model_id("aesthetics", model.weights_id, model.untrained), str(model.device)
 
 
 def _rate_aesthetics(model: Any, clips: list[np.ndarray], rate: int) -> list[dict[str, float]]:
@@ -77,21 +95,22 @@ def _rate_aesthetics(model: Any, clips: list[np.ndarray], rate: int) -> list[dic
     return aesthetics.predict_clips(model, clips, rate)
 
 
-def _load_pam(device: str | None) -> tuple[Any, str, str]:
+def _load_pam(device: str | None, folder: Path | None) -> tuple[Any, str, str]:
     from .embeddings.base import file_digest
     from .predictors import msclap, pam
 
-    weights = _setting_path(pam.WEIGHTS_SETTING, msclap.WEIGHTS_FILE)
-    tokenizer = _setting_path(pam.TOKENIZER_SETTING, pam.TOKENIZER_FOLDER)
+    weights = _setting_path(pam.WEIGHTS_SETTING, msclap.WEIGHTS_FILE, folder)
+    tokenizer = _setting_path(pam.TOKENIZER_SETTING, pam.TOKENIZER_FOLDER, folder)
     model = pam.load(weights, tokenizer, device=device)
     words = file_digest(tokenizer / "vocab.json", 8) + file_digest(tokenizer / "merges.txt", 8)
-    return model, f"pam@{file_digest(weights)}+{words}", str(model.device)
+    files = f"{file_digest(weights)}+{words}"
+    return model, model_id("pam", files, model.untrained), str(model.device)
 
 
 def _rate_pam(model: Any, clips: list[np.ndarray], rate: int) -> list[dict[str, float]]:
     from .predictors import pam
 
-    return [{"PAM": pam.score(model, clip, rate)} for clip in clips]
+    return [{"PAM": value} for value in pam.scores(model, clips, rate)]
 
 
 # The predictors by name, in the order of their columns.
@@ -123,15 +142,18 @@ def columns(names: Sequence[str]) -> list[str]:
     return [c for n in predictor_names(names) for c in PREDICTORS[n].columns]
 
 
-def load_predictors(names: Sequence[str], *, device: str | None = None) -> list[Loaded]:
-    """The chosen predictors, loaded. WeightsMissing naming every missing file at once (each
-    with its setting and where it is published); a file not as released raises its own error
-    (a ValueError naming what differs)."""
+def load_predictors(
+    names: Sequence[str], *, device: str | None = None, folder: Path | None = None
+) -> list[Loaded]:
+    """The chosen predictors, loaded: from where the settings say, or, with `folder`, from the
+    files under their default names there (the demo's stand-ins). WeightsMissing naming every
+    missing file at once (each with its setting and where it is published); a file not as
+    released raises its own error (a ValueError naming what differs)."""
     loaded, missing = [], []
     for name in predictor_names(names):
         predictor = PREDICTORS[name]
         try:
-            model, model_id, on = predictor.load(device)
+            model, model_id, on = predictor.load(device, folder)
         except WeightsMissing as exc:
             missing.append(str(exc))
             continue

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -141,10 +142,13 @@ def start_predictors(
     *,
     user: AbstractBaseUser | None = None,
     predictors: str | list[str] | None = None,
+    model_dir: str | None = None,
     enqueue_task: bool = True,
 ) -> Job:
     """Queue the learned predictors' job over every system clip (all predictors by default);
-    the one queued or running, if one is under way. The phase does not move."""
+    the one queued or running, if one is under way. The phase does not move. `model_dir`: a
+    folder of the worker's holding the predictors' files under their default names, in place
+    of where the settings say (the demo's stand-ins); recorded in the job's parameters."""
     names = predictor_names(predictors)
     _check_can_start(challenge, PREDICTORS)
     with transaction.atomic():
@@ -163,7 +167,11 @@ def start_predictors(
         job = create_job(
             PREDICTORS,
             challenge=challenge,
-            params={"challenge_id": challenge.pk, "predictors": names},
+            params={
+                "challenge_id": challenge.pk,
+                "predictors": names,
+                **({"model_dir": str(model_dir)} if model_dir else {}),
+            },
             message=f"queued: {', '.join(names)} on every system clip",
             by=user,
         )
@@ -305,8 +313,11 @@ def run_predictors(job_id: int, *, echo: Progress | None = None) -> Job:
         challenge = Challenge.objects.get(pk=job.params["challenge_id"])
         report = _reporter(progress, echo)
         report(0, 0, "loading the predictors")
+        folder = job.params.get("model_dir")
         try:
-            loaded = load_predictors(job.params["predictors"])
+            loaded = load_predictors(
+                job.params["predictors"], folder=Path(folder) if folder else None
+            )
         except (WeightsMissing, ValueError) as exc:
             return Failed(str(exc), {"predictors": job.params["predictors"]})
         return score_challenge(challenge, loaded, progress=report, log=progress.log)
@@ -341,10 +352,13 @@ def predictors_now(
     challenge: Challenge,
     *,
     predictors: str | list[str] | None = None,
+    model_dir: str | None = None,
     progress: Progress | None = None,
 ) -> Job:
     """The predictors' job in this process (or the one already under way, as it stands)."""
-    job = start_predictors(challenge, predictors=predictors, enqueue_task=False)
+    job = start_predictors(
+        challenge, predictors=predictors, model_dir=model_dir, enqueue_task=False
+    )
     if job.state != Job.State.QUEUED:
         return job
     return run_predictors(job.pk, echo=progress)

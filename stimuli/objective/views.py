@@ -1,5 +1,6 @@
-"""Organizer pages of the objective stage: settings, the FAD and medoid pipelines with live
-progress, the ranking with finalists. htmx partials: every action answers with the panel."""
+"""Organizer pages of the objective stage: settings, the FAD and medoid pipelines and the learned
+predictors with live progress, the ranking with finalists. htmx partials: every action answers
+with the panel."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ from stimuli.job_kinds import EMBED, PREDICTORS, RANK_BY_FAD, SELECT_MEDOIDS
 from .. import jobs, selectors
 from ..errors import Refused, page_status
 from ..jobs import log_tail
-from ..models import Category, Challenge, Job, Medoid, ObjectiveSettings, ReferenceStats, System
+from ..models import (
+    Category,
+    Challenge,
+    Job,
+    Medoid,
+    ObjectiveSettings,
+    PredictorScore,
+    ReferenceStats,
+    System,
+)
 from ..panels import render_panel
 from ..permissions import challenge_organizer_required
 from . import config, services
@@ -48,6 +58,7 @@ def _panel(request: HttpRequest, challenge: Challenge, error: str = "", status: 
         "categories": list(Category.objects.filter(challenge=challenge)),
         "jobs": jobs,
         "medoid_count": Medoid.objects.filter(challenge=challenge).count(),
+        "predictor_count": PredictorScore.objects.filter(clip__challenge=challenge).count(),
         "reference_stats": ReferenceStats.objects.filter(challenge=challenge).count(),
         "error": error,
     }
@@ -105,6 +116,7 @@ def start(request: HttpRequest, slug: str, step: str) -> HttpResponse:
     begin = {
         "rank-by-fad": services.start_rank_by_fad,
         "select-medoids": services.start_select_medoids,
+        "run-predictors": services.start_predictors,
     }.get(step)
     if begin is None:
         return _panel(request, challenge, f"unknown step {step!r}", 404)

@@ -120,6 +120,34 @@ def test_each_axis_is_ranked_in_the_league_with_the_higher_value_the_better_end(
     assert {r["metric"] for r in stability.rows} == set(AXES)  # the FAD rows carry no draws
 
 
+def test_values_of_untrained_stand_ins_say_so_in_every_table_of_them():
+    inputs = league_inputs()
+    inputs.predictors = predictor_rows(inputs)
+    for row in inputs.predictors:
+        row["model_id"] = "pam@1a2b (untrained stand-in)" if row["axis"] == "PAM" else "a@3c4d"
+    result = score(inputs, Rules(bootstrap=0))
+    pam, pq = result["predictors"][-1], result["predictors"][0]
+    assert pam["name"] == "PAM (untrained stand-in)" and pam["untrained"] is True
+    assert pq["name"] == "Audiobox Aesthetics" and "untrained" not in pq
+    note = tables.table(result, "predictors-A").note
+    assert note.startswith("PAM ran on untrained stand-ins") and "Aesthetics" not in note
+    league = tables.table(result, "metric-league")
+    assert "PAM ran on untrained stand-ins" in league.note
+    models = {(r["model"], r["metric"]) for r in league.rows}
+    assert ("PAM (untrained stand-in)", "PAM") in models and ("Audiobox Aesthetics", "PQ") in models
+    # A predictor of one axis of its name is named once where the listeners agreed with it.
+    best = {"A": [{"model": pam["name"], "metric": "PAM", "spearman": 0.5}]}
+    assert tables.best_note({"best": best}) == (
+        "The listeners agreed most with track A: PAM (untrained stand-in) (rho 0.5)."
+    )
+    # Trained files say nothing of the kind.
+    for row in inputs.predictors:
+        row["model_id"] = "pam@1a2b"
+    result = score(inputs, Rules(bootstrap=0))
+    assert tables.table(result, "predictors-A").note == ""
+    assert "stand-in" not in json.dumps(result)
+
+
 def test_score_offline_reads_the_predictors_file(tmp_path):
     inputs = league_inputs()
     rows = predictor_rows(inputs)

@@ -205,12 +205,14 @@ class PatchEmbed(nn.Module):
 
 
 class HTSAT(nn.Module):
-    """HTSAT by the released names: 10 s at 48 kHz [n, 480000] -> pooled tokens [n, 8 width]."""
+    """HTSAT by the released names: 10 s at 48 kHz [n, 480000] -> pooled tokens [n, 8 width].
+    `n_fft`: the points of its DFT kernels (1,024 in every release; a smaller stand-in's may
+    have fewer)."""
 
-    def __init__(self, width: int, depths: tuple[int, ...]):
+    def __init__(self, width: int, depths: tuple[int, ...], n_fft: int = N_FFT):
         super().__init__()
-        self.spectrogram_extractor = Spectrogram(N_FFT, HOP)
-        self.logmel_extractor = LogmelFilterBank(N_FFT // 2 + 1, MELS)
+        self.spectrogram_extractor = Spectrogram(n_fft, HOP)
+        self.logmel_extractor = LogmelFilterBank(n_fft // 2 + 1, MELS)
         self.bn0 = nn.BatchNorm2d(MELS)
         self.patch_embed = PatchEmbed(width)
         side = SPEC // PATCH

@@ -19,7 +19,11 @@ it is. That file is a dict of
 - `target_transform`: per axis the `mean` and `std` of the training ratings: the heads predict
   standardised ratings, which are scaled back.
 
-`load` checks all of it and names every missing, unexpected or misshapen parameter at once.
+The encoder's sizes (WavLM Base's in the release) are read from the file's tensors, so a file
+in the same layout with a smaller encoder loads too (the demo's untrained stand-in); `load` then
+checks all of it against the network of those sizes and names every missing, unexpected or
+misshapen parameter at once. A file that carries `untrained_standin` beside those entries (the
+platform's stand-ins, standins.py) loads as one, and says so (`AestheticsModel.untrained`).
 The release computes in float32 whatever `precision` says (its autocast switch compares the
 torch dtype with "16" and "bf16", so it never turns on), and so does this module.
 
@@ -36,6 +40,7 @@ where torchaudio pads with zeros). Audio already at 16 kHz is not resampled by e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +52,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..embeddings.base import WeightsMissing, file_digest
-from .wavlm import LAYERS, WIDTH, WavLM
+from . import UNTRAINED
+from .wavlm import WAVLM_BASE, WavLM, WavLMSizes, sizes_of
 
 AXES = ("PQ", "PC", "CE", "CU")
 SAMPLE_RATE = 16_000
@@ -114,30 +120,30 @@ class HeadConfig:
     normalize_embed: bool = True
 
 
-def head(config: HeadConfig) -> nn.Sequential:
+def head(config: HeadConfig, width: int) -> nn.Sequential:
     """An axis's MLP, numbered as the release numbers it: per hidden layer a linear layer, its
     layer norm, a GELU and its dropout (a place in the numbering, nothing at inference)."""
     parts: list[nn.Module] = []
     for _ in range(config.layers - 1):
-        parts.append(nn.Linear(WIDTH, WIDTH))
+        parts.append(nn.Linear(width, width))
         if config.layer_norm:
-            parts.append(nn.LayerNorm(WIDTH))
+            parts.append(nn.LayerNorm(width))
         parts.append(nn.GELU())
         if config.dropout:
             parts.append(nn.Identity())
-    parts.append(nn.Linear(WIDTH, 1))
+    parts.append(nn.Linear(width, 1))
     return nn.Sequential(*parts)
 
 
 class AestheticsNet(nn.Module):
     """The release's `AesMultiOutput` by its parameter names: windows -> standardised ratings."""
 
-    def __init__(self, config: HeadConfig):
+    def __init__(self, config: HeadConfig, sizes: WavLMSizes = WAVLM_BASE):
         super().__init__()
-        self.wavlm_model = WavLM()
-        self.proj_layer = nn.ModuleDict({axis: head(config) for axis in AXES})
+        self.wavlm_model = WavLM(sizes)
+        self.proj_layer = nn.ModuleDict({axis: head(config, sizes.width) for axis in AXES})
         self.layer_weights = nn.ParameterDict(
-            {axis: nn.Parameter(torch.empty(LAYERS + 1)) for axis in AXES}
+            {axis: nn.Parameter(torch.empty(sizes.layers + 1)) for axis in AXES}
         )
         self.normalize_embed = config.normalize_embed
 
@@ -148,7 +154,7 @@ class AestheticsNet(nn.Module):
         keep = (~padding).to(states[0].dtype)[..., None]
         # Pooling is linear, so each layer is pooled before the weighting rather than after:
         # the same numbers, without four weighted copies of every frame.
-        pooled = torch.stack([(s * keep).sum(1) for s in states], dim=-1)  # [n, 768, 13]
+        pooled = torch.stack([(s * keep).sum(1) for s in states], dim=-1)  # [n, width, 13]
         pooled = pooled / keep.sum(1)[..., None].clamp(min=1)
         ratings = []
         for axis in AXES:
@@ -160,7 +166,8 @@ class AestheticsNet(nn.Module):
 
 
 class AestheticsModel:
-    """A loaded predictor: the network, each axis's rating scale, the device and a file id."""
+    """A loaded predictor: the network, each axis's rating scale, the device, a file id and
+    whether the file is an untrained stand-in."""
 
     def __init__(
         self,
@@ -169,12 +176,14 @@ class AestheticsModel:
         *,
         weights_id: str,
         device: str | torch.device | None = None,
+        untrained: bool = False,
     ):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.net = net.eval().to(self.device)
         self.mean = torch.tensor([targets[a][0] for a in AXES], device=self.device)
         self.std = torch.tensor([targets[a][1] for a in AXES], device=self.device)
         self.weights_id = weights_id
+        self.untrained = untrained  # a stand-in's random weights (standins.py): values mean nothing
 
     def rate_windows(self, windows: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """Ratings [n, 4] (AXES order, the 1-10 scale) of 10 s windows [n, 160000]."""
@@ -217,8 +226,9 @@ def read_checkpoint(path: Path) -> Any:
         ) from exc
 
 
-def head_config(config: Any, problems: list[str]) -> HeadConfig:
-    """The heads' config from `model_cfg`; what the release could not build goes to problems."""
+def head_config(config: Any, problems: list[str], layers: int = WAVLM_BASE.layers) -> HeadConfig:
+    """The heads' config from `model_cfg` (over an encoder of `layers` layers); what the release
+    could not build goes to problems."""
     if not isinstance(config, dict):
         problems.append("no model_cfg dict")
         return HeadConfig()
@@ -229,8 +239,8 @@ def head_config(config: Any, problems: list[str]) -> HeadConfig:
     # Entries the release accepts but that would make it predict otherwise, or fail.
     if get("proj_act_fn", "gelu") != "gelu":
         problems.append(f"model_cfg proj_act_fn is {get('proj_act_fn')!r}, not 'gelu'")
-    if get("nth_layer", LAYERS + 1) != LAYERS + 1:
-        problems.append(f"model_cfg nth_layer is {get('nth_layer')!r}, not {LAYERS + 1}")
+    if get("nth_layer", layers + 1) != layers + 1:
+        problems.append(f"model_cfg nth_layer is {get('nth_layer')!r}, not {layers + 1}")
     if get("use_weighted_layer_sum", True) is not True:
         problems.append("model_cfg use_weighted_layer_sum is not true")
     if get("output_dim", 1) != 1:
@@ -265,26 +275,48 @@ def rating_scales(transform: Any, problems: list[str]) -> dict[str, tuple[float,
     return scales
 
 
-def released_parts(
-    raw: Any, source: str
-) -> tuple[HeadConfig, dict[str, tuple[float, float]], dict[str, torch.Tensor]]:
-    """The heads' config, the rating scales and the parameters of a released checkpoint; one
-    CheckpointMismatch naming everything that is not as released."""
+@dataclass(frozen=True)
+class Released:
+    """What a checkpoint as released holds: the heads' config, the encoder's sizes (read from
+    its tensors), each axis's rating scale, the parameters, and whether the file says it is an
+    untrained stand-in (standins.py)."""
+
+    config: HeadConfig
+    sizes: WavLMSizes
+    scales: dict[str, tuple[float, float]]
+    params: dict[str, torch.Tensor]
+    untrained: bool = False
+
+
+def released_parts(raw: Any, source: str) -> Released:
+    """The parts of a released checkpoint; one CheckpointMismatch naming everything that is not
+    as released.
+
+    The encoder's sizes are read from its tensors (wavlm.sizes_of), and every parameter is then
+    held to the network of those sizes: the released file gives WavLM Base, and a parameter
+    missing, unexpected or of another shape than the rest of the file implies is named.
+    """
     problems: list[str] = []
     if not isinstance(raw, dict):
         raise CheckpointMismatch(source, config=[f"it holds a {type(raw).__name__}, not a dict"])
-    config = head_config(raw.get("model_cfg"), problems)
-    scales = rating_scales(raw.get("target_transform"), problems)
     state = raw.get("state_dict")
     if not isinstance(state, dict):
         problems.append("no state_dict")
         state = {}
     # The release strips "model." and loads the rest strictly.
     params = {str(k).removeprefix("model."): v for k, v in state.items()}
-    with torch.device("meta"):
-        wanted = AestheticsNet(config).state_dict()
+    encoder = {k.removeprefix("wavlm_model."): v for k, v in params.items()}
+    impossible: list[str] = []
+    sizes = sizes_of(encoder, impossible)
+    problems += impossible
+    config = head_config(raw.get("model_cfg"), problems, sizes.layers)
+    scales = rating_scales(raw.get("target_transform"), problems)
+    wanted = {}
+    if not impossible:  # sizes no network has build none to hold the file to
+        with torch.device("meta"):
+            wanted = AestheticsNet(config, sizes).state_dict()
     missing = [k for k in wanted if k not in params]
-    unexpected = [k for k in params if k not in wanted]
+    unexpected = [k for k in params if wanted and k not in wanted]
     wrong = [
         f"{k} is {tuple(params[k].shape)}, not {tuple(wanted[k].shape)}"
         if isinstance(params[k], torch.Tensor)
@@ -297,7 +329,9 @@ def released_parts(
         raise CheckpointMismatch(
             source, missing=missing, unexpected=unexpected, wrong_shape=wrong, config=problems
         )
-    return config, scales, {k: params[k].float() for k in wanted}
+    return Released(
+        config, sizes, scales, {k: params[k].float() for k in wanted}, bool(raw.get(UNTRAINED))
+    )
 
 
 def load(path: str | Path | None = None, *, device: str | None = None) -> AestheticsModel:
@@ -312,23 +346,31 @@ def load(path: str | Path | None = None, *, device: str | None = None) -> Aesthe
             f"or name it with the {SETTING} setting (default: {DEFAULT_PATH} under "
             "FOLEY_MODEL_DIR)."
         )
-    config, scales, params = released_parts(read_checkpoint(path), str(path))
+    found = released_parts(read_checkpoint(path), str(path))
     with torch.device("meta"):
-        net = AestheticsNet(config)
-    net.load_state_dict(params, assign=True)
-    return AestheticsModel(net, scales, weights_id=file_digest(path), device=device)
+        net = AestheticsNet(found.config, found.sizes)
+    net.load_state_dict(found.params, assign=True)
+    return AestheticsModel(
+        net, found.scales, weights_id=file_digest(path), device=device, untrained=found.untrained
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _resampler(sample_rate: int, device: torch.device) -> torch.nn.Module:
+    """julius's resampler from `sample_rate` to 16 kHz: its kernel is built once per rate and
+    device, where building it anew for each clip took longer than the demo's small networks."""
+    import julius
+
+    return julius.ResampleFrac(
+        sample_rate, SAMPLE_RATE, zeros=RESAMPLE_ZEROS, rolloff=RESAMPLE_ROLLOFF
+    ).to(device)
 
 
 def resample(audio: torch.Tensor, sample_rate: int) -> torch.Tensor:
     """[..., samples] at `sample_rate` -> 16 kHz, as long as torchaudio's output would be."""
     if int(sample_rate) == SAMPLE_RATE:
         return audio
-    import julius
-
-    return julius.resample_frac(
-        audio, int(sample_rate), SAMPLE_RATE,
-        zeros=RESAMPLE_ZEROS, rolloff=RESAMPLE_ROLLOFF, full=True,
-    )  # fmt: skip
+    return _resampler(int(sample_rate), audio.device)(audio, full=True)
 
 
 def mono(audio: np.ndarray) -> np.ndarray:

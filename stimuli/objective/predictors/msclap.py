@@ -7,13 +7,18 @@ under the same names so that the file loads as it is:
 
 - `audio_encoder.base.htsat.*`: HTSAT-tiny (96 wide, depths 2-2-6-2), the same network under the
   same names as LAION-CLAP's audio branch, so the platform's (`embeddings/clap.py`) is reused.
+  msclap builds it from its config module, not from the file; its width, depths and DFT size
+  are read here from the file's tensors (`audio_sizes`), as GPT-2's are, so the released file
+  gives HTSAT-tiny and a smaller one in the same layout (the demo's untrained stand-in) loads
+  too.
   Its front end is torchlibrosa's as the checkpoint holds it (DFT kernels of 1,024 points, the
   mel matrix `melW`, `bn0`), with a hop of 320 samples. msclap builds HTSAT from its own config
   module rather than from the file's settings, so the mel matrix it wrote is the one for 32 kHz,
   64 bands 50-14,000 Hz, although the audio comes at 44.1 kHz: the checkpoint's matrix is used
   as it is, whatever frequencies its bands then cover.
 - `audio_encoder.projection.*` and `caption_encoder.projection.*`: msclap's projection into the
-  1,024-d joint space, LayerNorm(h + linear2(GELU(h))) with h = linear1(x), both without bias.
+  1,024-d joint space (its size read from the file), LayerNorm(h + linear2(GELU(h))) with
+  h = linear1(x), both without bias.
 - `caption_encoder.base.*`: GPT-2 under transformers' `GPT2Model` names (`wte`, `wpe`,
   `h.N.ln_1`, `h.N.attn.c_attn`, `h.N.attn.c_proj`, `h.N.ln_2`, `h.N.mlp.c_fc`,
   `h.N.mlp.c_proj`, `ln_f`; the `Conv1D` weights stored [inputs, outputs]); its sizes (layers,
@@ -23,7 +28,9 @@ under the same names so that the file loads as it is:
 - `logit_scale`: the log of the factor on the cosines before the softmax.
 
 A file is checked whole before anything is assigned: every missing key, every key no part of
-the model has and every tensor of the wrong shape is named in one error.
+the model of the sizes the file gives has and every tensor of another shape is named in one
+error. A file that carries `untrained_standin` beside `model` (the platform's stand-ins,
+standins.py) loads as one, and says so (`MsClap.untrained`).
 
 Text is read as msclap reads it: the prompt and " <|endoftext|>" through GPT-2's byte-level BPE
 (`vocab.json` and `merges.txt`, Hugging Face openai-community/gpt2; the special token split off
@@ -46,15 +53,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..embeddings.clap import HTSAT
+from ..embeddings.clap import HEADS, HTSAT
 from ..embeddings.clap_text import BpeTokenizer
+from . import UNTRAINED
 
 SAMPLE_RATE = 44_100
 WINDOW_SAMPLES = 7 * SAMPLE_RATE
 HOP = 320
-AUDIO_WIDTH, AUDIO_DEPTHS = 96, (2, 2, 6, 2)
-AUDIO_FEATURES = AUDIO_WIDTH * 2 ** (len(AUDIO_DEPTHS) - 1)
+# HTSAT-tiny, the release's audio encoder: (width, depths of its four stages, DFT points).
+HTSAT_TINY = (96, (2, 2, 6, 2), 1024)
 JOINT = 1024
+AudioSizes = tuple[int, tuple[int, ...], int]
 CONTEXT = 77
 HEAD_WIDTH = 64
 END_OF_TEXT = "<|endoftext|>"
@@ -213,10 +222,12 @@ class Gpt2(nn.Module):
 class TextEncoder(nn.Module):
     """`caption_encoder`: GPT-2 and the projection of the last token's state."""
 
-    def __init__(self, vocab: int, positions: int, width: int, layers: int, inner: int):
+    def __init__(
+        self, vocab: int, positions: int, width: int, layers: int, inner: int, joint: int = JOINT
+    ):
         super().__init__()
         self.base = Gpt2(vocab, positions, width, layers, inner)
-        self.projection = Projection(width, JOINT)
+        self.projection = Projection(width, joint)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         hidden = self.base(ids)
@@ -228,9 +239,9 @@ class TextEncoder(nn.Module):
 class _HtsatHolder(nn.Module):
     """msclap's `HTSATWrapper`, which holds the network as `htsat`."""
 
-    def __init__(self):
+    def __init__(self, width: int, depths: tuple[int, ...], n_fft: int):
         super().__init__()
-        self.htsat = HTSAT(AUDIO_WIDTH, AUDIO_DEPTHS)
+        self.htsat = HTSAT(width, depths, n_fft)
         # LAION-CLAP's HTSAT steps 480 samples at 48 kHz; msclap's config steps 320.
         self.htsat.spectrogram_extractor.hop = HOP
 
@@ -238,24 +249,32 @@ class _HtsatHolder(nn.Module):
 class AudioEncoder(nn.Module):
     """`audio_encoder`: HTSAT and the projection of its pooled tokens."""
 
-    def __init__(self):
+    def __init__(self, audio: AudioSizes = HTSAT_TINY, joint: int = JOINT):
         super().__init__()
-        self.base = _HtsatHolder()
-        self.projection = Projection(AUDIO_FEATURES, JOINT)
+        width, depths, n_fft = audio
+        self.base = _HtsatHolder(width, depths, n_fft)
+        self.projection = Projection(width * 2 ** (len(depths) - 1), joint)
 
     def forward(self, audio: torch.Tensor) -> torch.Tensor:
-        """7 s windows at 44.1 kHz [n, 308700] -> embeddings [n, 1024], not normalised."""
+        """7 s windows at 44.1 kHz [n, 308700] -> embeddings [n, joint], not normalised."""
         return self.projection(self.base.htsat(audio))
 
 
 class MsClap(nn.Module):
-    """msclap's `CLAP` (GPT-2 text encoder) by the released names."""
+    """msclap's `CLAP` (GPT-2 text encoder) by the released names; `untrained` where the file
+    is a stand-in's."""
 
-    def __init__(self, text_sizes: tuple[int, ...] = GPT2_SIZES):
+    def __init__(
+        self,
+        text_sizes: tuple[int, ...] = GPT2_SIZES,
+        audio: AudioSizes = HTSAT_TINY,
+        joint: int = JOINT,
+    ):
         super().__init__()
-        self.audio_encoder = AudioEncoder()
-        self.caption_encoder = TextEncoder(*text_sizes)
+        self.audio_encoder = AudioEncoder(audio, joint)
+        self.caption_encoder = TextEncoder(*text_sizes, joint)
         self.logit_scale = nn.Parameter(torch.zeros(()))
+        self.untrained = False
 
 
 class WrongCheckpoint(ValueError):
@@ -307,27 +326,82 @@ def check_state(net: nn.Module, params: dict[str, torch.Tensor], source: str) ->
         raise WrongCheckpoint(source, missing, unexpected, wrong)
 
 
+_HTSAT = "audio_encoder.base.htsat."
+_STAGE = re.compile(re.escape(_HTSAT) + r"layers\.(\d+)\.blocks\.(\d+)\.")
+
+
+def audio_sizes(params: dict[str, torch.Tensor]) -> tuple[AudioSizes, int]:
+    """((width, depths, DFT points), joint size) of the file's HTSAT and projections;
+    HTSAT-tiny's and 1,024 where the tensor that tells is absent (the check then names what is
+    missing)."""
+    width, depths, n_fft = HTSAT_TINY
+    if (patch := params.get(_HTSAT + "patch_embed.proj.weight")) is not None and patch.dim():
+        width = int(patch.shape[0])
+    dft = params.get(_HTSAT + "spectrogram_extractor.stft.conv_real.weight")
+    if dft is not None and dft.dim() == 3:
+        n_fft = int(dft.shape[2])
+    blocks: dict[int, int] = {}
+    for key in params:
+        if m := _STAGE.match(key):
+            stage, block = int(m.group(1)), int(m.group(2))
+            blocks[stage] = max(blocks.get(stage, 0), block + 1)
+    if blocks:
+        depths = tuple(blocks.get(i, 0) for i in range(1 + max(blocks)))
+    joint = JOINT
+    if (first := params.get("audio_encoder.projection.linear1.weight")) is not None:
+        joint = int(first.shape[0]) if first.dim() else joint
+    return (width, depths, n_fft), joint
+
+
+def impossible_audio(width: int, depths: tuple[int, ...], n_fft: int) -> list[str]:
+    """Why no HTSAT has these sizes (its heads per stage fixed, the 64 x 64 patches halved at
+    each of up to four stages): nothing to build the file's network from."""
+    problems = []
+    if not 1 <= len(depths) <= len(HEADS) or 0 in depths:
+        problems.append(f"HTSAT's stages hold {list(depths)} blocks, not 1 to 4 stages of some")
+    if width < HEADS[0] or width % HEADS[0]:
+        problems.append(f"HTSAT's width {width} is not divided among its {HEADS[0]} heads")
+    if n_fft < 2 or n_fft % 2:
+        problems.append(f"HTSAT's DFT kernels of {n_fft} points are not an even number of them")
+    return problems
+
+
+def read_release(path: str | Path) -> tuple[dict[str, torch.Tensor], bool]:
+    """The file's parameters, and whether it says it is an untrained stand-in."""
+    from ..embeddings.vggish import _state_dict, _torch_load
+
+    raw = _torch_load(Path(path))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} holds no state dict (a {type(raw).__name__})")
+    return _state_dict(raw), bool(raw.get(UNTRAINED))
+
+
 def load_msclap(path: str | Path) -> MsClap:
     """The released model from its file, checked whole, on the CPU in eval mode."""
-    from ..embeddings.released import read_state_dict
-
     source = str(path)
-    params = read_state_dict(path)
+    params, untrained = read_release(path)
+    audio, joint = audio_sizes(params)
+    if problems := impossible_audio(*audio):
+        raise ValueError(
+            f"{source} is not an MS-CLAP 2023 checkpoint ({WEIGHTS_FILE}, {WEIGHTS_SOURCE}): "
+            + "; ".join(problems)
+        )
     with torch.device("meta"):
-        net = MsClap(text_sizes(params))
+        net = MsClap(text_sizes(params), audio, joint)
     check_state(net, params, source)
     wanted = net.state_dict()
     net.load_state_dict(
         {k: params[k].float() if params[k].is_floating_point() else params[k] for k in wanted},
         assign=True,
     )
+    net.untrained = untrained
     return net.eval()
 
 
 def text_embeddings(
     encoder: TextEncoder, tokenizer: Gpt2Tokenizer, texts: list[str]
 ) -> torch.Tensor:
-    """The projected embeddings [n, 1024] of texts, not normalised, as msclap's."""
+    """The projected embeddings [n, joint] of texts, not normalised, as msclap's."""
     device = next(encoder.parameters()).device
     with torch.inference_mode():
         return encoder(tokenizer(texts).to(device))

@@ -55,13 +55,22 @@ BATCH = 8
 
 
 class Pam:
-    """MS-CLAP's audio encoder on a device, and PAM's prompts embedded and normalised."""
+    """MS-CLAP's audio encoder on a device, PAM's prompts embedded and normalised, and whether
+    the file was an untrained stand-in (standins.py: its scores mean nothing)."""
 
-    def __init__(self, audio: AudioEncoder, prompts: torch.Tensor, scale: float, device=None):
+    def __init__(
+        self,
+        audio: AudioEncoder,
+        prompts: torch.Tensor,
+        scale: float,
+        device: str | torch.device | None = None,
+        untrained: bool = False,
+    ):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.audio = audio.eval().to(self.device)
         self.prompts = F.normalize(prompts.float(), dim=-1).to(self.device)
         self.scale = float(scale)
+        self.untrained = untrained
 
     def window_scores(self, windows: torch.Tensor) -> torch.Tensor:
         """PAM's score [n] of 7 s windows at 44.1 kHz [n, 308700]."""
@@ -108,7 +117,8 @@ def load(
         ) from exc
     net = load_msclap(path)
     prompts = text_embeddings(net.caption_encoder, words, list(PROMPTS))
-    return Pam(net.audio_encoder, prompts, net.logit_scale.exp().item(), device)
+    scale = net.logit_scale.exp().item()
+    return Pam(net.audio_encoder, prompts, scale, device, untrained=net.untrained)
 
 
 def windows(audio: torch.Tensor, first_only: bool = False) -> torch.Tensor:
@@ -125,9 +135,9 @@ def windows(audio: torch.Tensor, first_only: bool = False) -> torch.Tensor:
     return torch.stack(parts)
 
 
-def score(model: Pam, audio: np.ndarray, sample_rate: int, *, first_only: bool = False) -> float:
-    """PAM's score of one clip (float samples [samples] or [1, samples] at `sample_rate`): the
-    mean over its 7 s windows of the clean prompt's softmax share, in [0, 1]."""
+def _clip(model: Pam, audio: np.ndarray, sample_rate: int) -> torch.Tensor:
+    """One clip (float samples [samples] or [1, samples]) at PAM's rate, on the model's
+    device."""
     x = np.asarray(audio, dtype=np.float32)
     if x.ndim == 2 and x.shape[0] == 1:
         x = x[0]
@@ -135,5 +145,21 @@ def score(model: Pam, audio: np.ndarray, sample_rate: int, *, first_only: bool =
         raise ValueError(f"PAM scores one channel: audio of shape {x.shape} is not [samples]")
     if not x.size:
         raise ValueError("PAM cannot score an empty clip")
-    clip = resample(torch.from_numpy(x).to(model.device), int(sample_rate), SAMPLE_RATE)
+    return resample(torch.from_numpy(x).to(model.device), int(sample_rate), SAMPLE_RATE)
+
+
+def score(model: Pam, audio: np.ndarray, sample_rate: int, *, first_only: bool = False) -> float:
+    """PAM's score of one clip (float samples [samples] or [1, samples] at `sample_rate`): the
+    mean over its 7 s windows of the clean prompt's softmax share, in [0, 1]."""
+    clip = _clip(model, audio, sample_rate)
     return model.window_scores(windows(clip, first_only)).double().mean().item()
+
+
+def scores(model: Pam, clips: list[np.ndarray], sample_rate: int) -> list[float]:
+    """`score` of each clip, their windows encoded together in batches of `BATCH` (a 4-s clip
+    is one window: clip by clip, the encoder would run on one window at a time)."""
+    parts = [windows(_clip(model, audio, sample_rate)) for audio in clips]
+    if not parts:
+        return []
+    values = model.window_scores(torch.cat(parts)).double()
+    return [part.mean().item() for part in values.split([len(p) for p in parts])]

@@ -4,9 +4,16 @@ They are random weights written in the released layouts (parameter names, shapes
 dicts and folders), so that `aesthetics.load` and `pam.load` read them as they read the released
 files and the whole pipeline runs without them: loading, preparing audio, scoring, storing. The
 scores they give are meaningless; only the released checkpoints (docs/objective.md) predict
-anything. The sizes are the released ones wherever the loaders fix them (WavLM Base and its
-heads, HTSAT-tiny); only GPT-2, whose sizes `pam.load` reads from the file, is small here (2
-layers, 128 wide), so scoring takes as long as with the released files.
+anything. Each file carries `untrained_standin: True` beside the released entries (which the
+released code ignores), so what the loaders make of it says it is a stand-in, and so do the
+values' model ids and the results that show them.
+
+The loaders read the networks' sizes from the files' tensors (WavLM's channels, width, inner
+width, heads, layers and positional taps; HTSAT's width and depths; the joint space; GPT-2's
+sizes). By default (RELEASED_SIZES) the stand-ins have the released networks' sizes, WavLM Base
+with heads of five layers and HTSAT-tiny, so scoring takes as long as with the released files;
+only GPT-2 is small (2 layers, 128 wide). DEMO_SIZES writes the same layouts with a few layers
+and small widths, for the demo, whose thousands of clips would otherwise take an hour of CPU.
 
 - Audiobox Aesthetics: `write_aesthetics(path)`, a `checkpoint.pt` as released: a dict of
   `state_dict` (names prefixed `model.`), `model_cfg` (heads of five linear layers with layer
@@ -15,7 +22,8 @@ layers, 128 wide), so scoring takes as long as with the released files.
   state dict: HTSAT-tiny whole, a small GPT-2 over GPT-2's 50,257 tokens) and a part of GPT-2's
   tokenizer files in `gpt2/`: its 256 byte tokens and the merges that PAM's prompts and
   "Hello world" go through, in GPT-2's order, all under GPT-2's own ids.
-- `write_standins(model_dir)`: both, where the settings look by default under FOLEY_MODEL_DIR.
+- `write_standins(model_dir, sizes)`: both, where the settings look by default under
+  FOLEY_MODEL_DIR.
 
 Random values are drawn from seeded generators: the same files from the same seed. Only numpy
 and torch are needed (the mel matrices are computed here, as librosa computes them).
@@ -24,10 +32,15 @@ and torch are needed (the mel matrices are computed here, as librosa computes th
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from . import UNTRAINED
+from .msclap import HTSAT_TINY
+from .wavlm import WAVLM_BASE, WavLMSizes
 
 # --- Audiobox Aesthetics ----------------------------------------------------------------------
 
@@ -43,54 +56,64 @@ TARGETS = {
 }  # fmt: skip
 
 
-def aesthetics_shapes() -> dict[str, tuple[int, ...]]:
-    """Every parameter of the released model and its shape, as the release's code builds it."""
+def aesthetics_shapes(sizes: WavLMSizes = WAVLM_BASE, heads: int = 5) -> dict[str, tuple[int, ...]]:
+    """Every parameter of the released model and its shape, as the release's code builds it
+    (WavLM Base and heads of five linear layers with layer norms), or in the same layout with
+    an encoder of other `sizes` and heads of `heads` linear layers."""
+    c, w, f = sizes.features, sizes.width, sizes.ffn
     shapes: dict[str, tuple[int, ...]] = {}
     inputs = 1
     for i, (kernel, _stride) in enumerate([(10, 5)] + [(3, 2)] * 4 + [(2, 2)] * 2):
-        shapes[f"wavlm_model.feature_extractor.conv_layers.{i}.0.weight"] = (512, inputs, kernel)
-        inputs = 512
+        shapes[f"wavlm_model.feature_extractor.conv_layers.{i}.0.weight"] = (c, inputs, kernel)
+        inputs = c
     for name in ("feature_extractor.conv_layers.0.2", "layer_norm"):
-        shapes[f"wavlm_model.{name}.weight"] = shapes[f"wavlm_model.{name}.bias"] = (512,)
-    shapes["wavlm_model.post_extract_proj.weight"] = (768, 512)
-    shapes["wavlm_model.post_extract_proj.bias"] = (768,)
-    shapes["wavlm_model.mask_emb"] = (768,)
-    shapes["wavlm_model.encoder.pos_conv.0.weight_g"] = (1, 1, 128)
-    shapes["wavlm_model.encoder.pos_conv.0.weight_v"] = (768, 48, 128)
-    shapes["wavlm_model.encoder.pos_conv.0.bias"] = (768,)
-    shapes["wavlm_model.encoder.layer_norm.weight"] = (768,)
-    shapes["wavlm_model.encoder.layer_norm.bias"] = (768,)
-    shapes["wavlm_model.encoder.layers.0.self_attn.relative_attention_bias.weight"] = (320, 12)
-    for i in range(12):
+        shapes[f"wavlm_model.{name}.weight"] = shapes[f"wavlm_model.{name}.bias"] = (c,)
+    shapes["wavlm_model.post_extract_proj.weight"] = (w, c)
+    shapes["wavlm_model.post_extract_proj.bias"] = (w,)
+    shapes["wavlm_model.mask_emb"] = (w,)
+    shapes["wavlm_model.encoder.pos_conv.0.weight_g"] = (1, 1, sizes.pos_kernel)
+    shapes["wavlm_model.encoder.pos_conv.0.weight_v"] = (
+        w, w // sizes.pos_groups, sizes.pos_kernel
+    )  # fmt: skip
+    shapes["wavlm_model.encoder.pos_conv.0.bias"] = (w,)
+    shapes["wavlm_model.encoder.layer_norm.weight"] = (w,)
+    shapes["wavlm_model.encoder.layer_norm.bias"] = (w,)
+    bias_table = "wavlm_model.encoder.layers.0.self_attn.relative_attention_bias.weight"
+    shapes[bias_table] = (320, sizes.heads)
+    for i in range(sizes.layers):
         p = f"wavlm_model.encoder.layers.{i}."
         for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            shapes[f"{p}self_attn.{proj}.weight"] = (768, 768)
-            shapes[f"{p}self_attn.{proj}.bias"] = (768,)
-        shapes[f"{p}self_attn.grep_linear.weight"] = (8, 64)
+            shapes[f"{p}self_attn.{proj}.weight"] = (w, w)
+            shapes[f"{p}self_attn.{proj}.bias"] = (w,)
+        shapes[f"{p}self_attn.grep_linear.weight"] = (8, w // sizes.heads)
         shapes[f"{p}self_attn.grep_linear.bias"] = (8,)
-        shapes[f"{p}self_attn.grep_a"] = (1, 12, 1, 1)
-        shapes[f"{p}fc1.weight"], shapes[f"{p}fc1.bias"] = (3072, 768), (3072,)
-        shapes[f"{p}fc2.weight"], shapes[f"{p}fc2.bias"] = (768, 3072), (768,)
+        shapes[f"{p}self_attn.grep_a"] = (1, sizes.heads, 1, 1)
+        shapes[f"{p}fc1.weight"], shapes[f"{p}fc1.bias"] = (f, w), (f,)
+        shapes[f"{p}fc2.weight"], shapes[f"{p}fc2.bias"] = (w, f), (w,)
         for norm in ("self_attn_layer_norm", "final_layer_norm"):
-            shapes[f"{p}{norm}.weight"] = shapes[f"{p}{norm}.bias"] = (768,)
+            shapes[f"{p}{norm}.weight"] = shapes[f"{p}{norm}.bias"] = (w,)
     for axis in ("CE", "CU", "PC", "PQ"):
-        shapes[f"layer_weights.{axis}"] = (13,)
-        # Linear, LayerNorm, GELU four times, then the output layer: indices 0-3-6-9, 1-4-7-10.
-        for i in (0, 3, 6, 9):
-            shapes[f"proj_layer.{axis}.{i}.weight"] = (768, 768)
-            shapes[f"proj_layer.{axis}.{i}.bias"] = (768,)
-            shapes[f"proj_layer.{axis}.{i + 1}.weight"] = (768,)
-            shapes[f"proj_layer.{axis}.{i + 1}.bias"] = (768,)
-        shapes[f"proj_layer.{axis}.12.weight"] = (1, 768)
-        shapes[f"proj_layer.{axis}.12.bias"] = (1,)
+        shapes[f"layer_weights.{axis}"] = (sizes.layers + 1,)
+        # Linear, LayerNorm, GELU per hidden layer, then the output layer: the released five
+        # layers at indices 0-3-6-9 (their norms 1-4-7-10) and 12.
+        for i in range(0, 3 * (heads - 1), 3):
+            shapes[f"proj_layer.{axis}.{i}.weight"] = (w, w)
+            shapes[f"proj_layer.{axis}.{i}.bias"] = (w,)
+            shapes[f"proj_layer.{axis}.{i + 1}.weight"] = (w,)
+            shapes[f"proj_layer.{axis}.{i + 1}.bias"] = (w,)
+        shapes[f"proj_layer.{axis}.{3 * (heads - 1)}.weight"] = (1, w)
+        shapes[f"proj_layer.{axis}.{3 * (heads - 1)}.bias"] = (1,)
     return shapes
 
 
-def aesthetics_state(seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random parameters of the released names and shapes, scaled to keep activations sane."""
+def aesthetics_state(
+    seed: int = 0, sizes: WavLMSizes = WAVLM_BASE, heads: int = 5
+) -> dict[str, torch.Tensor]:
+    """Random parameters of the released names and shapes (or of `sizes` and `heads` in the
+    same layout), scaled to keep activations sane."""
     rng = torch.Generator().manual_seed(seed)
     state = {}
-    for name, shape in aesthetics_shapes().items():
+    for name, shape in aesthetics_shapes(sizes, heads).items():
         if name.endswith(("norm.weight", "conv_layers.0.2.weight", "layer_norm.weight")):
             value = 1.0 + 0.1 * torch.randn(shape, generator=rng)
         elif name.endswith("weight_g"):
@@ -114,7 +137,8 @@ def aesthetics_cheap_state() -> dict[str, torch.Tensor]:
 
 
 def write_aesthetics(path, state=None, model_cfg=None, targets=None) -> Path:
-    """A `checkpoint.pt` in the released form (random parameters from seed 0 by default)."""
+    """A `checkpoint.pt` in the released form (random parameters from seed 0 by default),
+    marked as an untrained stand-in."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(
@@ -122,6 +146,7 @@ def write_aesthetics(path, state=None, model_cfg=None, targets=None) -> Path:
             "state_dict": aesthetics_state() if state is None else state,
             "model_cfg": MODEL_CFG if model_cfg is None else model_cfg,
             "target_transform": TARGETS if targets is None else targets,
+            UNTRAINED: True,
         },
         path,
     )
@@ -176,11 +201,15 @@ def swin_buffers(resolution: int, shifted: bool) -> dict[str, torch.Tensor]:
     return buffers
 
 
-def htsat_state(variant: str, seed: int = 0, mel_rate: int = 48000) -> dict[str, torch.Tensor]:
+def htsat_state(
+    variant: str | tuple[int, tuple[int, ...], int], seed: int = 0, mel_rate: int = 48000
+) -> dict[str, torch.Tensor]:
     """HTSAT's parameters and buffers under the released names, unprefixed, random but for the
     front end (torchlibrosa's DFT kernels; the mel matrix for `mel_rate`, 64 bands 50-14,000
-    Hz: LAION-CLAP's at 48 kHz, msclap's at 32 kHz)."""
-    width, depths = HTSAT_SIZES[variant]
+    Hz: LAION-CLAP's at 48 kHz, msclap's at 32 kHz). `variant` names released sizes (DFTs of
+    1,024 points), or gives (width, depths, DFT points) for a network of other sizes in the same
+    layout."""
+    width, depths, n_fft = (*HTSAT_SIZES[variant], 1024) if isinstance(variant, str) else variant
     heads = (4, 8, 16, 32)
     rng = torch.Generator().manual_seed(seed)
     shapes: dict[str, tuple] = {
@@ -224,15 +253,15 @@ def htsat_state(variant: str, seed: int = 0, mel_rate: int = 48000) -> dict[str,
     state["bn0.running_mean"] = -20.0 + torch.randn(64, generator=rng)
     state["bn0.running_var"] = 50.0 + torch.rand(64, generator=rng)
     state["bn0.num_batches_tracked"] = torch.tensor(0)
-    window = np.hanning(1025)[:-1]
-    angle = 2 * np.pi * np.arange(513)[:, None] * np.arange(1024)[None, :] / 1024
+    window = np.hanning(n_fft + 1)[:-1]
+    angle = 2 * np.pi * np.arange(n_fft // 2 + 1)[:, None] * np.arange(n_fft)[None, :] / n_fft
     state["spectrogram_extractor.stft.conv_real.weight"] = torch.tensor(
         (np.cos(angle) * window)[:, None, :], dtype=torch.float32
     )
     state["spectrogram_extractor.stft.conv_imag.weight"] = torch.tensor(
         (-np.sin(angle) * window)[:, None, :], dtype=torch.float32
     )
-    mel = slaney_mel(mel_rate, 1024, 64, 50, 14000).T
+    mel = slaney_mel(mel_rate, n_fft, 64, 50, 14000).T
     state["logmel_extractor.melW"] = torch.tensor(mel, dtype=torch.float32)
     return state
 
@@ -278,58 +307,103 @@ def tokenizer_files(folder) -> Path:
     return folder
 
 
-def msclap_state(seed: int = 0) -> dict[str, torch.Tensor]:
-    """msclap's CLAP state dict in the released names, random but for the audio front end."""
+@dataclass(frozen=True)
+class MsClapSizes:
+    """The sizes of an MS-CLAP stand-in: HTSAT's (width, depths, DFT points), the joint space's
+    and GPT-2's (vocabulary, positions, width, layers, inner width)."""
+
+    audio: tuple[int, tuple[int, ...], int] = HTSAT_TINY
+    joint: int = 1024
+    text: tuple[int, int, int, int, int] = (VOCAB, POSITIONS, WIDTH, LAYERS, INNER)
+
+
+def msclap_state(seed: int = 0, sizes: MsClapSizes = MsClapSizes()) -> dict[str, torch.Tensor]:
+    """msclap's CLAP state dict in the released names, random but for the audio front end:
+    HTSAT-tiny and the small GPT-2 by default, or other `sizes` in the same layout."""
     rng = torch.Generator().manual_seed(seed)
 
     def rand(*shape: int, scale: float = 0.05, mean: float = 0.0) -> torch.Tensor:
         return mean + scale * torch.randn(shape, generator=rng)
 
+    vocab, positions, width, layers, inner = sizes.text
+    joint = sizes.joint
     # msclap's HTSAT config builds the mel matrix for 32 kHz, 50-14,000 Hz.
-    audio = htsat_state("htsat-tiny", seed, mel_rate=32000)
+    audio = htsat_state(sizes.audio, seed, mel_rate=32000)
     state = {f"audio_encoder.base.htsat.{k}": v for k, v in audio.items()}
-    for branch, inputs in (("audio_encoder", 768), ("caption_encoder", WIDTH)):
-        state[f"{branch}.projection.linear1.weight"] = rand(1024, inputs, scale=0.1)
-        state[f"{branch}.projection.linear2.weight"] = rand(1024, 1024, scale=0.03)
-        state[f"{branch}.projection.layer_norm.weight"] = rand(1024, scale=0.1, mean=1.0)
-        state[f"{branch}.projection.layer_norm.bias"] = rand(1024)
-    text = {"wte.weight": rand(VOCAB, WIDTH, scale=0.1), "wpe.weight": rand(POSITIONS, WIDTH)}
-    for i in range(LAYERS):
+    pooled = sizes.audio[0] * 2 ** (len(sizes.audio[1]) - 1)
+    for branch, inputs in (("audio_encoder", pooled), ("caption_encoder", width)):
+        state[f"{branch}.projection.linear1.weight"] = rand(joint, inputs, scale=0.1)
+        state[f"{branch}.projection.linear2.weight"] = rand(joint, joint, scale=0.03)
+        state[f"{branch}.projection.layer_norm.weight"] = rand(joint, scale=0.1, mean=1.0)
+        state[f"{branch}.projection.layer_norm.bias"] = rand(joint)
+    text = {"wte.weight": rand(vocab, width, scale=0.1), "wpe.weight": rand(positions, width)}
+    for i in range(layers):
         shapes = {
-            "attn.c_attn.weight": (WIDTH, 3 * WIDTH), "attn.c_attn.bias": (3 * WIDTH,),
-            "attn.c_proj.weight": (WIDTH, WIDTH), "attn.c_proj.bias": (WIDTH,),
-            "mlp.c_fc.weight": (WIDTH, INNER), "mlp.c_fc.bias": (INNER,),
-            "mlp.c_proj.weight": (INNER, WIDTH), "mlp.c_proj.bias": (WIDTH,),
+            "attn.c_attn.weight": (width, 3 * width), "attn.c_attn.bias": (3 * width,),
+            "attn.c_proj.weight": (width, width), "attn.c_proj.bias": (width,),
+            "mlp.c_fc.weight": (width, inner), "mlp.c_fc.bias": (inner,),
+            "mlp.c_proj.weight": (inner, width), "mlp.c_proj.bias": (width,),
         }  # fmt: skip
         text.update({f"h.{i}.{k}": rand(*shape, scale=0.1) for k, shape in shapes.items()})
         for norm in ("ln_1", "ln_2"):
-            text[f"h.{i}.{norm}.weight"] = rand(WIDTH, scale=0.1, mean=1.0)
-            text[f"h.{i}.{norm}.bias"] = rand(WIDTH)
+            text[f"h.{i}.{norm}.weight"] = rand(width, scale=0.1, mean=1.0)
+            text[f"h.{i}.{norm}.bias"] = rand(width)
         # The causal-mask buffers older transformers saved with GPT-2.
-        causal = torch.tril(torch.ones(POSITIONS, POSITIONS, dtype=torch.bool))
-        text[f"h.{i}.attn.bias"] = causal.view(1, 1, POSITIONS, POSITIONS)
+        causal = torch.tril(torch.ones(positions, positions, dtype=torch.bool))
+        text[f"h.{i}.attn.bias"] = causal.view(1, 1, positions, positions)
         text[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
-    text["ln_f.weight"], text["ln_f.bias"] = rand(WIDTH, scale=0.1, mean=1.0), rand(WIDTH)
+    text["ln_f.weight"], text["ln_f.bias"] = rand(width, scale=0.1, mean=1.0), rand(width)
     state.update({f"caption_encoder.base.{k}": v for k, v in text.items()})
     state["logit_scale"] = torch.tensor(float(np.log(1 / 0.07)))
     return state
 
 
-def write_pam(folder, seed: int = 0) -> tuple[Path, Path]:
-    """`CLAP_weights_2023.pth` and the tokenizer folder `gpt2/` in `folder`; their paths."""
+def write_pam(folder, seed: int = 0, sizes: MsClapSizes = MsClapSizes()) -> tuple[Path, Path]:
+    """`CLAP_weights_2023.pth` (marked as an untrained stand-in) and the tokenizer folder
+    `gpt2/` in `folder`; their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    torch.save({"model": msclap_state(seed)}, folder / PAM_FILE)
+    torch.save({"model": msclap_state(seed, sizes), UNTRAINED: True}, folder / PAM_FILE)
     return folder / PAM_FILE, tokenizer_files(folder / TOKENIZER_FOLDER)
 
 
-def write_standins(model_dir) -> dict[str, Path]:
+# --- Both -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StandinSizes:
+    """The networks' sizes in a set of stand-ins: WavLM's, the number of linear layers in each
+    Aesthetics head, and MS-CLAP's."""
+
+    wavlm: WavLMSizes = WAVLM_BASE
+    heads: int = MODEL_CFG["proj_num_layer"]
+    msclap: MsClapSizes = MsClapSizes()
+
+
+# The released networks' sizes (WavLM Base, heads of five layers, HTSAT-tiny), GPT-2 small as the
+# tests have it: what the released files hold, seconds a clip on the CPU.
+RELEASED_SIZES = StandinSizes()
+# The demo's: one layer or block per stage, small widths, DFTs of 128 points, in the same
+# layouts: about 35 ms a 4 s clip for both on one thread (resampling included) where the released
+# sizes take seconds, so the demo's thousands of clips take a minute or two. A window of 16 kHz audio
+# (WavLM's strides), HTSAT's 64 mel bands, 64 x 64 patches and four stages stay as they are.
+DEMO_SIZES = StandinSizes(
+    wavlm=WavLMSizes(features=8, width=32, ffn=64, heads=2, layers=1, pos_kernel=8, pos_groups=2),
+    heads=2,
+    msclap=MsClapSizes(audio=(8, (1, 1, 1, 1), 128), joint=32, text=(VOCAB, POSITIONS, 32, 1, 64)),
+)
+
+
+def write_standins(model_dir, sizes: StandinSizes = RELEASED_SIZES) -> dict[str, Path]:
     """Both predictors' stand-ins where the settings look by default under FOLEY_MODEL_DIR:
-    `audiobox-aesthetics/checkpoint.pt`, `CLAP_weights_2023.pth` and `gpt2/`."""
+    `audiobox-aesthetics/checkpoint.pt`, `CLAP_weights_2023.pth` and `gpt2/`; the released
+    networks' sizes by default, or `sizes` (DEMO_SIZES: the demo's) in the same layouts."""
     model_dir = Path(model_dir)
-    weights, tokenizer = write_pam(model_dir)
+    weights, tokenizer = write_pam(model_dir, sizes=sizes.msclap)
+    config = {**MODEL_CFG, "proj_num_layer": sizes.heads, "nth_layer": sizes.wavlm.layers + 1}
+    state = aesthetics_state(sizes=sizes.wavlm, heads=sizes.heads)
     return {
-        "aesthetics": write_aesthetics(model_dir / AESTHETICS_FILE),
+        "aesthetics": write_aesthetics(model_dir / AESTHETICS_FILE, state, config),
         "pam": weights,
         "pam_tokenizer": tokenizer,
     }

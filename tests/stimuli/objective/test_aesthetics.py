@@ -6,7 +6,9 @@ No released weights are available to the tests: random checkpoints with the publ
 names and shapes stand in for `checkpoint.pt`, in the released form (a dict of `state_dict`, its
 names prefixed `model.`, `model_cfg` and `target_transform`), with heads of five linear layers
 and layer norms as the published configuration describes them (written by the platform's
-stand-ins, stimuli/objective/predictors/standins.py).
+stand-ins, stimuli/objective/predictors/standins.py). The encoder's sizes are read from the
+file: the released layout gives WavLM Base, the demo's smaller stand-in its own sizes, and either
+is held to them name by name and shape by shape.
 """
 
 from __future__ import annotations
@@ -18,8 +20,14 @@ import pytest
 import torch
 
 from stimuli.objective.embeddings import WeightsMissing
-from stimuli.objective.predictors import aesthetics
-from stimuli.objective.predictors.standins import MODEL_CFG, TARGETS
+from stimuli.objective.predictors import aesthetics, wavlm
+from stimuli.objective.predictors.standins import (
+    DEMO_SIZES,
+    MODEL_CFG,
+    TARGETS,
+    aesthetics_state,
+    write_standins,
+)
 from stimuli.objective.predictors.standins import aesthetics_cheap_state as cheap_state
 from stimuli.objective.predictors.standins import write_aesthetics as write_checkpoint
 
@@ -101,6 +109,53 @@ def test_a_checkpoint_not_as_released_names_every_difference_at_once(tmp_path):
         assert name in message
     write_checkpoint(path, cheap_state())
     assert aesthetics.load(path, device="cpu").std.tolist() == pytest.approx([1.5, 1.9, 1.9, 1.8])
+
+
+def test_the_encoders_sizes_are_read_from_the_file_and_held_to_as_strictly(tmp_path):
+    # The released layout gives WavLM Base, as the release's code builds it.
+    released = {k.removeprefix("model.wavlm_model."): v for k, v in cheap_state().items()}
+    problems: list[str] = []
+    assert wavlm.sizes_of(released, problems) == wavlm.WAVLM_BASE and problems == []
+    # The demo's stand-in: the same layout, a smaller encoder, loaded as what it is.
+    small = DEMO_SIZES.wavlm
+    files = write_standins(tmp_path / "demo", DEMO_SIZES)
+    model = aesthetics.load(files["aesthetics"], device="cpu")
+    assert model.net.wavlm_model.sizes == small and model.untrained
+    assert model.net.layer_weights["PQ"].shape == (small.layers + 1,)
+    rated = aesthetics.predict(model, noise(4.0, 22050), 22050)
+    assert list(rated) == list(aesthetics.AXES) and all(np.isfinite(list(rated.values())))
+    # Every tensor is held to the sizes the rest of the file gives: each one that differs, and
+    # an nth_layer that is not the encoder's layers and its input, are named at once.
+    state = aesthetics_state(sizes=small, heads=2)
+    state["model.wavlm_model.encoder.layers.0.fc2.weight"] = torch.zeros(32, 128)
+    state["model.layer_weights.PC"] = torch.zeros(13)
+    del state["model.wavlm_model.encoder.layers.0.self_attn.grep_a"]
+    write_checkpoint(tmp_path / "small.pt", state, {**MODEL_CFG, "proj_num_layer": 2})
+    with pytest.raises(aesthetics.CheckpointMismatch) as caught:
+        aesthetics.load(tmp_path / "small.pt", device="cpu")
+    assert caught.value.missing == ["wavlm_model.encoder.layers.0.self_attn.grep_a"]
+    assert caught.value.wrong_shape == [
+        "wavlm_model.encoder.layers.0.fc2.weight is (32, 128), not (32, 64)",
+        "layer_weights.PC is (13,), not (2,)",
+    ]
+    assert "nth_layer is 13, not 2" in str(caught.value)
+    # Sizes no network has (a width its heads do not divide) build nothing: named as such.
+    state = aesthetics_state(sizes=small, heads=2)
+    state["model.wavlm_model.encoder.layers.0.self_attn.relative_attention_bias.weight"] = (
+        torch.zeros(320, 3)
+    )
+    write_checkpoint(tmp_path / "odd.pt", state, {**MODEL_CFG, "proj_num_layer": 2})
+    with pytest.raises(aesthetics.CheckpointMismatch, match="width of 32 is not divided among 3"):
+        aesthetics.load(tmp_path / "odd.pt", device="cpu")
+
+
+def test_only_a_file_marked_as_a_stand_in_loads_as_untrained(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"state_dict": cheap_state(), "model_cfg": MODEL_CFG, "target_transform": TARGETS},
+               path)  # fmt: skip
+    assert aesthetics.load(path, device="cpu").untrained is False
+    write_checkpoint(path, cheap_state())
+    assert aesthetics.load(path, device="cpu").untrained is True
 
 
 def test_another_head_config_expects_other_heads_and_a_bad_config_is_named(tmp_path):

@@ -11,9 +11,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from stimuli.job_kinds import EMBED, RANK_BY_FAD, SELECT_MEDOIDS
-from stimuli.models import Clip, FadResult, Job, Medoid, ReferenceStats
+from stimuli.job_kinds import EMBED, PREDICTORS, RANK_BY_FAD, SELECT_MEDOIDS
+from stimuli.models import Challenge, Clip, FadResult, Job, Medoid, PredictorScore, ReferenceStats
 from stimuli.objective import config, services
+from stimuli.predictor_axes import AXIS_TITLES
 from tests.objective_setup import bad_crc, npy_header, npz_bytes, small_challenge
 
 
@@ -108,6 +109,42 @@ def test_api_runs_the_stage_and_serves_the_results(api_client, objective):
     assert api_client.post(api(objective.slug, "select-medoids")).status_code == 202
     medoids = api_client.get(api(objective.slug, "medoids")).json()
     assert len(medoids) == Medoid.objects.count() == 20
+
+
+@pytest.fixture
+def demo_standins(settings, tmp_path):
+    """The demo's small stand-ins where the settings look for the predictors' files."""
+    from stimuli.objective.predictors.standins import DEMO_SIZES, write_standins
+
+    settings.FOLEY_MODEL_DIR = str(tmp_path / "models")
+    settings.FOLEY_AESTHETICS_WEIGHTS = settings.FOLEY_PAM_WEIGHTS = ""
+    settings.FOLEY_PAM_TOKENIZER = ""
+    write_standins(tmp_path / "models", DEMO_SIZES)
+
+
+def test_organizer_runs_the_predictors_from_the_page_and_the_api(
+    organizer_client, api_client, objective, demo_standins
+):
+    panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).text
+    assert ">Run the predictors</button>" in panel and "none yet" in panel
+    url = reverse("objective:start", args=[objective.slug, "run-predictors"])
+    text = organizer_client.post(url, HTTP_HX_REQUEST="true").content.decode()
+    clips = Clip.objects.filter(challenge=objective, role=Clip.Role.SYSTEM).count()
+    assert PredictorScore.objects.filter(clip__challenge=objective).count() == clips * 5
+    assert f"{clips * 5} values stored" in text
+    job = Job.objects.get(kind=PREDICTORS)
+    assert job.state == Job.State.SUCCEEDED and job.created_by is not None
+    # The API's action of the same name: the same job kind; a second run scores nothing again.
+    response = api_client.post(api(objective.slug, "run-predictors"))
+    assert response.status_code == 202 and response.json()["kind"] == PREDICTORS
+    again = Job.objects.filter(kind=PREDICTORS).latest("pk")
+    assert again.pk != job.pk and again.result["computed"] == 0
+    # Refused once published, on the page and in the API alike.
+    Challenge.objects.filter(pk=objective.pk).update(phase="published")
+    refused = organizer_client.post(url, HTTP_HX_REQUEST="true")  # htmx swaps 2xx answers only
+    assert refused.status_code == 200 and "published" in refused.text
+    assert organizer_client.post(url).status_code == 409
+    assert api_client.post(api(objective.slug, "run-predictors")).status_code == 409
 
 
 def test_api_settings_and_reference_statistics(api_client, objective):
@@ -230,6 +267,47 @@ def test_clips_page_pages_and_browses_the_medoids(organizer_client, db, tmp_path
     assert page.index("medoid 1<") < page.index("medoid 5<")
     panel = organizer_client.get(reverse("objective:panel", args=[objective.slug])).content.decode()
     assert f"{url}?medoids=1" in panel
+
+
+def test_the_medoids_show_each_clips_predictor_values_where_computed(
+    organizer_client, db, tmp_path
+):
+    objective = small_challenge(tmp_path, slug="medoid-values")
+    assert services.rank_by_fad_now(objective).state == Job.State.SUCCEEDED
+    assert services.select_medoids_now(objective).state == Job.State.SUCCEEDED
+    url = reverse("stimuli:clips", args=[objective.slug]) + "?medoids=1&system=Close&category=rain"
+    page = organizer_client.get(url).content.decode()
+    assert 'title="Audiobox Aesthetics: production quality, 1-10"' not in page  # none computed
+    medoids = list(Medoid.objects.filter(system__name="Close", category__slug="rain"))
+    # Values as the predictors' job stores them, one row per clip and axis; the last medoid has
+    # none (a run under way).
+    rows = [
+        PredictorScore(clip_id=m.clip_id, predictor=predictor, axis=axis, model_id=model,
+                       value=m.position + place / 10)
+        for m in medoids[:-1]
+        for place, (predictor, axis) in enumerate(
+            [("aesthetics", a) for a in ("PQ", "PC", "CE", "CU")] + [("pam", "PAM")]
+        )
+        for model in [f"{predictor}@1a2b"]
+    ]  # fmt: skip
+    PredictorScore.objects.bulk_create(rows)
+    page = organizer_client.get(url).content.decode()
+    table = page[page.index('id="clips"') :]
+    for axis, title in AXIS_TITLES.items():
+        assert f'<th class="num" title="{title}">{axis}</th>' in table
+    first = next(m for m in medoids if m.position == 0)
+    row = table[table.index(first.clip.audio.sha256[:12]) :]
+    row = row[: row.index("</tr>")]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row)[1:]  # after the loudness
+    assert cells == ["0.00", "0.10", "0.20", "0.30", "0.40"]
+    last = medoids[-1].clip.audio.sha256[:12]
+    row = table[table.index(last) :]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row[: row.index("</tr>")])[1:]
+    assert cells == ["\u2013"] * 5  # none yet
+    assert "stand-ins" not in page
+    PredictorScore.objects.filter(axis="PAM").update(model_id="pam@1a2b (untrained stand-in)")
+    page = organizer_client.get(url).content.decode()
+    assert "Untrained stand-ins gave them (the demo's)" in page
 
 
 def test_a_systems_clips_by_their_own_fad_for_organizers_only(

@@ -27,12 +27,15 @@ import torch
 from stimuli.objective.embeddings import WeightsMissing
 from stimuli.objective.predictors import msclap, pam
 from stimuli.objective.predictors.standins import (
+    DEMO_SIZES,
     INNER,
     LAYERS,
     POSITIONS,
     VOCAB,
     WIDTH,
+    msclap_state,
     tokenizer_files,
+    write_pam,
 )
 from stimuli.objective.predictors.standins import msclap_state as released_state
 
@@ -112,6 +115,14 @@ def test_windows_are_pams_and_a_clip_scores_the_mean_of_its_windows():
     expected = (w[:, -1] / clip[-1]).double().mean().item()
     assert pam.score(model, audio, 44100) == pytest.approx(expected, rel=1e-6)
     assert pam.score(model, audio, 44100, first_only=True) == pytest.approx(308699 / clip[-1])
+    # Clips scored together: their windows in one run, each clip the mean of its own.
+    calls = []
+    model.window_scores = lambda w: calls.append(len(w)) or w[:, -1]
+    shorter = audio[: 8 * 44100]
+    together = pam.scores(model, [audio, shorter, audio], 44100)
+    assert calls == [3 + 2 + 3]
+    assert together == pytest.approx([pam.score(model, a, 44100) for a in (audio, shorter, audio)])
+    assert pam.scores(model, [], 44100) == []
 
 
 def test_resampling_keeps_a_tone_and_gives_torchaudios_length():
@@ -149,6 +160,42 @@ def test_every_mismatch_of_a_file_is_named_in_one_error(tmp_path):
     assert "caption_encoder.base.h.0.attn.c_attn.weight is (128, 128), not (128, 384)" in message
     assert "audio_encoder.base.htsat.bn0.weight is (32,), not (64,)" in message
     assert "CLAP_weights_2023.pth" in message and "microsoft/msclap" in message
+
+
+def test_the_networks_sizes_are_read_from_the_file_and_held_to_as_strictly(tmp_path):
+    # The released layout gives HTSAT-tiny, 1,024-point DFTs and the 1,024-d joint space.
+    assert msclap.audio_sizes(released_state()) == (msclap.HTSAT_TINY, 1024)
+    small = DEMO_SIZES.msclap
+    weights, words = write_pam(tmp_path / "demo", sizes=small)
+    model = pam.load(weights, words, device="cpu")
+    htsat = model.audio.base.htsat
+    assert (htsat.patch_embed.proj.out_channels, len(htsat.layers)) == (8, 4)
+    assert htsat.spectrogram_extractor.n_fft == 128 and model.prompts.shape == (2, small.joint)
+    assert model.untrained and 0.0 <= pam.score(model, noise(4.0, 22050), 22050) <= 1.0
+    # Each tensor of another shape than the rest of the file implies is named, as in the
+    # released layout; sizes no HTSAT has are named before anything is built.
+    state = msclap_state(sizes=small)
+    state["audio_encoder.base.htsat.layers.1.blocks.0.mlp.fc1.weight"] = torch.zeros(32, 16)
+    state["audio_encoder.projection.linear2.weight"] = torch.zeros(1024, 1024)
+    torch.save({"model": state}, tmp_path / "small.pth")
+    with pytest.raises(msclap.WrongCheckpoint) as caught:
+        pam.load(tmp_path / "small.pth", words, device="cpu")
+    assert caught.value.wrong == [
+        "audio_encoder.base.htsat.layers.1.blocks.0.mlp.fc1.weight is (32, 16), not (64, 16)",
+        "audio_encoder.projection.linear2.weight is (1024, 1024), not (32, 32)",
+    ]
+    state = msclap_state(sizes=small)
+    state["audio_encoder.base.htsat.patch_embed.proj.weight"] = torch.zeros(6, 1, 4, 4)
+    torch.save({"model": state}, tmp_path / "odd.pth")
+    with pytest.raises(ValueError, match="width 6 is not divided among its 4 heads"):
+        pam.load(tmp_path / "odd.pth", words, device="cpu")
+
+
+def test_only_a_file_marked_as_a_stand_in_reads_as_untrained(files, tmp_path):
+    # The module's file holds the state dict alone, as released; write_pam marks its own.
+    assert msclap.read_release(files / msclap.WEIGHTS_FILE)[1] is False
+    weights, _ = write_pam(tmp_path, sizes=DEMO_SIZES.msclap)
+    assert msclap.read_release(weights)[1] is True
 
 
 def test_a_missing_file_names_itself_its_setting_and_where_it_is_published(tmp_path, settings):

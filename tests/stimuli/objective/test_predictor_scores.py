@@ -4,14 +4,16 @@ new on a second run, a clean failure without its files), and the summary per sys
 
 Most tests put quick stand-ins in the registry (`PREDICTORS`) whose values are a known function
 of the audio; the released networks, even with random weights, take seconds a clip on the CPU.
-The missing-file tests use the real loaders; the last test runs the platform's stand-in files
-(stimuli/objective/predictors/standins.py) through the command and the job.
+The missing-file tests use the real loaders; the last tests run the platform's stand-in files
+(stimuli/objective/predictors/standins.py) through the command and the job: those of the
+released sizes from where the settings look, the demo's small ones from a folder of their own.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import subprocess
@@ -55,7 +57,7 @@ class QuickPredictors:
             monkeypatch.setitem(PREDICTORS, name, self.predictor(PREDICTORS[name]))
 
     def predictor(self, real: Predictor) -> Predictor:
-        def load(device):
+        def load(device, folder):
             return real.name, f"{real.name}@quick{self.files[real.name]}", "cpu"
 
         def rate(model, clips, sample_rate):
@@ -211,6 +213,19 @@ def test_the_job_stores_one_row_per_clip_and_axis_and_adds_nothing_when_run_agai
     assert {now[k][2] for k in now if k[1] == "pam"} == {"pam@quick1"}
 
 
+def test_run_predictors_runs_the_step_on_a_challenge_and_prints_its_means(quick, two_systems):
+    out = io.StringIO()
+    call_command("run_predictors", two_systems.slug, "--predictors", "pam", stdout=out,
+                 stderr=io.StringIO())  # fmt: skip
+    printed = json.loads(out.getvalue())
+    assert printed["predictors"] == ["pam"] and printed["computed"] == 12
+    assert len(printed["summary"]) == 2 * 2  # per system and category, PAM's one axis
+    assert {row["axis"] for row in printed["summary"]} == {"PAM"}
+    assert PredictorScore.objects.filter(clip__challenge=two_systems).count() == 12
+    with pytest.raises(CommandError, match="no challenge 'nothing'"):
+        call_command("run_predictors", "nothing", stderr=io.StringIO())
+
+
 def test_one_job_at_a_time_on_the_gpu_queue_and_the_phases_refusals(quick, two_systems):
     from foley_platform.celery import app
 
@@ -315,3 +330,26 @@ def test_the_stand_in_files_run_through_the_command_and_the_job(db, tmp_path, se
     assert PredictorScore.objects.filter(clip__challenge=challenge).count() == 2 * 5
     summary = predictor_scores.predictor_summary(challenge)
     assert len(summary) == 2 * 5 and all(r["clips"] == 1 for r in summary)
+
+
+def test_the_demos_small_stand_ins_run_from_a_folder_of_their_own_and_say_so(
+    db, tmp_path, no_files
+):
+    from stimuli.objective.predictors.standins import DEMO_SIZES, write_standins
+    from stimuli.predictor_axes import UNTRAINED_MARK
+
+    write_standins(tmp_path / "demo-models", DEMO_SIZES)
+    challenge = small_challenge(
+        tmp_path / "audio", systems=TWO_SYSTEMS, system_clips=2, reference_clips=1
+    )
+    # Not where the settings look: the folder is named by the job, and recorded in it.
+    job = services.predictors_now(challenge, model_dir=str(tmp_path / "demo-models"))
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert job.params["model_dir"] == str(tmp_path / "demo-models")
+    assert all(i.endswith(f" {UNTRAINED_MARK}") for i in job.result["model_ids"].values())
+    clips = Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).count()
+    assert PredictorScore.objects.filter(clip__challenge=challenge).count() == clips * 5
+    summary = predictor_scores.predictor_summary(challenge)
+    assert {r["model_id"] for r in summary} == set(job.result["model_ids"].values())
+    # Nothing was looked for, or left, where the released files belong.
+    assert not no_files.exists() or not any(no_files.iterdir())
