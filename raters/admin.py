@@ -15,6 +15,7 @@ from .models import (
     Stimulus,
     TextJudge,
     TextPromptStudy,
+    Vote,
 )
 
 
@@ -89,6 +90,12 @@ class CategorySessionAdmin(admin.ModelAdmin):
 class RatingAdmin(admin.ModelAdmin):
     list_display = ["trial", "quality", "fit", "created_at"]
     readonly_fields = ["trial", "quality", "fit", "idempotency_key"]
+
+
+@admin.register(Vote)
+class VoteAdmin(admin.ModelAdmin):
+    list_display = ["pair", "quality", "fit", "created_at"]
+    readonly_fields = ["pair", "quality", "fit", "idempotency_key"]
 
 
 @admin.register(DiversityItem)

@@ -47,6 +47,10 @@ ScreeningSection = section_model(
     },
 )
 LISTENING_FIELDS = [
+    "design",
+    "pairs_per_session",
+    "anchor_pairs_per_session",
+    "target_votes",
     "categories_min",
     "categories_max",
     "crowd_categories",
@@ -66,9 +70,10 @@ LISTENING_FIELDS = [
 SECRET_FIELDS = ["completion_url", "completion_code"]
 Listening = section_model(
     "Listening",
-    "The listening test's design: categories per rater, ratings wanted, hidden anchors (a "
-    "third of each kind: high quality and fit, low quality, poor fit), gold trials, the "
-    "examples heard first, loudness, the share of each sound to be heard, and screening.",
+    "The listening test's design: sliders or A/B trials (pairs), categories per rater, "
+    "ratings or votes wanted, hidden anchors (a third of each kind: high quality and fit, low "
+    "quality, poor fit), gold trials, the examples heard first, loudness, the share of each "
+    "sound to be heard, and screening.",
     ListeningTest,
     LISTENING_FIELDS,
     described={

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,16 +247,30 @@ def lifts(
 
 def find(rows: Iterable[tuple[str, str, str, float, float]], rule: Mapping[str, float]) -> Finding:
     """The raters favouring a system, alone (`z`) or as one of a cluster (`cluster_z`,
-    `cluster_p`), each with their largest lift and the words that name it.
+    `cluster_p`), each with their largest lift and the words that name it."""
+    return in_rounds(lifts, list(rows), rule, _amount)
+
+
+def _amount(lift: Lift) -> str:
+    return f"{lift.points:+.1f} points over {lift.sounds} sounds"
+
+
+def in_rounds(
+    measure: Callable[..., list[Lift]],
+    rows: list,
+    rule: Mapping[str, float],
+    amount: Callable[[Lift], str],
+) -> Finding:
+    """The finding over `rows` of the lifts `measure` gives (`measure(rows, not_heard=...)`),
+    named in the words of `amount` (a lift's size and what it was measured over).
 
     In rounds: a farm answering the other systems low drags their consensus down, and so makes
     honest raters look as if they lifted them. After each round the plainest of the raters
     named (a lift at least half the largest) take no part in the consensus of the next, until
     no one new is that plain (`ROUNDS` at most); the last round's names stand."""
-    rows = list(rows)
     named: frozenset[str] = frozenset()
     for _ in range(ROUNDS):
-        finding = _find(lifts(rows, not_heard=named), rule)
+        finding = _find(measure(rows, not_heard=named), rule, amount)
         if not finding.favouring:
             break
         # Only the plainest leave the consensus: a farm drags the consensus of every sound it
@@ -270,7 +284,7 @@ def find(rows: Iterable[tuple[str, str, str, float, float]], rule: Mapping[str, 
     return finding
 
 
-def _find(found: list[Lift], rule: Mapping[str, float]) -> Finding:
+def _find(found: list[Lift], rule: Mapping[str, float], amount: Callable[[Lift], str]) -> Finding:
     by_system: dict[str, list[Lift]] = defaultdict(list)
     for lift in found:
         by_system[lift.system].append(lift)
@@ -293,15 +307,14 @@ def _find(found: list[Lift], rule: Mapping[str, float]) -> Finding:
             continue
         if lift.z >= rule["z"]:
             words = (
-                f"rates system {lift.system} {lift.points:+.1f} points above the other raters "
-                f"over {lift.sounds} sounds (z {lift.z:.1f}, limit {rule['z']:g})"
+                f"lifts system {lift.system} above the other raters by {amount(lift)} "
+                f"(z {lift.z:.1f}, limit {rule['z']:g})"
             )
         elif lift.system in in_cluster and lift.z >= rule["cluster_z"] and lift.points > 0:
             cluster = next(c for c in clusters if c.system == lift.system)
             words = (
                 f"one of {cluster.raters} raters lifting system {lift.system} (about "
-                f"{cluster.expected:g} expected by chance): {lift.points:+.1f} points over "
-                f"{lift.sounds} sounds (z {lift.z:.1f})"
+                f"{cluster.expected:g} expected by chance): {amount(lift)} (z {lift.z:.1f})"
             )
         else:
             continue

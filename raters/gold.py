@@ -43,7 +43,7 @@ from stimuli.selectors import clip_spec
 
 from . import delivery, selectors
 from .errors import ListeningError
-from .models import CategorySession, GoldSound, ListeningTest, Trial
+from .models import PAIRS, CategorySession, GoldSound, ListeningTest, Trial
 
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 # The hearing check's voices (its threshold is relative to them: kept as they were).
@@ -137,6 +137,26 @@ def instruction(rng: random.Random) -> tuple[str, int, int]:
         return sentence(n, n, opening=opening), n, n
     quality, fit = rng.sample(range(1, 10), 2)
     return sentence(quality, fit, rng.random() < 0.5, opening, joining), quality, fit
+
+
+# The pairs design's trapping sounds ask for a vote on both questions of their A/B trial: this
+# sound, the other one, or a tie, in words drawn from these.
+VOTE_OPENINGS = ("Please choose", "Choose", "Now choose", "Okay, choose", "Please pick", "Pick")
+VOTE_ANSWERS = {"this": "this sound", "other": "the other sound", "tie": "a tie"}
+VOTE_ENDINGS = ("on both questions", "for both questions", "for quality and for fit")
+
+
+def vote_sentence(vote: str, opening: str = "", ending: str = "") -> str:
+    """The words asking for `vote` (`GOLD_VOTES`) on both questions of an A/B trial."""
+    opening, ending = opening or VOTE_OPENINGS[0], ending or VOTE_ENDINGS[0]
+    return f"{opening} {VOTE_ANSWERS[vote]} {ending}."
+
+
+def vote_instruction(rng: random.Random) -> tuple[str, str]:
+    """What a trapping sound of A/B trials says, and the vote it asks for: its own side, the
+    other or a tie, alike often."""
+    vote = rng.choice(list(VOTE_ANSWERS))
+    return vote_sentence(vote, rng.choice(VOTE_OPENINGS), rng.choice(VOTE_ENDINGS)), vote
 
 
 def instructions() -> list[tuple[str, int, int]]:
@@ -366,8 +386,15 @@ def trapping_sound(
     challenge: Challenge, rng: random.Random, test: ListeningTest | None = None
 ) -> GoldSound:
     """A built-in trapping sound, rendered for delivery at once: its first fetch reads a file,
-    like a stimulus's."""
-    text, quality, fit = instruction(rng)
+    like a stimulus's. Of the pairs design, one asking for a vote (its ranges span the
+    scales)."""
+    test = test or selectors.listening_test(challenge)
+    if test.design == PAIRS:
+        text, vote = vote_instruction(rng)
+        quality = fit = (0, 10)
+    else:
+        text, q, f = instruction(rng)
+        vote, quality, fit = "", (q, q), (f, f)
     samples = trapping_speech(text, challenge.sample_rate, challenge.clip_frames, rng)
     audio = delivery.store_samples(samples, challenge.sample_rate)
     gold, _ = GoldSound.objects.get_or_create(
@@ -376,13 +403,14 @@ def trapping_sound(
         defaults={
             "label": text,
             "builtin": True,
-            "quality_min": quality,
-            "quality_max": quality,
-            "fit_min": fit,
-            "fit_max": fit,
+            "quality_min": quality[0],
+            "quality_max": quality[1],
+            "fit_min": fit[0],
+            "fit_max": fit[1],
+            "vote": vote,
         },
     )
-    delivery.delivered_audio(audio, test or selectors.listening_test(challenge))
+    delivery.delivered_audio(audio, test)
     return gold
 
 
@@ -398,8 +426,20 @@ def pool_wanted(challenge: Challenge, test: ListeningTest) -> int:
 
 
 def unplaced(challenge: Challenge) -> QuerySet[GoldSound]:
-    """The built-in trapping sounds no trial has taken yet."""
-    return GoldSound.objects.filter(challenge=challenge, builtin=True, placed_at__isnull=True)
+    """The built-in trapping sounds of the test's design that no trial has taken yet."""
+    pairs = selectors.listening_test(challenge).design == PAIRS
+    found = GoldSound.objects.filter(challenge=challenge, builtin=True, placed_at__isnull=True)
+    return found.exclude(vote="") if pairs else found.filter(vote="")
+
+
+def uses_own(challenge: Challenge) -> bool:
+    """Whether the sessions take the organizer's own gold sounds (the slider design, once any
+    was uploaded), not built-in trapping sounds: an uploaded one asks for slider values, which
+    an A/B trial has none of."""
+    test = selectors.listening_test(challenge)
+    if test.design == PAIRS:
+        return False
+    return GoldSound.objects.filter(challenge=challenge, builtin=False).exists()
 
 
 def make_pool(
@@ -411,7 +451,7 @@ def make_pool(
     """Top the pool of built-in trapping sounds up to `pool_wanted` (none while the organizer's
     own gold sounds are used); returns how many were made."""
     test = selectors.listening_test(challenge)
-    if GoldSound.objects.filter(challenge=challenge, builtin=False).exists():
+    if uses_own(challenge):
         return 0
     missing = pool_wanted(challenge, test) - unplaced(challenge).count()
     for n in range(max(0, missing)):
@@ -487,6 +527,18 @@ def add_gold_sound(
     return gold
 
 
+def take_builtin(challenge: Challenge, count: int, rng: random.Random) -> list[GoldSound]:
+    """`count` built-in trapping sounds of the test's design for one session, in a drawn order:
+    from the pool, and any the pool lacks made now (rendered before the session's first
+    page); each marked placed, so no other trial hears it."""
+    chosen = _take_from_pool(challenge, count)
+    made = [trapping_sound(challenge, rng) for _ in range(count - len(chosen))]
+    GoldSound.objects.filter(pk__in=[g.pk for g in made]).update(placed_at=timezone.now())
+    chosen += made
+    rng.shuffle(chosen)
+    return chosen
+
+
 def place(
     session: CategorySession, trials: list[Trial], count: int, rng: random.Random
 ) -> list[Trial]:
@@ -498,8 +550,8 @@ def place(
     if count <= 0 or not trials:
         return trials
     challenge = session.category.challenge
-    pool = list(GoldSound.objects.filter(challenge=challenge, builtin=False).order_by("id"))
-    if pool:
+    if uses_own(challenge):
+        pool = list(GoldSound.objects.filter(challenge=challenge, builtin=False).order_by("id"))
         heard = set(
             Trial.objects.filter(session__rater=session.rater, gold__isnull=False).values_list(
                 "gold_id", flat=True
@@ -509,11 +561,7 @@ def place(
         pool.sort(key=lambda gold: gold.pk in heard)
         chosen = [pool[k % len(pool)] for k in range(count)]
     else:
-        chosen = _take_from_pool(challenge, count)
-        made = [trapping_sound(challenge, rng) for _ in range(count - len(chosen))]
-        GoldSound.objects.filter(pk__in=[g.pk for g in made]).update(placed_at=timezone.now())
-        chosen += made
-        rng.shuffle(chosen)
+        chosen = take_builtin(challenge, count, rng)
     items = list(trials)
     for gold in chosen:
         items.insert(

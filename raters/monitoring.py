@@ -13,7 +13,8 @@ from stimuli.models import Challenge
 
 from . import rules as engine
 from . import screening, selectors
-from .models import Rater, Rating, ScreeningAttempt
+from .models import VOTE_QUESTIONS, Rater, Rating, ScreeningAttempt, Vote
+from .vote_favouritism import SCORE, VoteRow
 
 # The screening rules (headphones, hearing) show in their steps' columns.
 STEP_CODES = {"level": "LV", "headphones": "HP", "hearing": "HC"}
@@ -107,8 +108,8 @@ def _worst(actions: list[str]) -> str:
 def panel_verdicts(challenge: Challenge, rules) -> dict[str, dict[int, tuple[str, str]]]:
     """The panel rules (favouritism) over the answers stored so far, as the scoring will apply
     them: per rule, per rater id, the action and the words naming why. Every rater the rule
-    could judge is in it ("ok" when not named); self-ratings are left out, as scoring removes
-    them."""
+    could judge is in it ("ok" when not named); self-ratings and self-votes are left out, as
+    scoring removes them. A test of the pairs design is judged on its votes."""
     answers = Rating.objects.filter(
         trial__session__rater__challenge=challenge, trial__stimulus__isnull=False
     ).values_list(
@@ -125,18 +126,48 @@ def panel_verdicts(challenge: Challenge, rules) -> dict[str, dict[int, tuple[str
         for rater, team, system, owner, stimulus, quality, fit in answers
         if team is None or team != owner
     ]
-    if not rows:
+    votes = _vote_rows(challenge)
+    if not rows and not votes:
         return {}
     crowd = set(
         Rater.objects.filter(challenge=challenge, kind=Rater.Kind.CROWD).values_list(
             "pk", flat=True
         )
     )
-    out = {}
-    for name, panel in engine.assess_panel(rows, rules, crowd=crowd).items():
-        out[name] = {rater: ("ok", "") for rater in panel.finding.judged}
-        out[name].update({r: (flag.action, flag.reason) for r, flag in panel.flags.items()})
+    out: dict[str, dict[int, tuple[str, str]]] = {}
+    for answered, are_votes in ((rows, False), (votes, True)):
+        if not answered:
+            continue
+        found = engine.assess_panel(answered, rules, crowd=crowd, votes=are_votes)
+        for name, panel in found.items():
+            verdicts = out.setdefault(name, {})
+            verdicts.update({rater: ("ok", "") for rater in panel.finding.judged})
+            verdicts.update({r: (flag.action, flag.reason) for r, flag in panel.flags.items()})
     return out
+
+
+def _vote_rows(challenge: Challenge) -> list[VoteRow]:
+    """The votes on A/B trials of two stimuli, one row per question, by rater id; self-votes
+    left out."""
+    votes = Vote.objects.filter(
+        pair__session__rater__challenge=challenge,
+        pair__left__stimulus__isnull=False,
+        pair__right__stimulus__isnull=False,
+    ).values_list(
+        "pair__session__rater_id",
+        "pair__session__rater__team_id",
+        "pair__left__stimulus__system_id",
+        "pair__left__stimulus__system__team_id",
+        "pair__right__stimulus__system_id",
+        "pair__right__stimulus__system__team_id",
+        *VOTE_QUESTIONS,
+    )
+    return [
+        VoteRow(rater, left, right, SCORE[winner])
+        for rater, team, left, left_team, right, right_team, *winners in votes
+        if team is None or team not in (left_team, right_team)
+        for winner in winners
+    ]
 
 
 def rows(challenge: Challenge) -> tuple[list[Row], list[str]]:

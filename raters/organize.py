@@ -35,6 +35,10 @@ class SettingsForm(forms.ModelForm):
     class Meta:
         model = ListeningTest
         fields = [
+            "design",
+            "pairs_per_session",
+            "anchor_pairs_per_session",
+            "target_votes",
             "categories_min",
             "categories_max",
             "crowd_categories",
@@ -56,6 +60,10 @@ class SettingsForm(forms.ModelForm):
             "categories_max": "Categories per rater, at most",
             "crowd_categories": "Categories per crowd worker",
             "target_ratings": "Ratings wanted per stimulus",
+            "design": "How raters answer",
+            "pairs_per_session": "A/B trials per session (pairs)",
+            "anchor_pairs_per_session": "Hidden anchors' A/B trials per session (pairs)",
+            "target_votes": "Votes wanted per pair of systems (pairs)",
             "anchors_per_session": "Hidden anchors per session",
             "gold_per_session": "Gold (trapping) trials per session",
             "familiarization_clips": "Familiarization examples",
@@ -69,9 +77,19 @@ class SettingsForm(forms.ModelForm):
             "instructions_text": forms.Textarea(attrs={"rows": 3}),
         }
 
+    # The pairs design's settings: a form posted without them (one made before they existed)
+    # keeps the test's own, and changes nothing the design's refusal would guard.
+    KEPT_WHEN_LEFT_OUT = ("design", "pairs_per_session", "anchor_pairs_per_session", "target_votes")
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["gold_per_session"].required = False  # none, as DCASE had, when left out
+        if self.is_bound and any(name not in self.data for name in self.KEPT_WHEN_LEFT_OUT):
+            data = self.data.copy()
+            for name in self.KEPT_WHEN_LEFT_OUT:
+                if name not in data:
+                    data[name] = getattr(self.instance, name)
+            self.data = data
 
     def clean_gold_per_session(self):
         return self.cleaned_data.get("gold_per_session") or 0
@@ -410,6 +428,15 @@ def ratings_csv(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     text = to_csv(selectors.export_rating_rows(challenge), selectors.EXPORT_RATING_COLUMNS)
     return csv_response(text, f"{slug}-ratings.csv")
+
+
+@challenge_organizer_or_403
+def votes_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """The pairs design's votes, one row per vote and question, each with its sides' listening
+    record: what the scoring reads (`score_offline --pairs` takes the file as it is)."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    text = to_csv(selectors.export_vote_rows(challenge), selectors.VOTE_COLUMNS)
+    return csv_response(text, f"{slug}-votes.csv")
 
 
 @challenge_organizer_or_403

@@ -16,6 +16,7 @@ urlpatterns = [
     path("diversity/", organize.rate_diversity, name="rate_diversity"),
     path("ratings.csv", organize.ratings_csv, name="ratings_csv"),
     path("diversity.csv", organize.diversity_csv, name="diversity_csv"),
+    path("votes.csv", organize.votes_csv, name="votes_csv"),
     path("crowd.csv", organize.crowd_csv, name="crowd_csv"),
     path("platform/", organize.platform_export, name="platform_export"),
     path("screening/", organize.screening_settings, name="screening"),

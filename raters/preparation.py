@@ -103,6 +103,9 @@ def listening_began(challenge: Challenge) -> bool:
 # What a category session is built from when a rater begins it: changed later, the sessions
 # already built would follow another design than those still to come.
 DESIGN_FIELDS = (
+    "design",
+    "pairs_per_session",
+    "anchor_pairs_per_session",
     "categories_min",
     "categories_max",
     "crowd_categories",
@@ -430,7 +433,7 @@ def prepare(challenge: Challenge, *, progress=None, seed: int | None = None) -> 
     anchors = build_anchors(challenge, seed=seed, progress=progress)
     if (
         selectors.listening_test(challenge).gold_per_session
-        and not GoldSound.objects.filter(challenge=challenge, builtin=False).exists()
+        and not gold.uses_own(challenge)
         and (missing := gold.speaker_missing())
     ):
         raise ListeningError(missing, 409)

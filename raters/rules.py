@@ -10,7 +10,8 @@ A rule judges one of three things (its `scope`):
   category, role, quality, fit`, and where known `heard_fraction`, `answer_s`; gold trials add
   `expected_quality`, `expected_fit`, or the ranges `expected_quality_min`/`_max`,
   `expected_fit_min`/`_max`; `rater_kind` says whether the rater is a crowd worker; `platform`
-  why the crowd platform's record takes the rater out). Its function takes the `Session` and the
+  why the crowd platform's record takes the rater out; a vote on an A/B trial is one row per
+  question, role `pair`, with `question` and `winner`). Its function takes the `Session` and the
   rule's parameters and returns the reason the session breaks it, or None. A rule with a `judge`
   function assesses the text-prompt study's judges too, over their answers to sounds.
 - SCREENING: one rater's screening checks (step: result in words of each check whose last
@@ -18,7 +19,7 @@ A rule judges one of three things (its `scope`):
 - PANEL: every rater at once, over trial rows (rater, system, stimulus, quality, fit) with the
   self-ratings left out; its function returns what it found: the raters it could judge
   (`judged`) and those it names, with the words (`named`); its action on every session of each
-  rater named.
+  rater named. A panel rule with a `votes` function judges the votes on A/B trials too.
 
 Every rule is "exclude", "flag" or "off", and may take another action for crowd workers
 (`crowd_action`). By default sessions are excluded by the hidden anchors (an answer on the wrong
@@ -41,7 +42,12 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from . import favouritism
+from . import favouritism, vote_favouritism
+
+# Votes on A/B trials (the pairs design), one row per question (raters.vote_rules): the anchor,
+# straight-lining and gold rules read slider answers only; the same-side and anchor-pair rules
+# read these.
+from .vote_rules import GOLD_PAIR, VOTE_ROLES, anchor_pairs, same_side
 
 ACTIONS = ("exclude", "flag", "off")
 SESSION, SCREENING, PANEL = "session", "screening", "panel"
@@ -150,6 +156,9 @@ class Rule:
     assess: Callable[..., Any]
     short: str = ""  # the monitoring table's column head; "" for no column
     judge: Callable[[Session, Mapping], str | None] | None = None  # text-prompt judges too
+    # PANEL: (vote rows, parameters) -> PanelFinding, where the rule judges votes on A/B trials
+    # too (raters.vote_favouritism.VoteRow).
+    votes: Callable[..., Any] | None = None
     check: Callable[[Mapping], None] | None = None  # further checks of the parameters
 
     def parameters(self) -> dict[str, Any]:
@@ -178,6 +187,8 @@ def register(rule: Rule) -> Rule:
         raise RuleError(f"{rule.code}: short code {rule.short!r} is taken")
     if rule.judge is not None and rule.scope != SESSION:
         raise RuleError(f"{rule.code}: only a session rule assesses judges")
+    if rule.votes is not None and rule.scope != PANEL:
+        raise RuleError(f"{rule.code}: only a panel rule has a function for votes")
     REGISTRY[rule.code] = rule
     return rule
 
@@ -348,21 +359,26 @@ class Panel:
 
 
 def assess_panel(
-    rows: Sequence[tuple[Hashable, str, str, float, float]],
+    rows: Sequence,
     rules: RaterRules,
     *,
     crowd: Collection[Hashable] = frozenset(),
     skip_off: bool = False,
+    votes: bool = False,
 ) -> dict[str, Panel]:
     """Every panel rule over the trial rows (rater, system, stimulus, quality, fit; self-ratings
-    left out), by rule; `crowd` names the crowd workers among the raters. `skip_off` leaves out
-    a rule whose actions are both off."""
+    left out), or with `votes` over vote rows (`vote_favouritism.VoteRow`; self-votes left out)
+    by the rules that judge votes, by rule; `crowd` names the crowd workers among the raters.
+    `skip_off` leaves out a rule whose actions are both off."""
     out = {}
     for rule in registered(PANEL):
         params = rules[rule.code]
         if skip_off and {params["action"], params.get("crowd_action", "off")} == {"off"}:
             continue
-        finding = rule.assess(rows, params)
+        function = rule.votes if votes else rule.assess
+        if function is None:
+            continue
+        finding = function(rows, params)
         flags = {}
         for rater, words in finding.named.items():
             action = action_of(params, crowd=rater in crowd)
@@ -433,7 +449,9 @@ def _anchors(session: Session, rule: Mapping) -> str | None:
     answered, wrong, per = verdict.anchors, verdict.misrated, rule["anchors_per_session"]
     if wrong >= rule["exclude_at"]:
         return f"{wrong} of {answered} anchors misrated (limit {rule['exclude_at']})"
-    if session.finished and per and answered < per:
+    # A session of A/B trials holds no slider anchors to count.
+    votes_only = all(row["role"] in VOTE_ROLES for row in session.answers)
+    if session.finished and per and answered < per and not votes_only:
         if answered == 0:
             return "no anchor answered"
         if wrong * per >= rule["exclude_at"] * answered:
@@ -455,7 +473,11 @@ def _check_anchors(rule: Mapping) -> None:
 
 
 def _straight_lining(session: Session, rule: Mapping) -> str | None:
-    values = [(float(r["quality"]), float(r["fit"])) for r in session.answers if r["role"] != GOLD]
+    values = [
+        (float(r["quality"]), float(r["fit"]))
+        for r in session.answers
+        if r["role"] not in (GOLD, *VOTE_ROLES)
+    ]
     if len(values) < max(1, rule["min_answers"]):
         return None
     answer, count = Counter(values).most_common(1)[0]
@@ -506,8 +528,21 @@ def _gold(session: Session, rule: Mapping) -> str | None:
             if answer < low - rule["tolerance"] or answer > high + rule["tolerance"]:
                 failed += 1
                 break
-    if failed > rule["max_failed"]:
-        return f"{failed} gold trial(s) answered other than they ask"
+    # A gold A/B trial's answers: each question's winner against what the sound asks for.
+    voted = sum(
+        1
+        for row in session.answers
+        if row["role"] == GOLD_PAIR and row["winner"] != row["expected"]
+    )
+    if failed + voted > rule["max_failed"]:
+        return "; ".join(
+            words
+            for count, words in (
+                (failed, f"{failed} gold trial(s) answered other than they ask"),
+                (voted, f"{voted} answer(s) on gold A/B trials other than they ask"),
+            )
+            if count
+        )
     return None
 
 
@@ -542,7 +577,7 @@ ANCHORS = register(
         summary="An anchor is misrated when the answer meets one of its anchor type's "
         "conditions; a session with `exclude_at` or more misrated anchors fails (a session left "
         "part-way is held to the same share of `anchors_per_session`; one with no anchor "
-        "answered cannot be vouched for).",
+        "answered cannot be vouched for, unless its answers are votes on A/B trials).",
         defaults={
             "action": "exclude",
             "low": 3.0,
@@ -560,6 +595,23 @@ ANCHORS = register(
         },
         assess=_anchors,
         check=_check_anchors,
+    )
+)
+# The hidden anchors of the pairs design, as A/B trials: a separate count, since an A/B trial
+# of an anchor holds one or two answers with a known winner, where a slider anchor holds two.
+register(
+    Rule(
+        code="anchor_pairs",
+        short="AP",
+        label="anchor pairs",
+        scope=SESSION,
+        summary="On A/B trials of a hidden anchor against a stimulus, `exclude_at` or more "
+        "answers other than the known one (the stimulus better: on both questions against a "
+        "low-quality, poor-fit anchor, on fit against a high-quality, poor-fit one; a tie "
+        "misrates, as the middle of a slider does).",
+        defaults={"action": "exclude", "exclude_at": 2},
+        words={"exclude_at": "answers other than known that fail a session"},
+        assess=anchor_pairs,
     )
 )
 # Crowd workers, paid per task and unknown to the organizers, are excluded by these; invited
@@ -585,6 +637,27 @@ register(
             "min_answers": "answers a session needs to be judged",
         },
         assess=_straight_lining,
+    )
+)
+register(
+    Rule(
+        code="same_side",
+        short="SS",
+        label="same side",
+        scope=SESSION,
+        summary="On A/B trials, one answer (always A, always B, or always a tie) on at least "
+        "`same_share` of the votes' answers (each question of a vote one answer).",
+        defaults={
+            "action": "flag",
+            "crowd_action": "exclude",
+            "same_share": 0.9,
+            "min_answers": 16,
+        },
+        words={
+            "same_share": "share of the answers one side may not reach",
+            "min_answers": "answers a session needs to be judged",
+        },
+        assess=same_side,
     )
 )
 register(
@@ -654,7 +727,8 @@ register(
         summary="A rater whose answers to one system's sounds sit above the other raters' "
         "answers to the same sounds by more than the rater's own line through the other "
         "systems and the panel's spread of tastes allow (`z`), or who is one of a cluster of "
-        "raters lifting the same system (`cluster_z`, `cluster_p`).",
+        "raters lifting the same system (`cluster_z`, `cluster_p`); on A/B trials, whose votes "
+        "go to one system more often than the other raters' votes on the same pairs do.",
         defaults={
             "action": "flag",
             "crowd_action": "exclude",
@@ -668,6 +742,7 @@ register(
             "cluster_p": "the binomial tail under which raters lifting a system are a cluster",
         },
         assess=favouritism.find,
+        votes=vote_favouritism.find,
     )
 )
 # The crowd platform's record (raters.platform): a participant it does not list as valid. The

@@ -14,19 +14,23 @@ from django.template.defaultfilters import pluralize
 
 from stimuli.models import Category, Challenge
 
-from . import platform, statements
+from . import platform, statements, vote_rows
 from .columns import DIVERSITY_COLUMNS as DIVERSITY_COLUMNS  # the exports read it here
 from .columns import FLAGS_COLUMN, RATING_COLUMNS
+from .columns import VOTE_COLUMNS as VOTE_COLUMNS  # the exports read it here
 from .models import (
+    PAIRS,
     CategorySession,
     DiversityRating,
     GoldSound,
     ListeningTest,
+    Pair,
     Rater,
     Rating,
     ScreeningAttempt,
     Stimulus,
     Trial,
+    Vote,
 )
 from .rules import RaterRules, Verdict, assess, screening_flags
 
@@ -85,6 +89,8 @@ def answer_rows(challenge: Challenge, *, sessions: list[int] | None = None) -> l
     its session's answers to judge it (see `statements`)."""
     if sessions is not None and not sessions:
         return []
+    if listening_test(challenge).design == PAIRS:  # the answers are votes on A/B trials
+        return vote_rows.answer_rows(challenge, sessions=sessions)
     table = {
         model: connection.ops.quote_name(model._meta.db_table)
         for model in (Rating, Trial, CategorySession, Rater, Category, GoldSound)
@@ -217,6 +223,16 @@ def rating_rows(challenge: Challenge) -> list[dict]:
             }
         )
     return rows
+
+
+def export_vote_rows(challenge: Challenge) -> list[dict]:
+    """One row per vote on an A/B trial and question, in the votes export's format
+    (`VOTE_COLUMNS`), with its session's flags by the rater-quality rules: what the scoring
+    reads of the pairs design."""
+    if not Vote.objects.filter(pair__session__rater__challenge=challenge).exists():
+        return []  # a test of sliders: its verdicts are not read for nothing
+    verdicts = {pk: v.summary() for pk, v in session_verdicts(challenge).items()}
+    return vote_rows.export_rows(challenge, verdicts, platform.unreconciled(challenge))
 
 
 def export_rating_rows(challenge: Challenge) -> list[dict]:
@@ -429,8 +445,18 @@ def rater_progress(challenge: Challenge) -> list[dict]:
             n_answered=Count("trials", filter=Q(trials__rating__isnull=False)),
         )
     )
+    # A session of A/B trials counts its A/B trials and their votes (its trials are their sides).
+    pairs = {
+        row["session"]: (row["n"], row["voted"])
+        for row in Pair.objects.filter(session__rater__challenge=challenge)
+        .order_by()
+        .values("session")
+        .annotate(n=Count("id"), voted=Count("vote"))
+    }
     by_rater: dict[int, list] = defaultdict(list)
     for session in sessions:
+        if session.pk in pairs:
+            session.n_trials, session.n_answered = pairs[session.pk]
         session.verdict = verdicts.get(session.pk) or Verdict(session.code, "", "")
         by_rater[session.rater_id].append(session)
     diversity = dict(

@@ -19,6 +19,7 @@ from . import (
     delivery,
     gold,
     listening,
+    pair_sessions,
     screening,
     selectors,
     statements,
@@ -26,6 +27,7 @@ from . import (
 from .design import counterbalanced_order, spread_slots
 from .errors import ListeningError
 from .models import (
+    PAIRS,
     Anchor,
     CategorySession,
     FamiliarizationClip,
@@ -91,6 +93,8 @@ def category_need(challenge: Challenge) -> dict[int, int]:
     that have changed since are assessed again first.
     """
     test = selectors.listening_test(challenge)
+    if test.design == PAIRS:
+        return _pair_sessions_needed(challenge, test)
     teams: dict[int, list[int | None]] = {}
     for category_id, team_id in Stimulus.objects.filter(challenge=challenge).values_list(
         "category_id", "system__team_id"
@@ -117,6 +121,23 @@ def category_need(challenge: Challenge) -> dict[int, int]:
         )
         need[category_id] = max(0, test.target_ratings - fewest)
     return need
+
+
+def _pair_sessions_needed(challenge: Challenge, test: ListeningTest) -> dict[int, int]:
+    """The pairs design's need: per category, the sessions still wanted for every pair of its
+    systems to reach the target in votes (`pair_sessions.sessions_wanted`), less the sessions
+    holding places and not excluded (as `category_need` counts them)."""
+    wanted = pair_sessions.sessions_wanted(challenge, test)
+    reassess_stale(challenge)
+    holding = dict(
+        CategorySession.objects.filter(rater__challenge=challenge, excluded=False)
+        .filter(holding_places(timezone.now()))
+        .order_by()
+        .values("category_id")
+        .annotate(n=Count("id"))
+        .values_list("category_id", "n")
+    )
+    return {category: max(0, n - holding.get(category, 0)) for category, n in wanted.items()}
 
 
 def holding_places(moment) -> Q:
@@ -322,7 +343,8 @@ def session_items(
 
 
 def build_session(rater: Rater, category: Category, *, order: int) -> CategorySession:
-    """Create the session with its familiarization clips and counterbalanced trials."""
+    """Create the session with its familiarization clips and counterbalanced trials (the pairs
+    design: its A/B trials, `pair_sessions.add_pairs`)."""
     test = selectors.listening_test(rater.challenge)
     with transaction.atomic():
         # Max, not count: a deleted rater's sessions must not make two sessions share a row.
@@ -331,26 +353,10 @@ def build_session(rater: Rater, category: Category, *, order: int) -> CategorySe
         session = CategorySession.objects.create(
             rater=rater, category=category, order=order, ordinal=ordinal, latin_row=ordinal
         )
-        items = session_items(category, test, session.seed)
-        if not items:
-            raise ListeningError(f"No stimuli in {category.slug}.", 409)
-        permutation = counterbalanced_order(
-            len(items), blocks=SESSION_BLOCKS, row=session.latin_row, seed=session.seed
-        )
-        trials = [
-            Trial(
-                session=session,
-                position=position,
-                role=role,
-                stimulus=item if role == "trial" else None,
-                anchor=item if role != "trial" else None,
-                audio=item.clip.audio if role == "trial" else item.audio,
-            )
-            for position, (role, item) in enumerate(items[i] for i in permutation)
-        ]
-        # Drawn from the session's secret seed: where a gold trial sits is no one's to guess.
-        rng = random.Random(session.seed ^ 0x601D)
-        Trial.objects.bulk_create(gold.place(session, trials, test.gold_per_session, rng))
+        if test.design == PAIRS:
+            pair_sessions.add_pairs(session, test, blocks=SESSION_BLOCKS)
+        else:
+            _add_trials(session, test)
         pool = familiarization_pool(rater.challenge, category)
         FamiliarizationClip.objects.bulk_create(
             [
@@ -361,6 +367,32 @@ def build_session(rater: Rater, category: Category, *, order: int) -> CategorySe
             ]
         )
     return session
+
+
+def _add_trials(session: CategorySession, test: ListeningTest) -> None:
+    """The slider design's trials of a new session: its stimuli and anchors in counterbalanced
+    order, with its gold trials."""
+    category = session.category
+    items = session_items(category, test, session.seed)
+    if not items:
+        raise ListeningError(f"No stimuli in {category.slug}.", 409)
+    permutation = counterbalanced_order(
+        len(items), blocks=SESSION_BLOCKS, row=session.latin_row, seed=session.seed
+    )
+    trials = [
+        Trial(
+            session=session,
+            position=position,
+            role=role,
+            stimulus=item if role == "trial" else None,
+            anchor=item if role != "trial" else None,
+            audio=item.clip.audio if role == "trial" else item.audio,
+        )
+        for position, (role, item) in enumerate(items[i] for i in permutation)
+    ]
+    # Drawn from the session's secret seed: where a gold trial sits is no one's to guess.
+    rng = random.Random(session.seed ^ 0x601D)
+    Trial.objects.bulk_create(gold.place(session, trials, test.gold_per_session, rng))
 
 
 def complete_familiarization(session: CategorySession, *, require_heard: bool = True) -> None:
@@ -464,6 +496,9 @@ def save_rating(
         session = trial.session
         if session.rater_id != rater.pk:
             raise ListeningError("This trial belongs to another rater.", 403)
+        if test.design == PAIRS:
+            # Its trials are the sides of A/B trials, answered by votes (`raters.votes`).
+            raise ListeningError("This listening test asks for votes on A/B trials.", 409)
         session.rater = rater  # the one already read: no second query
         # Read after the session's lock: an answer with this key stored meanwhile is seen. The
         # first two unanswered trials: the one rated must be first (order), and whether a
@@ -504,11 +539,11 @@ def save_rating(
         pk = statements.insert(Rating, values)
         rating = Rating(pk=pk, trial=trial, **{k: v for k, v in values.items() if k != "trial"})
         closing = len(pending) == 1
-        _answered(rater.challenge, session, rating.created_at, closing=closing)
+        answered(rater.challenge, session, rating.created_at, closing=closing)
     return rating, True
 
 
-def _answered(challenge: Challenge, session: CategorySession, moment, *, closing: bool) -> None:
+def answered(challenge: Challenge, session: CategorySession, moment, *, closing: bool) -> None:
     """Keep the session's summary up to date in the answer's transaction: its latest answer,
     its verdict by the rater-quality rules (from its own answers), and its state."""
     ((excluded, key),) = assess_sessions(

@@ -11,6 +11,7 @@ urlpatterns = [
     path("<slug:slug>/player/", views.player_event, name="player"),
     path("<slug:slug>/audio/<str:token>/", views.audio, name="audio"),
     path("<slug:slug>/rate/", views.rate, name="rate"),
+    path("<slug:slug>/vote/", views.vote, name="vote"),
     path("<slug:slug>/", views.home, name="home"),
     path("<slug:slug>/join/<str:key>/", views.join, name="join"),
     path("<slug:slug>/crowd/<str:key>/", views.crowd, name="crowd"),

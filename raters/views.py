@@ -1,4 +1,5 @@
-"""Raters' pages: consent, instructions, familiarization, trials, breaks, the end, and diversity.
+"""Raters' pages: consent, instructions, familiarization, trials (and A/B trials), breaks, the
+end, and diversity.
 
 Thin: every action is a service call. A rater is found from a signed cookie (set by the invitation
 and crowd links) or the logged-in account; pages show only that rater's own sessions.
@@ -19,9 +20,19 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from stimuli.models import Challenge
 from stimuli.permissions import may_read
 
-from . import delivery, diversity, enrolment, listening, screening, selectors, sessions, statements
+from . import (
+    delivery,
+    diversity,
+    enrolment,
+    listening,
+    screening,
+    selectors,
+    sessions,
+    statements,
+    votes,
+)
 from .errors import ListeningError
-from .models import CategorySession, Rater, TextJudge
+from .models import PAIRS, CategorySession, Rater, TextJudge
 from .workload import workload
 
 # A rater's browser is known by a signed cookie holding its access key (the secret of its
@@ -236,6 +247,8 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
                 **_progress(rater, test, closed, rated),
             },
         )
+    if test.design == PAIRS:
+        return _pair(request, challenge, rater, session, _progress(rater, test, closed, rated))
     point = sessions.resume(session)
     if point is None:  # every trial answered: the session closes on its last answer
         sessions.close_session(session)
@@ -258,6 +271,42 @@ def home(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
             "pause": point.position > 0 and point.position % BREAK_EVERY == 0,
             "hold_minutes": int(sessions.ABANDONED_AFTER.total_seconds() // 60),
             **_progress(rater, test, closed, rated),
+        },
+    )
+
+
+def _pair(
+    request: HttpRequest, challenge: Challenge, rater: Rater, session, progress: dict
+) -> HttpResponse:
+    """An A/B trial of the pairs design: its two sounds, A and B, and a vote per question."""
+    point = votes.resume(session)
+    if point is None:  # every A/B trial voted on: the session closes on its last vote
+        sessions.close_session(session)
+        return redirect("raters:home", slug=challenge.slug)
+    pair = point.pair
+    listening.page_shown(rater)
+    sides = []
+    for name, side in votes.SIDES:
+        trial, trial.listened = listening.listened_now(rater, getattr(pair, side).token)
+        sides.append({"id": f"sound-{name.lower()}", "label": f"Sound {name}", "clip": trial})
+    return render(
+        request,
+        "raters/pair.html",
+        {
+            "challenge": challenge,
+            "session": session,
+            "pair": pair,
+            "sides": sides,
+            "all_heard": all(side["clip"].listened.ok for side in sides),
+            "key": secrets.token_urlsafe(16),
+            "next_tokens": point.following,
+            "number": pair.position + 1,
+            "total": point.total,
+            "percent": round(100 * pair.position / point.total),
+            # Two sounds an A/B trial: a pause every half as many as the sliders'.
+            "pause": pair.position > 0 and pair.position % (BREAK_EVERY // 2) == 0,
+            "hold_minutes": int(sessions.ABANDONED_AFTER.total_seconds() // 60),
+            **progress,
         },
     )
 
@@ -385,11 +434,10 @@ def start_trials(request: HttpRequest, challenge: Challenge, rater: Rater) -> Ht
     return redirect("raters:home", slug=challenge.slug)
 
 
-@rater_view
-@require_POST
-def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
-    """Store one answer, then show the next step (post/redirect/get: a reload never resubmits)."""
-    rating, created = sessions.save_rating(
+def _store(request: HttpRequest, challenge: Challenge, rater: Rater, save) -> HttpResponse:
+    """Store one answer by `save` (a rating, or a vote on an A/B trial), then show the next step
+    (post/redirect/get: a reload never resubmits)."""
+    stored, created = save(
         rater,
         request.POST.get("token", ""),
         quality=request.POST.get("quality", ""),
@@ -398,8 +446,20 @@ def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpRespon
         require_heard=True,
     )
     if "application/json" in request.headers.get("Accept", ""):
-        return JsonResponse({"created": created, "quality": rating.quality, "fit": rating.fit})
+        return JsonResponse({"created": created, "quality": stored.quality, "fit": stored.fit})
     return HttpResponseRedirect(reverse("raters:home", args=[challenge.slug]), status=303)
+
+
+@rater_view
+@require_POST
+def rate(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    return _store(request, challenge, rater, sessions.save_rating)
+
+
+@rater_view
+@require_POST
+def vote(request: HttpRequest, challenge: Challenge, rater: Rater) -> HttpResponse:
+    return _store(request, challenge, rater, votes.save_vote)
 
 
 @rater_view

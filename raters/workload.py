@@ -10,7 +10,7 @@ from django.db.models import Count
 
 from stimuli.models import Challenge
 
-from .models import ListeningTest, Stimulus
+from .models import PAIRS, ListeningTest, Stimulus
 
 # Moving two scales and pressing Next after the sound has been heard: DCASE 2023's 92 trials of
 # 4-s sounds took raters about 20 minutes a category, (20 * 60) / 92 - 4 ~ 9 s.
@@ -38,7 +38,8 @@ class Workload:
 
 def workload(challenge: Challenge, test: ListeningTest, categories: int) -> Workload:
     """The expected time of `categories` category sessions, from the largest category's trials
-    (a worker may be given it) and the clip duration, with the examples and the introduction."""
+    (a worker may be given it; the pairs design: a session's A/B trials, two sounds each) and the
+    clip duration, with the examples and the introduction."""
     largest = (
         Stimulus.objects.filter(category__challenge=challenge)
         .values("category")
@@ -48,8 +49,10 @@ def workload(challenge: Challenge, test: ListeningTest, categories: int) -> Work
         .first()
     ) or 0
     duration = float(challenge.clip_duration_s)
-    trials = largest + test.anchors_per_session
-    per_category = (
-        trials * (duration + ANSWER_S) + test.familiarization_clips * duration + EXAMPLES_S
-    )
+    if test.design == PAIRS:  # two sounds an A/B trial, then two choices
+        a_b_trials = test.pairs_per_session + test.anchor_pairs_per_session
+        heard = a_b_trials * (2 * duration + ANSWER_S)
+    else:
+        heard = (largest + test.anchors_per_session) * (duration + ANSWER_S)
+    per_category = heard + test.familiarization_clips * duration + EXAMPLES_S
     return Workload(categories, per_category, INTRO_S + categories * per_category)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raters.columns import SCORED_DIVERSITY_COLUMNS, SCORED_RATING_COLUMNS
+from raters.columns import SCORED_DIVERSITY_COLUMNS, SCORED_RATING_COLUMNS, SCORED_VOTE_COLUMNS
 from stimuli.errors import Refused
 from stimuli.exports import read_cell
 
@@ -19,6 +19,7 @@ from .league import SUBSET_SIZES, fad_models, has_kad
 # The listening test's tables as the scoring reads them, declared where they are written.
 RATING_COLUMNS = SCORED_RATING_COLUMNS
 DIVERSITY_COLUMNS = SCORED_DIVERSITY_COLUMNS
+VOTE_COLUMNS = SCORED_VOTE_COLUMNS
 FAD_COLUMNS = ("system", "track", "category", "fad_dev", "fad_eval")
 # Optional FAD-inf columns: present when the objective settings compute FAD-inf.
 FAD_INF_COLUMNS = ("fad_dev_inf", "fad_eval_inf")
@@ -65,6 +66,9 @@ class Inputs:
     # The learned predictors' means per system, category and axis (PREDICTOR_COLUMNS), beside
     # FAD and KAD on the leaderboards and in the metric league (scoring/predictors.py).
     predictors: list[dict] = field(default_factory=list)
+    # The pairs design's votes on A/B trials, one row per vote and question (VOTE_COLUMNS;
+    # scoring/votes.py): scored by Davidson's Bradley-Terry model beside the ratings' result.
+    pairs: list[dict] = field(default_factory=list)
 
     def hashes(self) -> dict[str, str]:
         """sha256 of each input table in a canonical form (row order does not matter)."""
@@ -83,6 +87,8 @@ class Inputs:
         ]
         if self.predictors:  # a result without predictor values records no table of them
             tables.append(("predictors", self.predictors, PREDICTOR_HASH_COLUMNS))
+        if self.pairs:  # nor one without votes
+            tables.append(("votes", self.pairs, VOTE_COLUMNS))
         return {name: table_hash(rows, columns) for name, rows, columns in tables}
 
 

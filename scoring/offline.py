@@ -4,9 +4,10 @@
     python -m scoring.offline --release DIR
     python -m scoring.offline --pairs P.csv [--teams T.csv]
 
-(`--release`: a data release's directory, scoring/release.py: its four tables, and the scoring
-settings and FAD model in its scoring.json. `--pairs`: pairwise A/B votes, scored by Davidson's
-Bradley-Terry model under `pairwise`, alone or beside the ratings' result; scoring/pairwise.py.)
+(`--release`: a data release's directory, scoring/release.py: its four tables, its learned
+predictors' table where it has one, and the scoring settings and FAD model in its
+scoring.json. `--pairs`: pairwise A/B votes, scored by Davidson's Bradley-Terry model under
+`pairwise`, alone or beside the ratings' result; scoring/votes.py.)
 
 `python manage.py score_offline` takes the same arguments and prints the same JSON; it alone
 takes the scoring settings from a challenge's definition file (`--challenge challenge.yaml`, such
@@ -22,8 +23,9 @@ from pathlib import Path
 
 from .compute import score_files
 from .inputs import ScoringInputError, read_csv
-from .pairwise import read_pairs, score_pairs
+from .pairwise import read_pairs
 from .rules import Rules
+from .votes import score_votes
 
 # The files of a data release that the scoring reads.
 RELEASE_FILES = {
@@ -32,6 +34,9 @@ RELEASE_FILES = {
     "fad": "fad.csv",
     "teams": "teams.csv",
 }
+# Read where the release holds them: the learned predictors' means, in a release of results
+# scored with them; the votes on A/B trials, in a release of a test of the pairs design.
+RELEASE_OPTIONAL_FILES = {"predictors": "predictors.csv", "pairs": "votes.csv"}
 RELEASE_SCORING = "scoring.json"
 
 
@@ -39,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--release",
         type=Path,
-        help="A data release's directory: its ratings, diversity, FAD and teams tables and its "
-        "scoring settings (instead of the four files and --settings-json).",
+        help="A data release's directory: its ratings, diversity, FAD and teams tables, its "
+        "predictors table where it has one, and its scoring settings (instead of the files and "
+        "--settings-json).",
     )
     parser.add_argument("--ratings", type=Path, help="Listening-test ratings CSV.")
     parser.add_argument("--diversity", type=Path, help="Diversity ratings CSV.")
@@ -69,9 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pairs",
         type=Path,
         help="Pairwise A/B votes, CSV: rater, rater_team, category, track, left_system, "
-        "right_system, left_stimulus, right_stimulus, winner (left, right or tie); the JSON "
-        "then holds `pairwise` (with --teams, a rater's votes on their own team's systems are "
-        "removed).",
+        "right_system, left_stimulus, right_stimulus, winner (left, right or tie), such as "
+        "the listening test's votes export (whose session, question and listening columns the "
+        "rater-quality rules then judge); the JSON then holds `pairwise` (with --teams, a "
+        "rater's votes on their own team's systems are removed).",
     )
     parser.add_argument(
         "--challenge",
@@ -95,7 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def release_options(options: dict) -> dict:
     """The options with a release's files and settings in place of the separate ones."""
     folder = Path(options["release"])
-    given = [f"--{n}" for n in (*RELEASE_FILES, "settings_json") if options.get(n)]
+    names = (*RELEASE_FILES, *RELEASE_OPTIONAL_FILES, "settings_json")
+    given = [f"--{n}" for n in names if options.get(n)]
     if given:
         raise ScoringInputError(
             f"--release takes its files from the release: drop {', '.join(given)}"
@@ -107,6 +115,11 @@ def release_options(options: dict) -> dict:
     return {
         **options,
         **{name: folder / file for name, file in RELEASE_FILES.items()},
+        **{
+            name: folder / file
+            for name, file in RELEASE_OPTIONAL_FILES.items()
+            if (folder / file).is_file()
+        },
         "fad_model": options.get("fad_model") or scoring.get("fad_model", ""),
         "settings": scoring.get("settings") or {},
     }
@@ -141,9 +154,7 @@ def run(options: dict) -> str:
         )
     if options.get("pairs"):
         teams = read_csv(options["teams"], ("system", "team")) if options.get("teams") else []
-        result["pairwise"] = score_pairs(
-            read_pairs(options["pairs"]), teams, replicates=rules.bootstrap, seed=rules.seed
-        )
+        result["pairwise"] = score_votes(read_pairs(options["pairs"]), teams, rules)
     return json.dumps(result, indent=options.get("indent"), ensure_ascii=False)
 
 

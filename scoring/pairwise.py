@@ -34,19 +34,11 @@ import numpy as np
 from scipy import optimize
 from scipy.special import logsumexp
 
+from raters.columns import PAIR_COLUMNS
+from raters.vote_rules import ANCHOR_PAIR
+
 from .inputs import ScoringInputError, cell_text, read_csv
 
-PAIR_COLUMNS = (
-    "rater",
-    "rater_team",
-    "category",
-    "track",
-    "left_system",
-    "right_system",
-    "left_stimulus",
-    "right_stimulus",
-    "winner",
-)
 WINNERS = ("left", "right", "tie")
 MIN_VOTES = 10  # votes a system needs in its track to be ranked
 MODEL = "Davidson-Bradley-Terry"
@@ -87,9 +79,11 @@ def read_pairs(path: str | Path) -> list[dict]:
     rows = read_csv(path, PAIR_COLUMNS)
     problems = []
     for line, row in enumerate(rows, start=2):  # the header is line 1
-        missing = [
-            c for c in ("rater", "track", "left_system", "right_system") if not cell_text(row[c])
-        ]
+        # A hidden anchor's A/B trial (the votes export's `anchor_pair`) has one side without a
+        # system: it is read for the rater-quality rules, never fitted (scoring/votes.py).
+        anchor = cell_text(row.get("role")) == ANCHOR_PAIR
+        needed = ("rater", "track") if anchor else ("rater", "track", "left_system", "right_system")
+        missing = [c for c in needed if not cell_text(row[c])]
         if missing:
             problems.append(f"line {line}: {', '.join(missing)} empty")
         winner = cell_text(row["winner"]).lower()
@@ -99,15 +93,25 @@ def read_pairs(path: str | Path) -> list[dict]:
             problems.append(f"line {line}: a system against itself ({row['left_system']})")
     if problems:
         raise ScoringInputError(f"{Path(path).name}: " + "; ".join(problems))
+    # Every column is kept: the votes export's others (the session, the question, the listening
+    # record) are what the rater-quality rules judge (scoring/votes.py).
     return [
-        {c: cell_text(row[c]) for c in PAIR_COLUMNS} | {"winner": cell_text(row["winner"]).lower()}
+        {c: cell_text(v) for c, v in row.items() if c}
+        | {"winner": cell_text(row["winner"]).lower()}
         for row in rows
     ]
 
 
 def votes_of(rows: Sequence[Mapping], systems: Sequence[str]) -> Votes:
     index = {name: k for k, name in enumerate(systems)}
-    raters = sorted({row["rater"] for row in rows})
+    # The raters in the order of what they voted, not of their names: the bootstrap's draws are
+    # then the same under any names (a data release's pseudonyms rescore to the published
+    # intervals). Raters who voted alike are interchangeable.
+    voted: dict[str, list[tuple]] = defaultdict(list)
+    for row in rows:
+        columns = ("category", "left_system", "right_system", "winner", "question")
+        voted[row["rater"]].append(tuple(str(row.get(c, "")) for c in columns))
+    raters = sorted(voted, key=lambda name: sorted(voted[name]))
     rater_index = {name: k for k, name in enumerate(raters)}
     first, second, tie, rater = [], [], [], []
     for row in rows:
@@ -188,15 +192,11 @@ def bootstrap(votes: Votes, replicates: int, seed: int) -> np.ndarray:
     return out
 
 
-def score_pairs(
-    rows: Iterable[Mapping],
-    teams: Iterable[Mapping] = (),
-    *,
-    replicates: int = 1000,
-    seed: int = 2023,
-) -> dict:
-    """The `pairwise` section of a result: per track every system's strength, its interval,
-    rank and votes, the tie parameter and the win-probability matrix."""
+def without_self_votes(
+    rows: Iterable[Mapping], teams: Iterable[Mapping]
+) -> tuple[list[Mapping], int]:
+    """The votes but those whose rater belongs to the team of either side's system (the teams
+    table says which team a system is), and how many were removed."""
     team_of = {cell_text(t["system"]): cell_text(t["team"]) for t in teams}
     kept, removed = [], 0
     for row in rows:
@@ -208,6 +208,19 @@ def score_pairs(
             removed += 1
         else:
             kept.append(row)
+    return kept, removed
+
+
+def score_pairs(
+    rows: Iterable[Mapping],
+    teams: Iterable[Mapping] = (),
+    *,
+    replicates: int = 1000,
+    seed: int = 2023,
+) -> dict:
+    """The `pairwise` section of a result: per track every system's strength, its interval,
+    rank and votes, the tie parameter and the win-probability matrix."""
+    kept, removed = without_self_votes(rows, teams)
     by_track: dict[str, list[Mapping]] = defaultdict(list)
     for row in kept:
         by_track[row["track"]].append(row)

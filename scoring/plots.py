@@ -163,6 +163,27 @@ def league(pyplot, entries: Mapping[str, Mapping], scope: str, predictors: bool 
     return fig
 
 
+def win_probability(pyplot, matrix: Mapping, track: str):
+    """The A/B votes' win-probability matrix of a track as a heat map, each cell its value."""
+    names = [plain(n) for n in matrix["systems"]]
+    values = [[float("nan") if p is None else p for p in line] for line in matrix["matrix"]]
+    size = 1.6 + 0.55 * max(len(names), 1)
+    fig, ax = pyplot.subplots(figsize=(size + 1.2, size), layout="constrained")
+    image = ax.imshow(values, cmap="RdBu", vmin=0, vmax=1)
+    for i, line in enumerate(values):
+        for j, p in enumerate(line):
+            if _finite(p):
+                ax.text(j, i, f"{p:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if abs(p - 0.5) > 0.3 else "black")  # fmt: skip
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("against")
+    ax.set_ylabel("system (ranked)")
+    fig.colorbar(image, ax=ax, label="probability of winning (a tie's share aside)")
+    ax.set_title(plain(f"Track {track}: A/B votes, win probabilities"))
+    return fig
+
+
 def _spread(row: Mapping, name: str):
     low, high, value = row.get(f"{name}_min"), row.get(f"{name}_max"), row.get(name)
     if not _finite(low, high, value):
@@ -191,6 +212,7 @@ TITLES = {
     "fad-rank": "FAD against the listening test's ranking",
     "scores": "Listening-test scores by rank",
     "league": "Embedding league",
+    "win-probability": "A/B votes' win probabilities",
 }
 
 
@@ -228,6 +250,12 @@ def _planned(result: Mapping) -> list[tuple[str, str, Callable]]:
                 (track, "league", partial(plot, entries=entries(track), scope=f"track {track}"))
             )
         planned.append(("all", "league", partial(plot, entries=entries("all"), scope="all tracks")))
+    for track, entry in ((result.get("pairwise") or {}).get("tracks") or {}).items():
+        if entry["win_probability"]["systems"]:
+            matrix = entry["win_probability"]
+            planned.append(
+                (track, "win-probability", partial(win_probability, matrix=matrix, track=track))
+            )
     return planned
 
 

@@ -2,7 +2,7 @@
 
 One directory (and a zip of it) per release: every rating with the rules' verdict on it and how
 the sound was heard, the diversity ratings, the screening results, the anchors and gold sounds,
-the FAD/KAD values, the stimuli's sha256 (and the audio of the systems whose teams consent), the
+the FAD/KAD values, the learned predictors' means (where they ran), the stimuli's sha256 (and the audio of the systems whose teams consent), the
 scoring settings and code version, the snapshot's result, the challenge's definition, a datasheet
 (README.md), DOI-ready metadata and a Frictionless `datapackage.json`.
 
@@ -16,6 +16,7 @@ participant id, e-mail, IP address, network or free text goes in any file.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -37,10 +38,10 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
-from raters.columns import DIVERSITY_COLUMNS, RATING_COLUMNS
+from raters.columns import DIVERSITY_COLUMNS, RATING_COLUMNS, VOTE_COLUMNS
 from raters.models import Anchor, GoldSound, PlatformSubmission, Rater, ScreeningAttempt
 from raters.models import Stimulus as TestStimulus
-from raters.selectors import diversity_rows, rating_rows
+from raters.selectors import diversity_rows, export_vote_rows, rating_rows
 from stimuli import definition
 from stimuli import selectors as stimuli_selectors
 from stimuli.definition.document import dump as dump_definition
@@ -49,12 +50,14 @@ from stimuli.exports import to_csv
 from stimuli.jobs import Failed, JobProgress, create_job, enqueue, run_job
 from stimuli.models import Challenge, ChallengeRole, Job, System
 from stimuli.permissions import may_write
+from stimuli.predictor_axes import UNTRAINED_MARK
 from stimuli.storage import read_audio
 
 from .inputs import Inputs
 from .job_kinds import RELEASE
 from .models import DataRelease, Snapshot
 from .release_tables import FAD_PARTS, OTHER_FILES, SCORING_FILE, TABLES, Field, field
+from .services import predictor_rows
 
 LICENCE = {
     "name": "CC-BY-4.0",
@@ -152,6 +155,10 @@ class Collected:
     fad: list[dict]
     teams: list[dict]
     fad_model: str
+    # The learned predictors' means per system, category and axis ([]: they did not run).
+    predictors: list[dict] = dataclasses.field(default_factory=list)
+    # The votes on A/B trials ([]: a test of sliders).
+    votes: list[dict] = dataclasses.field(default_factory=list)
 
 
 def collect(snapshot: Snapshot) -> Collected:
@@ -164,9 +171,24 @@ def collect(snapshot: Snapshot) -> Collected:
         fad=stimuli_selectors.fad_rows(challenge, every_model=True),
         teams=stimuli_selectors.team_rows(challenge),
         fad_model=stimuli_selectors.designated_fad_model(challenge) or "",
+        predictors=predictor_rows(challenge),
+        votes=export_vote_rows(challenge),
     )
-    hashes = Inputs(found.ratings, found.diversity, found.fad, found.teams).hashes()
-    changed = [name for name, value in hashes.items() if snapshot.input_hashes.get(name) != value]
+    hashes = Inputs(
+        found.ratings,
+        found.diversity,
+        found.fad,
+        found.teams,
+        predictors=found.predictors,
+        pairs=found.votes,
+    ).hashes()
+    # A table the snapshot was scored from is one the release must hold as it was: the
+    # predictors' and the votes' too, whether their values changed or are gone.
+    optional = [n for n in ("predictors", "votes") if n in snapshot.input_hashes]
+    named = [*hashes, *optional]
+    changed = [
+        name for name in dict.fromkeys(named) if snapshot.input_hashes.get(name) != hashes.get(name)
+    ]
     if changed:
         raise Refused(
             f"the {', '.join(changed)} changed since results #{snapshot.number} were published, "
@@ -181,6 +203,50 @@ def _released_systems(challenge: Challenge) -> dict[str, System]:
         s.name: s
         for s in System.objects.filter(challenge=challenge).select_related("team", "track")
     }
+
+
+def _votes(
+    rows: list[dict], scrub: Scrubber, result: dict, systems: dict, hashes: dict
+) -> list[dict]:
+    """The votes table: each side's sound by sha256 (a hidden anchor's and a gold sound's by
+    their own), the systems' public ids and the published scoring's verdict on the session."""
+    excluded = {
+        s["session"]: "; ".join(s["reasons"])
+        for s in (result.get("pairwise") or {}).get("excluded_sessions", [])
+    }
+    codes = {code for row in rows for code in (row["left_stimulus"], row["right_stimulus"])}
+    sounds = {
+        **hashes,
+        **{
+            f"anchor/{a.pk}": a.audio.sha256
+            for a in Anchor.objects.filter(pk__in=_ids(codes, "anchor")).select_related("audio")
+        },
+        **{
+            f"gold/{g.pk}": g.audio.sha256
+            for g in GoldSound.objects.filter(pk__in=_ids(codes, "gold")).select_related("audio")
+        },
+    }
+
+    def public(name: str) -> str:
+        return systems[name].public_id if name in systems else ""
+
+    return [
+        {
+            **{c: row.get(c, "") for c in VOTE_COLUMNS},
+            "left_stimulus": sounds.get(row["left_stimulus"], WITHHELD),
+            "right_stimulus": sounds.get(row["right_stimulus"], WITHHELD),
+            "left_system_id": public(row["left_system"]),
+            "right_system_id": public(row["right_system"]),
+            "excluded": row["session"] in excluded,
+            "excluded_because": excluded.get(row["session"], ""),
+        }
+        for row in scrub.rows(rows)
+    ]
+
+
+def _ids(codes: set[str], kind: str) -> set[int]:
+    """The ids of the export's sound codes of one kind (`anchor/<id>`, `gold/<id>`)."""
+    return {int(c.split("/", 1)[1]) for c in codes if c.startswith(f"{kind}/")}
 
 
 def build_tables(snapshot: Snapshot, scrub: Scrubber) -> tuple[dict[str, list[dict]], dict]:
@@ -253,7 +319,10 @@ def build_tables(snapshot: Snapshot, scrub: Scrubber) -> tuple[dict[str, list[di
                 "audio_included": s.system.release_audio,
             }
         )
-    heard = {row["stimulus"] for row in ratings}
+    votes = _votes(found.votes, scrub, result, systems, hashes) if found.votes else []
+    heard = {row["stimulus"] for row in ratings} | {
+        row[side] for row in votes for side in ("left_stimulus", "right_stimulus")
+    }
     anchors = [
         {"sha256": a.audio.sha256, "role": f"anchor_{a.kind}", "category": a.category.slug}
         for a in Anchor.objects.filter(challenge=challenge).select_related("audio", "category")
@@ -266,6 +335,7 @@ def build_tables(snapshot: Snapshot, scrub: Scrubber) -> tuple[dict[str, list[di
             "quality_max": g.quality_max,
             "fit_min": g.fit_min,
             "fit_max": g.fit_max,
+            "vote": g.vote,
         }
         for g in GoldSound.objects.filter(challenge=challenge).select_related("audio")
         # Built-in gold sounds are made ahead in a pool: those a trial heard.
@@ -290,6 +360,12 @@ def build_tables(snapshot: Snapshot, scrub: Scrubber) -> tuple[dict[str, list[di
         "fad": fad,
         "teams": teams,
     }
+    if votes:
+        tables["votes"] = votes
+    if found.predictors:  # a snapshot scored without predictor values releases no table of them
+        tables["predictors"] = [
+            {**row, "system_id": public_ids.get(row["system"], "")} for row in found.predictors
+        ]
     return tables, {"audio": audio, "result": result, "fad_model": found.fad_model}
 
 
@@ -502,6 +578,8 @@ def datasheet(metadata: dict, tables: dict[str, list[dict]], result: dict, scori
         f"- FAD/KAD values of {_count(tables['fad'], 'system')} systems"
         + (f" by {_count(tables['fad'], 'model')} embedding models" if tables["fad"] else "")
         + ".",
+        *_predictors_line(tables.get("predictors", [])),
+        *_votes_line(tables.get("votes", [])),
         "",
         "## How",
         "",
@@ -536,7 +614,8 @@ def datasheet(metadata: dict, tables: dict[str, list[dict]], result: dict, scori
         "python -m scoring.offline --release .",
         "```",
         "",
-        "reads ratings.csv, diversity.csv, fad.csv, teams.csv and scoring.json and prints the "
+        "reads ratings.csv, diversity.csv, fad.csv, teams.csv (and predictors.csv and "
+        "votes.csv where the release has them) and scoring.json and prints the "
         "result, whose numbers are those of result.json. (With the percentile-bootstrap "
         "intervals rather than the default jackknife-t, the pseudonyms order the raters "
         "differently from the platform's codes and the intervals' draws differ.)",
@@ -548,11 +627,38 @@ def datasheet(metadata: dict, tables: dict[str, list[dict]], result: dict, scori
         lines.append(f"- `{path}`: {description}")
     lines.append("- `audio/<sha256>.wav`: the sounds of the systems whose teams consented.")
     for name, (title, description, _) in TABLES.items():
+        if name not in tables:  # an optional table this release does not hold
+            continue
         lines += ["", f"### {name}.csv: {title}", "", description, ""]
         lines += ["| Column | Type | Description |", "| --- | --- | --- |"]
         for f in columns_of(name, tables[name]):
             lines.append(f"| `{f.name}` | {f.type} | {f.description} |")
     return "\n".join(lines) + "\n"
+
+
+def _votes_line(rows: list[dict]) -> list[str]:
+    """What the release holds of the votes on A/B trials, for the datasheet ([]: none)."""
+    if not rows:
+        return []
+    votes = {(row["session"], row["left_stimulus"], row["right_stimulus"]) for row in rows}
+    return [
+        f"- {len(votes)} votes on A/B trials ({len(rows)} answers, a row per question) by "
+        f"{_count(rows, 'rater')} raters, with each side's listening record."
+    ]
+
+
+def _predictors_line(rows: list[dict]) -> list[str]:
+    """What the release holds of the learned predictors, for the datasheet ([]: none)."""
+    if not rows:
+        return []
+    axes = ", ".join(dict.fromkeys(row["axis"] for row in rows))
+    untrained = any(UNTRAINED_MARK in str(row.get("model_id") or "") for row in rows)
+    return [
+        f"- The learned predictors' means ({axes}) of {_count(rows, 'system')} systems per "
+        "category, with their intervals over the clips"
+        + (" (from untrained stand-ins: they say nothing of the sounds)" if untrained else "")
+        + "."
+    ]
 
 
 def zip_dir(directory: Path, target: Path) -> None:

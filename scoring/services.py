@@ -31,6 +31,7 @@ from .models import ScoringSettings, Snapshot, SnapshotPlot
 from .rules import Rules
 from .selectors import text_prompt_clap
 from .text_prompts import score_text_prompts
+from .votes import add_pairwise
 
 logger = logging.getLogger(__name__)
 
@@ -71,12 +72,13 @@ def add_text_prompt_results(challenge: Challenge, result: dict) -> dict:
 
 
 def collect_inputs(challenge: Challenge) -> Inputs:
-    """The input tables of a challenge: ratings and diversity from the listening test, FAD
+    """The input tables of a challenge: ratings, votes and diversity from the listening test, FAD
     results, teams and the learned predictors' means (where they ran) from the objective
     stage."""
     return inputs_from_rows(
         ratings=rating_rows(challenge),
         diversity=diversity_rows(challenge),
+        pairs=selectors.export_vote_rows(challenge),
         # Every embedding model's FAD, for the league; the leaderboard shows the latest model's.
         fad=stimuli_selectors.fad_rows(challenge, every_model=True),
         teams=stimuli_selectors.team_rows(challenge),
@@ -101,6 +103,7 @@ def inputs_from_rows(
     teams: list[dict],
     fad_model: str = "",
     predictors: list[dict] | None = None,
+    pairs: list[dict] | None = None,
 ) -> Inputs:
     return Inputs(
         ratings=list(ratings),
@@ -109,6 +112,7 @@ def inputs_from_rows(
         teams=list(teams),
         fad_model=fad_model,
         predictors=list(predictors or []),
+        pairs=list(pairs or []),
     )
 
 
@@ -127,7 +131,9 @@ def preview(challenge: Challenge, user, inputs: Inputs | None = None) -> dict:
         raise PermissionDenied("Only the challenge's organizers can preview results.")
     if inputs is None:
         inputs = collect_inputs(challenge)
-    return add_text_prompt_results(challenge, score(inputs, rules_for(challenge)))
+    rules = rules_for(challenge)
+    result = add_pairwise(inputs, score(inputs, rules), rules)
+    return add_text_prompt_results(challenge, result)
 
 
 def publish(
@@ -173,8 +179,20 @@ def publish(
         rules = rules_for(challenge)
         step(1)
         # Scored outside the transaction: it takes seconds and needs no lock.
-        result = add_text_prompt_results(challenge, score(inputs, rules, step.within(1)))
-        if (inputs.ratings or inputs.diversity) and not any(result["tracks"].values()):
+        result = add_pairwise(inputs, score(inputs, rules, step.within(1)), rules)
+        result = add_text_prompt_results(challenge, result)
+        if inputs.pairs and not result["pairwise"]["tracks"]:
+            # As below, for the pairs design: every vote set aside is no leaderboard.
+            excluded = len(result["pairwise"]["excluded_sessions"])
+            raise ScoringInputError(
+                f"no vote on an A/B trial counts yet ({excluded} session"
+                f"{pluralize(excluded)} excluded; see the preview)."
+            )
+        if (
+            not inputs.pairs
+            and (inputs.ratings or inputs.diversity)
+            and not any(result["tracks"].values())
+        ):
             # Results of the objective stage alone may be published; a listening test whose
             # every rating was set aside would publish an empty leaderboard as if it were a
             # finding.

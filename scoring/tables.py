@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from stimuli.exports import to_csv
 
 from .league import league_entries
+from .predictors import PREDICTOR_NAMES
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ def tables(result: dict) -> list[Table]:
         *objective_tables(stored),
         *analysis_tables(stored),
         *text_prompt_tables(result),
+        *pairwise_tables(result),
     ]
 
 
@@ -268,8 +270,23 @@ def predictor_tables(stored: Stored, track: str) -> list[Table]:
                 ]
             ],
             track,
+            note=untrained_note(stored.predictors),
         )
     ]
+
+
+def untrained_note(axes: list[dict]) -> str:
+    """Which predictors' values came from untrained stand-ins (the demo's), which mean nothing."""
+    names = [PREDICTOR_NAMES.get(p, p) for p in dict.fromkeys(
+        a["predictor"] for a in axes if a.get("untrained")
+    )]  # fmt: skip
+    if not names:
+        return ""
+    return (
+        f"{' and '.join(names)} ran on untrained stand-ins: random weights in the released "
+        "layouts (as the demo runs them, beside log-mel statistics for FAD), not the released "
+        "checkpoints. Their values say nothing of the sounds."
+    )
 
 
 def rater_tables(stored: Stored) -> list[Table]:
@@ -369,7 +386,7 @@ def objective_tables(stored: Stored) -> list[Table]:
                 *([Column("best", "Agreed most", shown=False)] if "best" in league else []),
             ],
             rows,
-            note=best_note(league),
+            note=" ".join(n for n in (best_note(league), untrained_note(stored.predictors)) if n),
         )
     )
     if any("tau_50" in row for row in rows):
@@ -413,7 +430,10 @@ def best_note(league: dict) -> str:
 
 
 def _metric_name(model: str, metric: str) -> str:
-    return f"{metric} of {model}" if metric in ("FAD", "KAD") else f"{model} {metric}"
+    if metric in ("FAD", "KAD"):
+        return f"{metric} of {model}"
+    # A predictor of one axis of its own name (PAM) is named once.
+    return model if model == metric or model.startswith(f"{metric} (") else f"{model} {metric}"
 
 
 def analysis_tables(stored: Stored) -> list[Table]:
@@ -572,3 +592,63 @@ def league_rows(league: dict) -> list[dict]:
                 row["best"] = "most" if (model, metric) in best else ""
             rows.append(row)
     return rows
+
+
+# --- The pairs design's votes (a result's `pairwise` section, scoring/votes.py) ----------------
+
+PAIRWISE_COLUMNS = [
+    Column("rank", "Rank"),
+    Column("system", "System"),
+    Column("strength", "Strength (log scale)", ci=True),
+    Column("votes", "Answers"),
+    Column("wins", "Won"),
+    Column("ties", "Tied"),
+    Column("losses", "Lost"),
+]
+
+
+def pairwise_tables(result: dict) -> list[Table]:
+    """Per track of the votes: its leaderboard (named `leaderboard-pairwise-<track>`, so the
+    results page shows it with the leaderboards) and its win probabilities."""
+    section = result.get("pairwise")
+    if not section:
+        return []
+    out = []
+    replicates = section["bootstrap"]["replicates"]
+    for track, entry in section["tracks"].items():
+        note = (
+            f"Davidson's Bradley-Terry model with ties over {entry['votes']} answers to A/B "
+            f"trials (both questions) by {entry['raters']} raters; tie parameter "
+            f"{entry['tie']:g}. Intervals: {replicates} bootstrap replicates over raters. A "
+            f"system is ranked from {section['min_votes']} answers on."
+        )
+        out.append(
+            Table(
+                f"leaderboard-pairwise-{track}",
+                f"Track {track}: A/B votes",
+                PAIRWISE_COLUMNS,
+                entry["systems"],
+                track=track,
+                note=note,
+            )
+        )
+        matrix = entry["win_probability"]
+        systems = matrix["systems"]
+        rows = [
+            {"system": system, **{f"p_{n}": p for n, p in enumerate(line)}}
+            for system, line in zip(systems, matrix["matrix"], strict=True)
+        ]
+        columns = [Column("system", "Wins against"), *(
+            Column(f"p_{n}", name) for n, name in enumerate(systems)
+        )]  # fmt: skip
+        out.append(
+            Table(
+                f"pairwise-win-probability-{track}",
+                f"Track {track}: probability that the row's system wins against the column's",
+                columns,
+                rows,
+                note="From the fitted strengths and tie parameter, ranked systems only; what "
+                "is left to one of a pair and its transpose is the tie's share.",
+            )
+        )
+    return out

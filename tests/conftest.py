@@ -150,6 +150,8 @@ LONGEST = {
     "tests/adversary/test_gold_detectors.py::test_the_synthesisers_own_renderings": 85,
     "tests/adversary/test_gold_detectors.py::test_first_byte_times": 75,
     "tests/adversary/test_farm.py": 65,
+    "tests/adversary/test_pairs.py::test_a_farm_voting_over_http": 60,
+    "tests/browser/test_pairs.py": 60,
     "tests/adversary/test_listening.py::test_checkpoint_flooding": 55,
     "tests/browser/test_site_layout.py::test_every_page_of_a_published_challenge": 55,
     "tests/adversary/test_anchors_detectors.py": 45,

@@ -28,6 +28,11 @@ from stimuli.models import (
 from ..rules import ANCHORS, RaterRules, RuleError
 
 ANCHOR_KINDS = ("hq_goodfit", "hq_poorfit", "lq_poorfit")
+# How a rater answers: sliders (DCASE's ratings of each sound) or pairs (A/B trials and votes).
+DESIGNS = ("sliders", "pairs")
+SLIDERS, PAIRS = DESIGNS
+# What a gold sound of A/B trials asks for on both questions: its own side, the other, a tie.
+GOLD_VOTES = ("this", "other", "tie")
 TRIAL_ROLES = ("trial", "anchor_hq_goodfit", "anchor_hq_poorfit", "anchor_lq_poorfit", "gold")
 
 
@@ -59,6 +64,29 @@ class ListeningTest(models.Model):
         Challenge, on_delete=models.CASCADE, related_name="listening_test"
     )
     is_open = models.BooleanField(default=False, help_text="Raters can start and answer trials.")
+    design = models.CharField(
+        max_length=8,
+        choices=[
+            ("sliders", "Sliders: each sound rated 0 to 10"),
+            ("pairs", "Pairs: A/B trials, a vote between two systems' sounds"),
+        ],
+        default=SLIDERS,
+        help_text="How raters answer: sliders (DCASE 2023 Task 7's ratings of each sound's "
+        "quality and fit, 0 to 10) or pairs (A/B trials: two systems' sounds of a category, "
+        "and per question a vote for A, B or a tie).",
+    )
+    pairs_per_session = models.PositiveSmallIntegerField(
+        default=20, help_text="A/B trials per category session (the pairs design)."
+    )
+    anchor_pairs_per_session = models.PositiveSmallIntegerField(
+        default=2,
+        help_text="A/B trials per category session of a hidden anchor against a stimulus, the "
+        "answer known (the pairs design): the poor-fit kinds of anchor, low quality first.",
+    )
+    target_votes = models.PositiveSmallIntegerField(
+        default=10,
+        help_text="Votes wanted per pair of systems in each category (the pairs design).",
+    )
     categories_min = models.PositiveSmallIntegerField(
         default=4, help_text="Categories every rater is given."
     )
@@ -83,7 +111,8 @@ class ListeningTest(models.Model):
     gold_per_session = models.PositiveSmallIntegerField(
         default=0,
         help_text="Gold (trapping) trials per category session, at random places but never "
-        "first: the organizer's gold sounds, or spoken instructions when there are none.",
+        "first: the organizer's gold sounds, or spoken instructions when there are none (the "
+        "pairs design: spoken instructions asking for a vote, as A/B trials).",
     )
     loudness_alignment = models.BooleanField(
         default=True, help_text="Bring every stimulus to the target integrated loudness."
@@ -170,6 +199,19 @@ class ListeningTest(models.Model):
             models.CheckConstraint(
                 condition=Q(target_ratings__gte=1) & Q(target_ratings__lte=1000),
                 name="listening_target_range",
+            ),
+            models.CheckConstraint(condition=Q(design__in=DESIGNS), name="listening_design_valid"),
+            models.CheckConstraint(
+                condition=Q(pairs_per_session__gte=1) & Q(pairs_per_session__lte=200),
+                name="listening_pairs_per_session_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(anchor_pairs_per_session__lte=20),
+                name="listening_anchor_pairs_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(target_votes__gte=1) & Q(target_votes__lte=1000),
+                name="listening_target_votes_range",
             ),
             models.CheckConstraint(
                 condition=Q(anchors_per_session__in=list(range(0, 61, 3))),
@@ -306,11 +348,21 @@ class GoldSound(models.Model):
     quality_max = models.PositiveSmallIntegerField()
     fit_min = models.PositiveSmallIntegerField()
     fit_max = models.PositiveSmallIntegerField()
+    # The pairs design's gold sounds ask for a vote instead (the ranges then span the scales).
+    vote = models.CharField(
+        max_length=5,
+        blank=True,
+        default="",
+        choices=[(v, v) for v in GOLD_VOTES],
+        help_text="A gold sound of A/B trials: the answer it asks for on both questions, 'this' "
+        "(its own side), 'other' (the other side) or 'tie'; empty for a slider's gold sound.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["challenge", "id"]
         constraints = [
+            models.CheckConstraint(condition=Q(vote__in=("", *GOLD_VOTES)), name="gold_vote_valid"),
             models.CheckConstraint(
                 condition=Q(quality_min__lte=models.F("quality_max"))
                 & Q(quality_max__lte=10)

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import socket
+import threading
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
+import numpy as np
+import soundfile
 
-from raters import enrolment, sessions
+from raters import delivery, demo, enrolment, selectors, sessions
+from raters.models import Rater
+from stimuli.models import Clip, System
 from tests.listening_setup import rater_at_trials
 
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
@@ -152,3 +159,55 @@ def rater_at_examples(challenge, browser: Browser):
     sessions.next_session(rater)
     browser.join(rater.access_key)
     return (rater, *browser.examples())
+
+
+def farm_address(n: int) -> str:
+    """A farm bot's source address, each in a network (/24) of its own."""
+    return f"127.{40 + n}.{n}.9"
+
+
+def is_own(served: bytes, own: list[np.ndarray]) -> bool:
+    """Whether a served sound is one of the team's own clips: the team uploaded them, and the
+    delivery's loudness alignment and dither leave them correlated near 1 with the original."""
+    samples, _ = soundfile.read(io.BytesIO(served), always_2d=True)
+    heard = samples[:, 0]
+    for clip in own:
+        n = min(clip.size, heard.size)
+        if np.corrcoef(clip[:n], heard[:n])[0, 1] > 0.9:
+            return True
+    return False
+
+
+def run_farm(site: str, browser_at, challenge, bot: Callable, size: int) -> tuple[System, set]:
+    """A team's farm of `size` bots over HTTP, each from a network of its own, through the crowd
+    link: `bot(browser, crowd key, participant id, the team's clips, errors)` runs one to the end
+    of its session. The team is the one whose system of track A the honest raters (the demo's
+    true scores) like least. Returns that system and the farm's rater codes."""
+    favoured = min(
+        System.objects.filter(challenge=challenge, track__code="A"),
+        key=lambda s: sum(demo._true_scores(s.name)),
+    )
+    own = [
+        delivery.load_samples(clip.audio)[0][:, 0] for clip in Clip.objects.filter(system=favoured)
+    ]
+    key = selectors.listening_test(challenge).crowd_key
+    errors: list = []
+    bots = [
+        threading.Thread(
+            target=bot,
+            args=(browser_at(site, challenge.slug, farm_address(n)), key, f"farm{n}", own, errors),
+        )
+        for n in range(size)
+    ]
+    for thread in bots:
+        thread.start()
+    for thread in bots:
+        thread.join(600)
+    assert not errors, errors
+    farm = set(
+        Rater.objects.filter(challenge=challenge, participant_id__startswith="farm").values_list(
+            "code", flat=True
+        )
+    )
+    assert len(farm) == size
+    return favoured, farm

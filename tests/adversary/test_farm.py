@@ -10,22 +10,19 @@ services (`raters.demo.simulate_raters`), as the demo's is."""
 from __future__ import annotations
 
 import dataclasses
-import io
 import re
 import threading
 import time
 
 import numpy as np
 import pytest
-import soundfile
 
-from raters import delivery, demo, preparation, selectors
-from raters.models import Rater, Trial
+from raters import demo, preparation
+from raters.models import Trial
 from scoring import services
 from scoring.compute import score
 from scoring.inputs import Inputs
-from stimuli.models import Clip, System
-from tests.adversary.bots import Browser
+from tests.adversary.bots import Browser, is_own, run_farm
 from tests.listening_setup import build_listening_challenge
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -38,23 +35,6 @@ FARM = 3
 TOO_FAST_S = 1.5
 PACE_S = 2.0
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
-
-
-def _farm_address(n: int) -> str:
-    """A bot's source address, each in a network (/24) of its own."""
-    return f"127.{40 + n}.{n}.9"
-
-
-def _is_own(served: bytes, own: list[np.ndarray]) -> bool:
-    """Whether a served sound is one of the team's own clips: the team uploaded them, and the
-    delivery's loudness alignment and dither leave them correlated near 1 with the original."""
-    samples, _ = soundfile.read(io.BytesIO(served), always_2d=True)
-    heard = samples[:, 0]
-    for clip in own:
-        n = min(clip.size, heard.size)
-        if np.corrcoef(clip[:n], heard[:n])[0, 1] > 0.9:
-            return True
-    return False
 
 
 def _bot(browser: Browser, key: str, participant: str, own: list[np.ndarray], errors: list):
@@ -79,7 +59,7 @@ def _bot(browser: Browser, key: str, participant: str, own: list[np.ndarray], er
                 "anchor_hq_goodfit": (9, 9),
                 "anchor_hq_poorfit": (9, 1),
                 "anchor_lq_poorfit": (1, 1),
-            }.get(role, (10, 10) if _is_own(served, own) else (2, 2))
+            }.get(role, (10, 10) if is_own(served, own) else (2, 2))
             assert browser.listen(form["token"], DURATION)["heard"]
             threading.Event().wait(max(0.0, turn + PACE_S - time.monotonic()))
             assert browser.rate(form, quality, fit).status_code == 303
@@ -109,32 +89,7 @@ def test_a_farm_rating_over_http_is_named_and_buys_no_rank(site, browser_at):
         familiarization_clips=1,
     )
     preparation.set_open(challenge, True)
-    # The team whose system of track A the honest raters like least buys its rank.
-    favoured = min(
-        System.objects.filter(challenge=challenge, track__code="A"),
-        key=lambda s: sum(demo._true_scores(s.name)),
-    )
-    own = [
-        delivery.load_samples(clip.audio)[0][:, 0] for clip in Clip.objects.filter(system=favoured)
-    ]
-    key = selectors.listening_test(challenge).crowd_key
-    errors: list = []
-    bots = [
-        threading.Thread(
-            target=_bot,
-            args=(browser_at(site, challenge.slug, _farm_address(n)), key, f"farm{n}", own, errors),
-        )
-        for n in range(FARM)
-    ]
-    for bot in bots:
-        bot.start()
-    for bot in bots:
-        bot.join(300)
-    assert not errors, errors
-    farm = set(
-        Rater.objects.filter(participant_id__startswith="farm").values_list("code", flat=True)
-    )
-    assert len(farm) == FARM
+    favoured, farm = run_farm(site, browser_at, challenge, _bot, FARM)
     # The honest panel fills the rest of the places, through the services.
     demo.simulate_raters(challenge, n_raters=8, seed=4)
 

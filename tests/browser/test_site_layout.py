@@ -153,7 +153,7 @@ def _organizer_shots(page, base: str, slug: str, viewport) -> None:
     board = page.locator("#table-leaderboard-A")
     assert "Rank without its most favourable 10% of raters" in board.inner_text()
     assert page.locator("#table-favouring-raters tbody tr").count() >= 4
-    assert "rates system" in page.inner_text("#table-favouring-raters")
+    assert "lifts system" in page.inner_text("#table-favouring-raters")
     page.screenshot(path=str(DOCS_SCREENSHOTS / f"leaderboard{suffix}.png"), full_page=True)
 
 

@@ -92,7 +92,7 @@ def test_demo_command_refuses_without_debug(settings):
 def test_demo_runs_the_whole_challenge_and_publishes(settings, tmp_path):
     from scoring.demo import run_demo
     from scoring.models import Snapshot
-    from stimuli.models import FadResult, Medoid
+    from stimuli.models import FadResult, Medoid, PredictorScore
 
     # A lighter configuration than the demo command's: 20 bootstrap resamples per FAD instead of
     # 200 (two thirds of the ranking's time here; the intervals themselves are tested in
@@ -105,6 +105,7 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings, tmp_path):
         simulate_raters=True,
         n_raters=4,
         objective_settings={"fad_bootstrap": 20, "medoids_per_category": 6},
+        model_dir=tmp_path / "demo-models",
     )
     challenge = run.challenge
     generated = Clip.objects.filter(challenge=challenge, source_job__kind=GENERATE)
@@ -134,6 +135,20 @@ def test_demo_runs_the_whole_challenge_and_publishes(settings, tmp_path):
     league_table = page[page.index('id="table-metric-league"') :]
     assert "KAD" in league_table and 'id="table-league-stability"' in league_table
     assert "KAD-Eval" in page
+    # The learned predictors on every system clip, from the demo's small untrained stand-ins
+    # (written in the folder it was given, none where the released files are looked for): each
+    # axis in the league beside FAD and KAD, and the page saying what they are.
+    system_clips = Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).count()
+    scores = PredictorScore.objects.filter(clip__challenge=challenge)
+    assert scores.count() == system_clips * 5
+    assert all(
+        m.endswith("(untrained stand-in)") for m in scores.values_list("model_id", flat=True)
+    )
+    assert (tmp_path / "demo-models" / "audiobox-aesthetics" / "checkpoint.pt").is_file()
+    assert [a["axis"] for a in league["predictors"]["axes"]] == ["PQ", "PC", "CE", "CU", "PAM"]
+    assert all(e["n_systems"] == 8 for e in league["predictors"]["pooled"].values())
+    assert "Audiobox Aesthetics (untrained stand-in)" in league_table
+    assert "Audiobox Aesthetics and PAM ran on untrained stand-ins" in league_table
     assert run.listen_path.startswith(f"/listen/{challenge.slug}/join/")
     # The small text-prompt study on the baseline's text variant, open for its judges.
     study = run.text_challenge.text_prompt_study
@@ -173,6 +188,7 @@ def _released_as_published(snapshot, tmp_path) -> None:
     rescored = json.loads(score_offline({"release": bundle}))
     released = json.loads((bundle / "result.json").read_text())
     assert numbers(rescored["tracks"]) == numbers(released["tracks"])
+    assert rescored["predictors"] == released["predictors"]  # from the release's predictors.csv
     assert [row.get("final") for row in _rows(released)] == [
         row.get("final") for row in _rows(snapshot.result)
     ]

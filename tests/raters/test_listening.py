@@ -19,6 +19,7 @@ from raters import enrolment, listening, preparation, selectors, sessions
 from raters.models import Rater, Rating, Trial
 from stimuli.exports import to_csv
 from tests.listening_setup import (
+    Clock,
     add_closed_sessions,
     build_listening_challenge,
     deliver,
@@ -29,24 +30,6 @@ from tests.listening_setup import (
 pytestmark = pytest.mark.django_db
 
 DURATION = 2.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.moment = timezone.now()
-
-    def __call__(self):
-        return self.moment
-
-    def advance(self, seconds: float) -> None:
-        self.moment += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    fake = Clock()
-    monkeypatch.setattr(listening, "now", fake)
-    return fake
 
 
 @pytest.fixture

@@ -147,6 +147,6 @@ def test_a_crowd_worker_lifting_one_system_is_named_in_the_monitoring():
     table = monitoring.table(challenge)
     row = next(r for r in table.rows if r.rater.pk == worker.pk)
     assert row.rules["favouritism"] == "exclude" and row.status == "excluded"
-    assert any(reason.startswith("favouritism: rates system") for reason in row.reasons)
+    assert any(reason.startswith("favouritism: lifts system") for reason in row.reasons)
     others = [r for r in table.rows if r.rater.pk != worker.pk]
     assert {r.rules["favouritism"] for r in others} == {"ok"}

@@ -74,7 +74,7 @@ def test_score_offline_keeps_the_honest_ranking_against_a_farm(tmp_path, kind):
     # The reasons name the system and by how much, in the excluded sessions too.
     farm_row = named[next(r for r in farmers if r in named)]
     assert farm_row["system"] == favoured and farm_row["action"] == "exclude"
-    assert f"system {favoured} +" in farm_row["reason"]
+    assert f"system {favoured} above the other raters by +" in farm_row["reason"]
     excluded = [s for s in result["excluded_sessions"] if s["rater"] in farmers]
     assert excluded and all(
         any(reason.startswith("favouritism: ") for reason in s["reasons"]) for s in excluded

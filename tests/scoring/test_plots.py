@@ -157,3 +157,22 @@ def test_a_plot_that_cannot_be_drawn_never_stops_a_publication(
     import matplotlib.pyplot
 
     assert matplotlib.pyplot.get_fignums() == []  # the failed plot's figure was closed
+
+
+def test_the_win_probabilities_of_a_b_votes_are_drawn_per_track_with_names_as_text():
+    matrix = {
+        "systems": [*TEX_LIKE, LONG[0]],
+        "matrix": [[None if i == j else 0.1 + 0.15 * j for j in range(5)] for i in range(5)],
+    }
+    result = {"tracks": {}, "pairwise": {"tracks": {"A": {"win_probability": matrix}}}}
+    drawn = plots.render(result)
+    assert [(t, k) for t, k, *_ in drawn.plots] == [("A", "win-probability")]
+    (_, _, svg, png) = drawn.plots[0]
+    assert edges_are_blank(png) and "</svg>" in svg
+    pyplot = plots._pyplot()
+    fig = plots.win_probability(pyplot, matrix, "A")
+    from matplotlib.text import Text
+
+    shown = {t.get_text() for t in fig.findobj(Text)}
+    assert set(TEX_LIKE) | {"0.25", "0.70"} <= {t.replace("\\$", "$") for t in shown}
+    pyplot.close(fig)

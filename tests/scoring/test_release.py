@@ -19,11 +19,14 @@ from django.core.management.base import CommandError
 from raters import enrolment, preparation, sessions
 from raters.models import Rater
 from scoring import services
-from scoring.models import DataRelease
+from scoring.inputs import ScoringInputError
+from scoring.models import DataRelease, ScoringSettings
 from scoring.offline import run as score_offline
-from scoring.release import open_archive
-from stimuli.models import Challenge, ChallengeRole, FadResult, System
+from scoring.release import make_release, open_archive
+from stimuli.errors import Refused
+from stimuli.models import Challenge, ChallengeRole, Clip, FadResult, PredictorScore, System
 from tests.listening_setup import answer_session, build_listening_challenge
+from tests.pairs_setup import build_pairs_challenge, vote_session
 
 pytestmark = pytest.mark.django_db
 
@@ -63,6 +66,7 @@ def published(organizer):
                     model_id="vggish-test", value=value + 0.25 * len(system.name),
                     n_clips=2, n_reference=9,
                 )  # fmt: skip
+    add_predictor_values(challenge)
     preparation.set_open(challenge, True)
     listener = get_user_model().objects.create_user("jane", email=RATER_EMAIL)
     for n in range(4):
@@ -83,6 +87,20 @@ def published(organizer):
     snapshot = services.publish(challenge, organizer)
     assert snapshot.final and snapshot.result["tracks"]
     return challenge, snapshot
+
+
+def add_predictor_values(challenge: Challenge) -> None:
+    """Every system clip's values of both predictors, as their job stores them."""
+    clips = Clip.objects.filter(challenge=challenge, role=Clip.Role.SYSTEM).order_by("pk")
+    axes = [("aesthetics", a) for a in ("PQ", "PC", "CE", "CU")] + [("pam", "PAM")]
+    PredictorScore.objects.bulk_create(
+        PredictorScore(
+            clip=clip, predictor=predictor, axis=axis, model_id=f"{predictor}@0a1b2c",
+            value=(0.2 + 0.13 * (n % 5)) if axis == "PAM" else 3 + 0.7 * (n % 5) + 0.1 * k,
+        )
+        for n, clip in enumerate(clips)
+        for k, (predictor, axis) in enumerate(axes)
+    )  # fmt: skip
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -123,8 +141,8 @@ def test_the_release_rescores_to_the_published_numbers_and_names_no_one(
     names = {p.name for p in bundle.iterdir()}
     assert names >= {
         "ratings.csv", "diversity.csv", "screening.csv", "stimuli.csv", "anchors.csv", "fad.csv",
-        "teams.csv", "result.json", "scoring.json", "challenge.yaml", "metadata.json",
-        "README.md", "datapackage.json", "audio",
+        "predictors.csv", "teams.csv", "result.json", "scoring.json", "challenge.yaml",
+        "metadata.json", "README.md", "datapackage.json", "audio",
     }  # fmt: skip
 
     metadata = json.loads((bundle / "metadata.json").read_text())
@@ -138,6 +156,20 @@ def test_the_release_rescores_to_the_published_numbers_and_names_no_one(
     released = json.loads((bundle / "result.json").read_text())
     assert numbers(rescored) == numbers(released)
     assert rescored["tracks"] == json.loads(json.dumps(released["tracks"]))
+    # The learned predictors' table too: the same axes, each system's means and the league's
+    # rows of them, from predictors.csv.
+    assert "predictors" in snapshot.input_hashes
+    assert rescored["predictors"] == released["predictors"] == snapshot.result["predictors"]
+    assert [r["pq"] for r in rescored["tracks"]["A"]] == [
+        r["pq"] for r in snapshot.result["tracks"]["A"]
+    ]
+    assert rescored["metric_league"]["predictors"] == released["metric_league"]["predictors"]
+    predictors = read_rows(bundle / "predictors.csv")
+    assert len(predictors) == 2 * 2 * 5  # systems, categories, axes
+    assert {r["model_id"] for r in predictors} == {"aesthetics@0a1b2c", "pam@0a1b2c"}
+    assert all(r["system_id"].startswith("S") and r["low"] for r in predictors)
+    with pytest.raises(ScoringInputError, match="drop --predictors"):
+        score_offline({"release": bundle, "predictors": bundle / "predictors.csv"})
     # The released result is the published one with the raters under their pseudonyms.
     assert [r["final"] for r in released["tracks"]["A"]] == [
         r["final"] for r in snapshot.result["tracks"]["A"]
@@ -198,6 +230,8 @@ def test_the_release_rescores_to_the_published_numbers_and_names_no_one(
     readme = (bundle / "README.md").read_text()
     assert "4 raters: 4 invited" in readme and "CC-BY-4.0" in readme
     assert "| `heard_fraction` | number |" in readme
+    assert "### predictors.csv: Learned predictors" in readme
+    assert "The learned predictors' means (PQ, PC, CE, CU, PAM) of 2 systems" in readme
     # The manual's example.
     (DOCS / "release-example.md").write_text(readme)
 
@@ -207,6 +241,18 @@ def test_the_release_rescores_to_the_published_numbers_and_names_no_one(
         assert zipfile.ZipFile(handle).namelist()
     call_command("release", challenge.slug, "--out", str(tmp_path / "out"), stdout=io.StringIO())
     assert DataRelease.objects.latest("pk").version == "1.1.0+snapshot.1"
+
+
+def test_predictor_values_changed_since_publication_refuse_the_release(published, tmp_path):
+    challenge, snapshot = published
+    PredictorScore.objects.filter(clip__challenge=challenge, axis="PAM").update(value=0.5)
+    with pytest.raises(Refused, match="the predictors changed since results #1"):
+        make_release(snapshot, out_dir=tmp_path)
+    # And gone altogether: the release would lack a table the results were scored from.
+    PredictorScore.objects.filter(clip__challenge=challenge).delete()
+    with pytest.raises(Refused, match="the predictors changed"):
+        make_release(snapshot, out_dir=tmp_path)
+    assert not DataRelease.objects.exists()
 
 
 def test_the_descriptor_is_a_valid_data_package(published, tmp_path, settings):
@@ -224,3 +270,47 @@ def test_a_challenge_without_final_results_is_refused(organizer, tmp_path):
         call_command("release", challenge.slug, "--out", str(tmp_path))
     assert not DataRelease.objects.exists()
     assert Challenge.objects.filter(slug="unpublished").exists()
+
+
+@pytest.mark.django_db
+def test_a_release_of_votes_rescores_to_the_published_pairwise_section(
+    organizer, tmp_path, settings
+):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    challenge = build_pairs_challenge(
+        slug="release-votes", categories=1, pairs_per_session=6, anchor_pairs_per_session=2
+    )
+    ChallengeRole.objects.get_or_create(
+        challenge=challenge, user=organizer, defaults={"role": "owner"}
+    )
+    services.scoring_settings(challenge)
+    ScoringSettings.objects.filter(challenge=challenge).update(bootstrap_samples=20)
+    preparation.set_open(challenge, True)
+    names = {s.pk: s.name for s in System.objects.filter(challenge=challenge)}
+    for n in range(5):
+        rater = enrolment.invite(challenge)
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+
+        def choose(pair, n=n):  # the system named first wins, the anchor loses; a tie now and then
+            if pair.left.stimulus is None or pair.right.stimulus is None:
+                side = "right" if pair.left.stimulus is None else "left"
+                return side, side
+            left = names[pair.left.stimulus.system_id]
+            winner = "left" if left < names[pair.right.stimulus.system_id] else "right"
+            return winner, "tie" if n == 2 else winner
+
+        vote_session(rater, sessions.next_session(rater).session, choose)
+    snapshot = services.publish(challenge, organizer)
+    published = snapshot.result["pairwise"]
+    assert "votes" in snapshot.input_hashes and published["tracks"]
+    make_release(snapshot, out_dir=tmp_path / "out")
+    (bundle,) = (p for p in (tmp_path / "out").iterdir() if p.is_dir())
+    rows = list(csv.DictReader((bundle / "votes.csv").open()))
+    assert {r["role"] for r in rows} == {"pair", "anchor_pair"}
+    assert all(len(r["left_stimulus"]) == 64 and len(r["right_stimulus"]) == 64 for r in rows)
+    assert not any(r["rater"].startswith("R") and len(r["rater"]) == 9 for r in rows)
+    assert "votes on A/B trials" in (bundle / "README.md").read_text()
+    rescored = json.loads(score_offline({"release": bundle}))
+    released = json.loads((bundle / "result.json").read_text())
+    assert rescored["pairwise"] == released["pairwise"]

@@ -1,7 +1,7 @@
 // Listening pages. The player's events go to the server, which decides what was heard (seeking
 // ahead does not count) and answers its verdict. Trials: the scales open once the server says the
-// sound was heard; Next needs an answer on every scale. Familiarization: Start opens once every
-// example was heard.
+// sound was heard; Next needs an answer on every scale. A/B trials: the questions open once both
+// sounds were heard. Familiarization: Start opens once every example was heard.
 (function () {
   "use strict";
   var csrf = document.querySelector("input[name=csrfmiddlewaretoken]");
@@ -136,6 +136,45 @@
       // One submission per page; the request key makes a repeated one harmless anyway.
       setTimeout(function () { next.disabled = true; }, 0);
     });
+  }
+
+  // An A/B trial: its questions open once the server says both sounds were heard; Next needs
+  // an answer to each, and the hint names those still to answer.
+  var pair = document.querySelector("form[data-pair]");
+  if (pair) {
+    var sounds = pair.querySelectorAll("audio");
+    var questions = pair.querySelectorAll("fieldset[data-question]");
+    var done = pair.querySelector("#next");
+    var ready = function () {
+      var both = Array.prototype.every.call(sounds, function (a) { return a.hasAttribute("data-heard"); });
+      var missing = Array.prototype.filter.call(questions, function (q) {
+        q.disabled = !both;
+        return !q.querySelector("input:checked");
+      });
+      done.disabled = !both || missing.length > 0;
+      pair.querySelector(".status").textContent = both ?
+        "You can now answer. Listen again as often as you like." : "Play A and B to their ends; then the questions open.";
+      document.getElementById("next-hint").textContent = both && missing.length ? "Still to answer: " +
+        missing.map(function (q) { return q.querySelector("legend").textContent; }).join(", ") + "." : "";
+    };
+    sounds.forEach(function (audio) {
+      report(pair.dataset.player, audio.dataset.token, audio, function (v, event) {
+        var label = audio.parentElement.querySelector(".heard");
+        if (v.heard) {
+          audio.setAttribute("data-heard", "");
+          label.textContent = "heard";
+          ready();
+        } else if (event === "ended" || event === "pause") {
+          label.textContent = audio.dataset.why || v.reason || v.detail || "";
+        }
+      });
+    });
+    pair.addEventListener("change", ready);
+    pair.addEventListener("submit", function (event) {
+      if (done.disabled) { event.preventDefault(); return; }
+      setTimeout(function () { done.disabled = true; }, 0);
+    });
+    ready();
   }
 
   var examples = document.querySelector("[data-familiarization]");
