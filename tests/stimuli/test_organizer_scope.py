@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 PUBLIC = {
     "home", "login", "logout", "api-schema", "api-docs",
     "raters:home", "raters:join", "raters:crowd", "raters:consent", "raters:instructions",
-    "raters:start", "raters:rate", "raters:next", "raters:finish", "raters:audio",
+    "raters:start", "raters:rate", "raters:vote", "raters:next", "raters:finish", "raters:audio",
     "raters:player", "raters:diversity", "raters:rate_diversity", "raters:text_home",
     "raters:text_progress", "raters:text_begin", "raters:text_describe", "raters:text_mark",
     "raters:text_realism", "raters:text_prompt", "raters:text_answer", "raters:text_marks_done",
