@@ -135,6 +135,18 @@ SLOW_PATHS = (
     "tests/stimuli/submissions/test_feedback.py::test_the_counting_version_is_the_code",
     "tests/stimuli/submissions/test_pages.py::test_organizer_sees_teams_versions_diff",
     "tests/stimuli/generators/test_validate.py::test_memory_limit_counts_a_daemon",
+    # Races of requests at once on the real database (each test empties every table after it),
+    # releases built and rescored, and jobs run by a worker process of its own.
+    "tests/raters/test_concurrency.py",
+    "tests/scoring/test_release.py",
+    "tests/scoring/test_definition_frozen.py::test_the_snapshots_definition_applied_elsewhere",
+    "tests/scoring/test_league.py::test_each_model_is_ranked_by_fad_and_by_kad",
+    "tests/scoring/test_integration.py::test_a_worker_runs_the_publish_job",
+    "tests/stimuli/objective/test_pages.py::test_the_medoids_show_each_clips_predictor_values",
+    "tests/stimuli/objective/test_pages.py::test_organizer_runs_the_predictors_from_the_page",
+    "tests/stimuli/objective/test_predictor_scores.py::test_the_command_needs_no_secret_key",
+    "tests/raters/test_text_prompts.py::test_prompts_are_generated_on_the_gpu_queue_worker",
+    "tests/stimuli/uploads/test_integration.py::test_worker_imports_an_upload_and_rejects_a_bad",
 )
 
 
