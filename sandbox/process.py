@@ -383,6 +383,9 @@ class Sandbox:
 
     # --- limits met ---
 
+    def _oom_killed(self) -> bool:
+        return self.cgroup is not None and self.cgroup.oom_kills() > 0
+
     def _limit_met(self) -> SandboxError | None:
         """The limit the sandbox's cgroup says was met, if any: it explains the failure best."""
         if self.cgroup is None:
@@ -437,7 +440,10 @@ class Sandbox:
                 )
             if self.on_wait is not None:
                 self.on_wait()
-            if self.limits.cpu_s and (found := self._limit_met()):
+            # A process of the sandbox killed for memory ends the call at once, whatever else
+            # the call is doing (sleeping, waiting on it): the limit met is the answer, and it
+            # does not depend on how soon the time limit comes on a loaded machine.
+            if (self.limits.cpu_s or self._oom_killed()) and (found := self._limit_met()):
                 self._kill()
                 raise found
             if not self._selector.select(min(left, 0.5)):

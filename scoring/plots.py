@@ -234,6 +234,7 @@ def _planned(result: Mapping) -> list[tuple[str, str, Callable]]:
     planned = [
         (track, kind, partial(draw, rows=rows, track=track))
         for track, rows in result["tracks"].items()
+        if rows  # a track without the sliders' ratings (the pairs design's) has nothing to draw
         for kind, draw in TRACK_PLOTS.items()
     ]
     if table := result.get("metric_league"):

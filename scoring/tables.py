@@ -19,6 +19,13 @@ class Column:
     shown: bool = True  # False: in the downloads only (the page states it otherwise)
 
 
+def _numeric(values: list) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in present
+    )
+
+
 @dataclass
 class Table:
     name: str
@@ -53,16 +60,26 @@ class Table:
     def shown_columns(self) -> list[Column]:
         return [column for column in self.columns if column.shown]
 
-    def cells(self) -> list[list[tuple[object, list | None, str]]]:
-        """Per row, per shown column: (value, interval or None, why an interval is withheld)."""
+    def headers(self) -> list[tuple[str, bool]]:
+        """Per shown column: its label, and whether it holds numbers (every value that is not
+        missing is one), so that its heading stands over its right-aligned values."""
+        return [
+            (c.label, _numeric([row.get(c.key) for row in self.rows])) for c in self.shown_columns
+        ]
+
+    def cells(self) -> list[list[tuple[object, list | None, str, bool]]]:
+        """Per row, per shown column: (value, interval or None, why an interval is withheld,
+        whether the column holds numbers)."""
+        numeric = [n for _, n in self.headers()]
         return [
             [
                 (
                     row.get(c.key),
                     row.get(f"{c.key}_ci") if c.ci else None,
                     (row.get("ci_withheld") or {}).get(c.key, "") if c.ci else "",
+                    number,
                 )
-                for c in self.shown_columns
+                for c, number in zip(self.shown_columns, numeric, strict=True)
             ]
             for row in self.rows
         ]
@@ -161,13 +178,17 @@ class Stored:
 def tables(result: dict) -> list[Table]:
     """Every table of a result, in page order; each can be downloaded as CSV and JSON."""
     stored = Stored.of(result)
+    votes = pairwise_tables(result)
+    if votes and not result["counts"].get("sessions_checked"):
+        # The pairs design alone: every table of the sliders' ratings would be empty.
+        return votes
     return [
         *(t for track in stored.tracks for t in track_tables(stored, track)),
         *rater_tables(stored),
         *objective_tables(stored),
         *analysis_tables(stored),
         *text_prompt_tables(result),
-        *pairwise_tables(result),
+        *votes,
     ]
 
 
@@ -306,25 +327,41 @@ def rater_tables(stored: Stored) -> list[Table]:
             ],
             [{**s, "reasons": "; ".join(s["reasons"])} for s in stored.excluded_sessions],
         ),
+        *favouritism_tables(
+            "",
+            stored.favouritism,
+            Column("points", "Lift (points)"),
+            Column("sounds", "Sounds"),
+            "Each rater's answers to a system's sounds against the other raters' answers to the "
+            "same sounds, after the rater's own leniency and use of the scale; named alone above "
+            "the rule's z, or as one of a cluster of raters lifting one system.",
+        ),
+    ]
+
+
+def favouritism_tables(
+    prefix: str, found: dict, lift: Column, answers: Column, note: str
+) -> list[Table]:
+    """The raters the favouritism rule named, and the systems a cluster lifts: of the sliders'
+    ratings (`lift` in points) or of the votes (`prefix` "pairwise-", `lift` a share of wins)."""
+    return [
         Table(
-            "favouring-raters",
+            f"{prefix}favouring-raters",
             "Raters favouring a system",
             [
                 Column("rater", "Rater"),
                 Column("system", "System"),
-                Column("points", "Lift (points)"),
+                lift,
                 Column("z", "z"),
-                Column("sounds", "Sounds"),
+                answers,
                 Column("action", "Action"),
                 Column("reason", "Why"),
             ],
-            stored.favouritism["raters"],
-            note="Each rater's answers to a system's sounds against the other raters' answers "
-            "to the same sounds, after the rater's own leniency and use of the scale; named "
-            "alone above the rule's z, or as one of a cluster of raters lifting one system.",
+            found["raters"],
+            note=note,
         ),
         Table(
-            "favouring-clusters",
+            f"{prefix}favouring-clusters",
             "Systems lifted by a cluster of raters",
             [
                 Column("system", "System"),
@@ -332,7 +369,7 @@ def rater_tables(stored: Stored) -> list[Table]:
                 Column("expected", "Expected by chance"),
                 Column("p", "p"),
             ],
-            stored.favouritism["clusters"],
+            found["clusters"],
         ),
     ]
 
@@ -609,11 +646,33 @@ PAIRWISE_COLUMNS = [
 
 def pairwise_tables(result: dict) -> list[Table]:
     """Per track of the votes: its leaderboard (named `leaderboard-pairwise-<track>`, so the
-    results page shows it with the leaderboards) and its win probabilities."""
+    results page shows it with the leaderboards) and its win probabilities; then the sessions of
+    votes the rater-quality rules excluded and what the favouritism rule found in the votes."""
     section = result.get("pairwise")
     if not section:
         return []
-    out = []
+    out = [
+        Table(
+            "pairwise-excluded-sessions",
+            "Excluded sessions of A/B trials",
+            [
+                Column("rater", "Rater"),
+                Column("category", "Category"),
+                Column("session", "Session"),
+                Column("reasons", "Why"),
+            ],
+            [{**s, "reasons": "; ".join(s["reasons"])} for s in section["excluded_sessions"]],
+        ),
+        *favouritism_tables(
+            "pairwise-",
+            section["favouritism"],
+            Column("points", "Lift (share of wins)"),
+            Column("answers", "Answers"),
+            "Each rater's share of wins for a system against the other raters' share on the "
+            "same pairs of systems; named alone above the rule's z, or as one of a cluster of "
+            "raters lifting one system.",
+        ),
+    ]
     replicates = section["bootstrap"]["replicates"]
     for track, entry in section["tracks"].items():
         note = (

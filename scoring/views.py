@@ -32,7 +32,11 @@ from .job_kinds import PUBLISH
 from .models import DataRelease, Snapshot
 
 # The rater-quality findings, shown under "Quality checks".
-CHECK_TABLES = ("excluded-sessions", "favouring-raters", "favouring-clusters")
+CHECK_TABLES = tuple(
+    f"{design}{name}"
+    for design in ("", "pairwise-")
+    for name in ("excluded-sessions", "favouring-raters", "favouring-clusters")
+)
 
 
 def index(request: HttpRequest) -> HttpResponse:
@@ -156,6 +160,7 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         "checks": [t for t in all_tables if t.name in CHECK_TABLES],
         "analyses": [t for t in all_tables if t.track is None and t.name not in CHECK_TABLES],
         "counts": result["counts"],
+        "pairwise": result.get("pairwise"),
         "settings": result["settings"],
         "settings_json": json.dumps(snap.settings, indent=2),
         "hashes_json": json.dumps(snap.input_hashes, indent=2),
@@ -223,6 +228,7 @@ def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpRespon
             "challenge": snap.challenge,
             "snapshot": snap,
             "track": code,
+            "rated": bool(rows),  # by the sliders (a pairs design's track has votes only)
             "track_tables": [t for t in tables.tables(snap.result) if t.track == code],
             "plots": plots,
             "plots_missing": [m for m in snap.plots_missing if m["track"] in (code, "all")],

@@ -134,7 +134,6 @@ SLOW_PATHS = (
     "tests/stimuli/submissions/test_feedback.py::test_review_window_takes_a_code_fix",
     "tests/stimuli/submissions/test_feedback.py::test_the_counting_version_is_the_code",
     "tests/stimuli/submissions/test_pages.py::test_organizer_sees_teams_versions_diff",
-    "tests/stimuli/generators/test_validate.py::test_memory_limit_counts_a_daemon",
     # Races of requests at once on the real database (each test empties every table after it),
     # releases built and rescored, and jobs run by a worker process of its own.
     "tests/raters/test_concurrency.py",
@@ -157,17 +156,18 @@ SLOW_PATHS = (
 # another would run after it on the same worker. They are spread over the workers' parts, the
 # longest first to the least loaded part.
 LONGEST = {
-    "tests/foley_platform/test_demo.py::test_demo_runs_the_whole_challenge_and_publishes": 460,
-    "tests/adversary/test_headphone_reader.py": 95,
-    "tests/adversary/test_gold_detectors.py::test_the_synthesisers_own_renderings": 85,
-    "tests/adversary/test_gold_detectors.py::test_first_byte_times": 75,
-    "tests/adversary/test_farm.py": 65,
-    "tests/adversary/test_pairs.py::test_a_farm_voting_over_http": 60,
-    "tests/browser/test_pairs.py": 60,
-    "tests/adversary/test_listening.py::test_checkpoint_flooding": 55,
-    "tests/browser/test_site_layout.py::test_every_page_of_a_published_challenge": 55,
-    "tests/adversary/test_anchors_detectors.py": 45,
-    "tests/browser/test_screening.py::test_a_worker_who_cannot_hear_the_tone": 40,
+    "tests/foley_platform/test_demo.py::test_demo_runs_the_whole_challenge_and_publishes": 270,
+    "tests/adversary/test_headphone_reader.py": 90,
+    "tests/adversary/test_gold_detectors.py::test_first_byte_times": 60,
+    "tests/adversary/test_gold_detectors.py::test_the_synthesisers_own_renderings": 55,
+    "tests/adversary/test_farm.py": 55,
+    "tests/browser/test_pairs.py::test_a_crowd_worker": 45,
+    "tests/browser/test_site_layout.py::test_every_page_of_a_published_challenge": 45,
+    "tests/adversary/test_pairs.py::test_a_farm_voting_over_http": 45,
+    "tests/adversary/test_listening.py::test_checkpoint_flooding": 40,
+    "tests/adversary/test_pairs.py::test_sides_played_at_once": 40,
+    "tests/adversary/test_anchors_detectors.py": 40,
+    "tests/browser/test_screening.py::test_a_worker_who_cannot_hear_the_tone": 35,
     "tests/browser/test_screening.py::test_a_worker_who_hears_the_tone": 35,
 }
 

@@ -3,7 +3,8 @@ challenge with A/B trials), and a rater's votes stored through the service as a 
 
 from __future__ import annotations
 
-from raters import sessions, votes
+from raters import enrolment, selectors, sessions, votes
+from raters.models import Rater, Stimulus
 from stimuli.models import Challenge
 from tests.listening_setup import build_listening_challenge
 
@@ -36,3 +37,35 @@ def vote_session(rater, session, choose=None) -> None:
             rater, point.pair.token, quality=quality, fit=fit, key=f"k-{point.pair.token}"
         )
         session.refresh_from_db()
+
+
+def voters_by_name(challenge: Challenge, voters: int = 4) -> None:
+    """`voters` invited raters each vote on a session: the system named first wins on quality,
+    and on fit for every other voter (the rest tie on fit)."""
+    name = {s.system_id: s.system.name for s in Stimulus.objects.select_related("system")}
+    for n in range(voters):
+        rater = enrolment.invite(challenge, label=f"voter {n}")
+        enrolment.record_consent(rater)
+        enrolment.record_instructions(rater)
+
+        def by_name(pair, n=n):
+            left, right = name[pair.left.stimulus.system_id], name[pair.right.stimulus.system_id]
+            winner = "left" if left < right else "right"
+            return winner, winner if n % 2 else "tie"
+
+        vote_session(rater, sessions.next_session(rater).session, by_name)
+
+
+def crowd_voting_a(challenge: Challenge):
+    """A crowd worker who answers A always, on a session of its own; the same-side rule set to
+    judge it (from 8 answers), so that it is excluded."""
+    crowd = enrolment.invite(challenge, label="crowd")
+    Rater.objects.filter(pk=crowd.pk).update(kind="crowd", participant_id="PIDab")
+    crowd.refresh_from_db()
+    enrolment.record_consent(crowd)
+    enrolment.record_instructions(crowd)
+    test = selectors.listening_test(challenge)
+    test.rater_rules = {"same_side": {"min_answers": 8}}
+    test.save()
+    vote_session(crowd, sessions.next_session(crowd).session)
+    return crowd

@@ -22,7 +22,7 @@ def _number(value) -> str:
 def cell(pair):
     """A table cell: the value, its interval in brackets when it has one, or why it has none
     (too few raters or sounds for an honest interval, or no spread) instead of a narrow one."""
-    value, interval, withheld = pair
+    value, interval, withheld, _numeric = pair
     if withheld and value is not None:
         return format_html(
             '{} <small class="ci withheld" title="{}">[no interval: {}]</small>',
@@ -42,7 +42,8 @@ def cell(pair):
 
 @register.filter
 def is_number(pair) -> bool:
-    return isinstance(pair[0], int | float) and not isinstance(pair[0], bool)
+    """The cell is in a column of numbers (a missing value's dash aligns with them)."""
+    return pair[3]
 
 
 @register.simple_tag

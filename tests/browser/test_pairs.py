@@ -11,7 +11,7 @@ from raters import preparation, selectors
 from raters.models import Rater, Screening, ScreeningTrial, Vote
 from tests.chromium import chromium_page
 from tests.layout_check import DESKTOP, DOCS_SCREENSHOTS, PHONE, assert_in_layout
-from tests.pairs_setup import build_pairs_challenge
+from tests.pairs_setup import build_pairs_challenge, crowd_voting_a, voters_by_name
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -150,3 +150,49 @@ def test_a_crowd_worker_votes_on_a_b_trials_with_both_sides_heard(
     assert [(v.quality, v.fit) for v in stored] == [("left", "tie"), ("right", "tie")]
     assert all(v.left_heard_fraction >= 0.9 and v.right_heard_fraction >= 0.9 for v in stored)
     assert stored[0].pair.token == token
+
+
+def _published_pairs_challenge(organizer):
+    """A pairs-design challenge whose four invited voters rank the systems by name and whose
+    crowd worker answers A always (excluded), published."""
+    from scoring import services
+    from scoring.models import ScoringSettings
+
+    challenge = build_pairs_challenge(slug="ab-results", categories=1, pairs_per_session=6)
+    preparation.set_open(challenge, True)
+    ScoringSettings.objects.get_or_create(challenge=challenge)
+    ScoringSettings.objects.filter(challenge=challenge).update(bootstrap_samples=20)
+    voters_by_name(challenge)
+    crowd_voting_a(challenge)
+    return challenge, services.publish(challenge, organizer)
+
+
+def test_a_pairs_designs_results_read_on_a_desktop_and_a_phone(
+    live_server, chromium_path, organizer
+):
+    # Database work stays outside the browser's event loop, whose connections outlive the test.
+    challenge, snapshot = _published_pairs_challenge(organizer)
+    first = min(challenge.systems.filter(track__code="A").values_list("name", flat=True))
+    for viewport, suffix in ((DESKTOP, ""), (PHONE, "-phone")):
+        with chromium_page(chromium_path, viewport=viewport) as page:
+            page.goto(f"{live_server.url}/results/{challenge.slug}/{snapshot.number}/")
+            board = page.locator("#table-leaderboard-pairwise-A")
+            assert first in board.locator("tbody tr").first.inner_text()
+            # The votes' quality checks, and none of the sliders' empty tables.
+            assert "1 session excluded" in page.inner_text("#pairwise-counts")
+            excluded = page.inner_text("#table-pairwise-excluded-sessions")
+            assert "same_side" in excluded
+            assert page.locator("#table-leaderboard-A, #table-excluded-sessions").count() == 0
+            assert_in_layout(page)
+            page.screenshot(path=str(DOCS_SCREENSHOTS / f"ab-results{suffix}.png"), full_page=True)
+
+            page.goto(f"{live_server.url}/results/{challenge.slug}/{snapshot.number}/track/A/")
+            # The votes' plot alone: nothing drawn from the sliders' ratings there are none of.
+            assert page.locator("figure.plot").count() == 1
+            plot = page.locator("figure.plot:has(a[href*='/win-probability.'])")
+            plot.scroll_into_view_if_needed()
+            box, frame = plot.locator("svg").bounding_box(), plot.bounding_box()
+            assert box["width"] > 200 and box["height"] > 100
+            assert box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
+            assert_in_layout(page)
+            page.screenshot(path=str(DOCS_SCREENSHOTS / f"ab-track{suffix}.png"), full_page=True)

@@ -238,7 +238,7 @@ def test_a_published_challenge_shows_the_predictors_on_its_pages_and_downloads(
         section = page[page.index(f'id="table-{table}"') :]
         section = section[: section.index("</section>")]
         for label in labels:
-            assert f'<th scope="col">{label}</th>' in section, (table, label)
+            assert f'<th scope="col" class="num">{label}</th>' in section, (table, label)
     top = snap.result["tracks"]["A"][0]
     assert f"{top['pq']:.2f}" in page
     for name in ("predictors-A",):

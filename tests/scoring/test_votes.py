@@ -13,7 +13,6 @@ import pytest
 
 from raters import enrolment, preparation, selectors, sessions
 from raters.columns import SCORED_VOTE_COLUMNS, VOTE_COLUMNS
-from raters.models import Rater, Stimulus
 from raters.vote_rules import PAIR
 from scoring import services
 from scoring.models import ScoringSettings
@@ -24,7 +23,7 @@ from scoring.tables import table
 from scoring.votes import score_votes
 from stimuli.exports import to_csv
 from stimuli.selectors import team_rows
-from tests.pairs_setup import build_pairs_challenge, vote_session
+from tests.pairs_setup import build_pairs_challenge, crowd_voting_a, vote_session, voters_by_name
 
 
 def test_the_votes_export_begins_with_the_pairwise_columns():
@@ -111,30 +110,8 @@ def test_published_votes_are_the_servers_and_score_offline_prints_the_same(tmp_p
     preparation.set_open(challenge, True)
     ScoringSettings.objects.get_or_create(challenge=challenge)
     ScoringSettings.objects.filter(challenge=challenge).update(bootstrap_samples=20)
-    rank = {s.system_id: s.system.name for s in Stimulus.objects.select_related("system")}
-    for n in range(4):
-        rater = enrolment.invite(challenge, label=f"voter {n}")
-        enrolment.record_consent(rater)
-        enrolment.record_instructions(rater)
-        session = sessions.next_session(rater).session
-
-        def by_name(pair, n=n):  # the system named first wins
-            left = rank[pair.left.stimulus.system_id]
-            right = rank[pair.right.stimulus.system_id]
-            winner = "left" if left < right else "right"
-            return winner, winner if n % 2 else "tie"
-
-        vote_session(rater, session, by_name)
-    # A crowd worker answering A always: excluded by the same-side rule.
-    crowd = enrolment.invite(challenge, label="crowd")
-    Rater.objects.filter(pk=crowd.pk).update(kind="crowd", participant_id="PIDab")
-    crowd.refresh_from_db()
-    enrolment.record_consent(crowd)
-    enrolment.record_instructions(crowd)
-    test = selectors.listening_test(challenge)
-    test.rater_rules = {"same_side": {"min_answers": 8}}
-    test.save()
-    vote_session(crowd, sessions.next_session(crowd).session)
+    voters_by_name(challenge)
+    crowd = crowd_voting_a(challenge)
 
     inputs = services.collect_inputs(challenge)
     assert len(inputs.pairs) == 5 * 6 * 2
