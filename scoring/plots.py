@@ -231,10 +231,13 @@ class Drawn:
 
 def _planned(result: Mapping) -> list[tuple[str, str, Callable]]:
     """Every plot of a result: (track or "all", kind, draw(pyplot) -> figure)."""
+    # A track of votes without the sliders' ratings (the pairs design's) has none of theirs to
+    # draw; a track not rated yet still has its plots, empty, as an interim snapshot shows.
+    votes = bool(result.get("pairwise"))
     planned = [
         (track, kind, partial(draw, rows=rows, track=track))
         for track, rows in result["tracks"].items()
-        if rows  # a track without the sliders' ratings (the pairs design's) has nothing to draw
+        if rows or not votes
         for kind, draw in TRACK_PLOTS.items()
     ]
     if table := result.get("metric_league"):

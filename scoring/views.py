@@ -228,7 +228,8 @@ def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpRespon
             "challenge": snap.challenge,
             "snapshot": snap,
             "track": code,
-            "rated": bool(rows),  # by the sliders (a pairs design's track has votes only)
+            # Rated by the sliders, or to be (a pairs design's track has votes only).
+            "rated": bool(rows) or not snap.result.get("pairwise"),
             "track_tables": [t for t in tables.tables(snap.result) if t.track == code],
             "plots": plots,
             "plots_missing": [m for m in snap.plots_missing if m["track"] in (code, "all")],

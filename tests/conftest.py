@@ -539,3 +539,19 @@ def dcase_stats_dir() -> Path:
     if REQUIRE_SERVICES:
         pytest.fail(f"FOLEY_REQUIRE_SERVICES=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, whose connections from other processes are ended before
+    it is dropped: a worker or server process the tests killed may still hold one for a moment
+    (its server process has not yet seen it gone), which would leave the database behind with a
+    warning."""
+    yield
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
