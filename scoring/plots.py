@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from .tables import votes_only
+
 logger = logging.getLogger(__name__)
 
 # A FAD axis turns logarithmic when its largest value is this many times its smallest.
@@ -231,13 +233,12 @@ class Drawn:
 
 def _planned(result: Mapping) -> list[tuple[str, str, Callable]]:
     """Every plot of a result: (track or "all", kind, draw(pyplot) -> figure)."""
-    # A track of votes without the sliders' ratings (the pairs design's) has none of theirs to
-    # draw; a track not rated yet still has its plots, empty, as an interim snapshot shows.
-    votes = bool(result.get("pairwise"))
+    # The pairs design alone has none of the sliders' plots to draw; a track not rated yet still
+    # has its plots, empty, as an interim snapshot shows.
+    tracks = {} if votes_only(result) else result["tracks"]
     planned = [
         (track, kind, partial(draw, rows=rows, track=track))
-        for track, rows in result["tracks"].items()
-        if rows or not votes
+        for track, rows in tracks.items()
         for kind, draw in TRACK_PLOTS.items()
     ]
     if table := result.get("metric_league"):

@@ -3,6 +3,7 @@ download (CSV and JSON) and the API serve, from the result a snapshot stores."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stimuli.exports import to_csv
@@ -17,6 +18,12 @@ class Column:
     label: str
     ci: bool = False  # the row also has `<key>_ci` = [low, high]
     shown: bool = True  # False: in the downloads only (the page states it otherwise)
+
+
+def votes_only(result: Mapping) -> bool:
+    """The result of a test of the pairs design alone: votes, and no session of the sliders'
+    ratings to show tables and plots of (they would all be empty)."""
+    return bool(result.get("pairwise")) and not (result.get("counts") or {}).get("sessions_checked")
 
 
 def _numeric(values: list) -> bool:
@@ -179,8 +186,7 @@ def tables(result: dict) -> list[Table]:
     """Every table of a result, in page order; each can be downloaded as CSV and JSON."""
     stored = Stored.of(result)
     votes = pairwise_tables(result)
-    if votes and not result["counts"].get("sessions_checked"):
-        # The pairs design alone: every table of the sliders' ratings would be empty.
+    if votes_only(result):
         return votes
     return [
         *(t for track in stored.tracks for t in track_tables(stored, track)),

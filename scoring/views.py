@@ -161,6 +161,7 @@ def snapshot(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         "analyses": [t for t in all_tables if t.track is None and t.name not in CHECK_TABLES],
         "counts": result["counts"],
         "pairwise": result.get("pairwise"),
+        "votes_only": tables.votes_only(result),
         "settings": result["settings"],
         "settings_json": json.dumps(snap.settings, indent=2),
         "hashes_json": json.dumps(snap.input_hashes, indent=2),
@@ -228,8 +229,7 @@ def track(request: HttpRequest, slug: str, number: int, code: str) -> HttpRespon
             "challenge": snap.challenge,
             "snapshot": snap,
             "track": code,
-            # Rated by the sliders, or to be (a pairs design's track has votes only).
-            "rated": bool(rows) or not snap.result.get("pairwise"),
+            "votes_only": tables.votes_only(snap.result),
             "track_tables": [t for t in tables.tables(snap.result) if t.track == code],
             "plots": plots,
             "plots_missing": [m for m in snap.plots_missing if m["track"] in (code, "all")],

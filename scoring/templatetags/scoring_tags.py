@@ -42,8 +42,9 @@ def cell(pair):
 
 @register.filter
 def is_number(pair) -> bool:
-    """The cell is in a column of numbers (a missing value's dash aligns with them)."""
-    return pair[3]
+    """A number, or a cell in a column of numbers (a missing value's dash aligns with them)."""
+    value, numeric = pair[0], pair[3]
+    return numeric or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
 @register.simple_tag

@@ -182,6 +182,8 @@ def test_a_pairs_designs_results_read_on_a_desktop_and_a_phone(
             assert "1 session excluded" in page.inner_text("#pairwise-counts")
             excluded = page.inner_text("#table-pairwise-excluded-sessions")
             assert "same_side" in excluded
+            # The public page names the crowd worker by its rater code, never its platform's id.
+            assert "PIDab" not in page.content()
             assert page.locator("#table-leaderboard-A, #table-excluded-sessions").count() == 0
             assert_in_layout(page)
             page.screenshot(path=str(DOCS_SCREENSHOTS / f"ab-results{suffix}.png"), full_page=True)

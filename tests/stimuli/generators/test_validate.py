@@ -371,12 +371,11 @@ def test_a_daemon_left_by_the_generator_dies_with_the_sandbox(tmp_path):
 def test_memory_limit_counts_a_daemon_in_a_session_of_its_own(tmp_path):
     source = GeneratorSource.from_module(f"{FIXTURES}.daemon")
     sandbox = Sandbox(source, limits=MEMORY_LIMITS, workdir=tmp_path)
-    started = time.monotonic()
     with sandbox, pytest.raises(SandboxError) as caught:
         sandbox.generate("hog", 1, 0)  # the call sleeps 60 s while its daemon grows
-    # Ended by the daemon's kill, not by the call's end or its time limit.
+    # Ended by the daemon's kill: a call that ran to its end would return its clips, and the time
+    # limit (600 s) would say so.
     assert caught.value.code == "memory", caught.value
-    assert time.monotonic() - started < 60
     assert "memory limit (600 MiB) reached" in caught.value.message
 
 
